@@ -1,0 +1,153 @@
+/// The opaque pull cursor: how far a client has read each feed it reads.
+///
+/// Wire form: `v1.<base64url(JSON payload)>.<checksum>`. The payload names the user it belongs to,
+/// the force-resync epoch it was issued under, and one position (the last sequence number read)
+/// per feed. The version prefix lets later releases change the payload while still recognising
+/// (and rejecting with `CURSOR_INVALID`) cursors they can no longer serve.
+public struct SyncCursor: Sendable, Hashable {
+    public var userID: String
+    public var resyncEpoch: Int64
+    public var positions: [Scope: Int64]
+
+    public init(userID: String, resyncEpoch: Int64, positions: [Scope: Int64]) {
+        self.userID = userID
+        self.resyncEpoch = resyncEpoch
+        self.positions = positions
+    }
+
+    public static let maximumEncodedLength = 65_536
+    static let prefix = "v1."
+
+    public func encoded() -> String {
+        var feeds: JSONObject = [:]
+        for (scope, position) in positions { feeds[scope.key] = .int(position) }
+        let payload: JSONValue = ["u": .string(userID), "e": .int(resyncEpoch), "p": .object(feeds)]
+        let body = Base64URL.encode(payload.serializedBytes())
+        return Self.prefix + body + "." + Self.checksum(of: body)
+    }
+
+    /// Decodes a cursor and checks that it belongs to `userID`.
+    public static func decode(_ text: String, expectedUserID: String) throws(CursorError) -> SyncCursor {
+        guard text.utf8.count <= maximumEncodedLength else { throw .malformed("cursor is too long") }
+        guard text.hasPrefix(prefix) else { throw .malformed("unknown cursor version") }
+        let parts = text.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw .malformed("cursor is not in the expected form") }
+        let body = String(parts[0])
+        guard checksum(of: body) == parts[1] else { throw .malformed("cursor checksum does not match") }
+        guard let bytes = Base64URL.decode(body) else { throw .malformed("cursor is not valid base64url") }
+        guard let payload = try? JSONParser(maximumDepth: 4).parse(bytes).objectValue,
+            let user = payload["u"]?.stringValue,
+            let epoch = payload["e"]?.integerValue, epoch >= 0,
+            let feeds = payload["p"]?.objectValue
+        else { throw .malformed("cursor payload is not in the expected form") }
+        var positions: [Scope: Int64] = [:]
+        for (key, value) in feeds {
+            guard let scope = Scope(key: key), let position = value.integerValue, position >= 0 else {
+                throw .malformed("cursor holds an invalid feed position")
+            }
+            positions[scope] = position
+        }
+        guard user == expectedUserID else { throw .otherUser }
+        guard positions.keys.contains(where: { $0 == .user(user) }) else {
+            throw .malformed("cursor lacks the user's own feed")
+        }
+        return SyncCursor(userID: user, resyncEpoch: epoch, positions: positions)
+    }
+
+    /// FNV-1a (64-bit) of the body, hex: catches truncation and accidental edits, not forgery
+    /// (a forged position can only make its own user re-read or skip their own data).
+    static func checksum(of body: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in body.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+public enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
+    case malformed(String)
+    case otherUser
+    /// The cursor is older than a feed's purge floor (tombstones it has not seen were purged).
+    case expired(Scope)
+    /// The cursor claims a position the feed has not reached.
+    case ahead(Scope)
+
+    public var description: String {
+        switch self {
+        case .malformed(let reason): return "malformed cursor: \(reason)"
+        case .otherUser: return "cursor belongs to another user"
+        case .expired: return "cursor is older than the feed's retention horizon; pull from the beginning"
+        case .ahead: return "cursor is ahead of the feed; pull from the beginning"
+        }
+    }
+
+    public var protocolError: ProtocolError {
+        ProtocolError(.cursorInvalid, description)
+    }
+}
+
+/// RFC 4648 base64url without padding.
+enum Base64URL {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+            index += 3
+        }
+        let remaining = bytes.count - index
+        if remaining == 1 {
+            let chunk = UInt32(bytes[index]) << 16
+            for shift in [18, 12] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+        } else if remaining == 2 {
+            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+            for shift in [18, 12, 6] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt32] = []
+        values.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(UInt32(byte - UInt8(ascii: "A")))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(UInt32(byte - UInt8(ascii: "a") + 26))
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(UInt32(byte - UInt8(ascii: "0") + 52))
+            case UInt8(ascii: "-"): values.append(62)
+            case UInt8(ascii: "_"): values.append(63)
+            default: return nil
+            }
+        }
+        if values.count % 4 == 1 { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(values.count * 3 / 4)
+        var index = 0
+        while index + 4 <= values.count {
+            let chunk = values[index] << 18 | values[index + 1] << 12 | values[index + 2] << 6 | values[index + 3]
+            output.append(UInt8(chunk >> 16 & 0xFF))
+            output.append(UInt8(chunk >> 8 & 0xFF))
+            output.append(UInt8(chunk & 0xFF))
+            index += 4
+        }
+        let remaining = values.count - index
+        if remaining == 2 {
+            let chunk = values[index] << 18 | values[index + 1] << 12
+            guard chunk & 0xFFFF == 0 else { return nil }
+            output.append(UInt8(chunk >> 16 & 0xFF))
+        } else if remaining == 3 {
+            let chunk = values[index] << 18 | values[index + 1] << 12 | values[index + 2] << 6
+            guard chunk & 0xFF == 0 else { return nil }
+            output.append(UInt8(chunk >> 16 & 0xFF))
+            output.append(UInt8(chunk >> 8 & 0xFF))
+        }
+        return output
+    }
+}

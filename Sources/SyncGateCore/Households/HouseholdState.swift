@@ -1,0 +1,45 @@
+/// A household and its memberships, as the apply step checks permissions against them.
+public struct HouseholdState: Sendable, Hashable {
+    public enum Role: String, Sendable, Hashable, CaseIterable {
+        case owner, member
+    }
+
+    public var id: String
+    public var ownerID: String
+    public var archived: Bool
+    public var members: [String: Role]
+
+    public init(id: String, ownerID: String, archived: Bool = false, members: [String: Role] = [:]) {
+        self.id = id
+        self.ownerID = ownerID
+        self.archived = archived
+        self.members = members
+    }
+
+    /// Whether `userID` may read and write this household's data.
+    public func isActiveMember(_ userID: String) -> Bool {
+        !archived && members[userID] != nil
+    }
+}
+
+/// Ids of the built-in household entities.
+public enum HouseholdIDs {
+    /// `household_members` ids are `<household_id>:<user_id>`.
+    public static func membershipID(household: String, user: String) -> String {
+        household + ":" + user
+    }
+
+    /// Splits a membership id; with a known household id, the rest is the user id.
+    public static func splitMembershipID(_ id: String, household: String?) -> (household: String, user: String)? {
+        if let household {
+            let prefix = household + ":"
+            guard id.hasPrefix(prefix), id.count > prefix.count else { return nil }
+            return (household, String(id.dropFirst(prefix.count)))
+        }
+        guard let colon = id.firstIndex(of: ":") else { return nil }
+        let household = String(id[..<colon])
+        let user = String(id[id.index(after: colon)...])
+        guard !household.isEmpty, !user.isEmpty else { return nil }
+        return (household, user)
+    }
+}

@@ -1,0 +1,259 @@
+/// A strict JSON parser (RFC 8259) with an explicit nesting limit.
+///
+/// It validates UTF-8, rejects control characters in strings, lone surrogates, trailing
+/// content and numbers outside the range of a `Double`, and never recurses deeper than
+/// ``maximumDepth`` — hostile input gets a ``JSONParseError``, not a crash.
+public struct JSONParser {
+    public var maximumDepth: Int
+
+    public init(maximumDepth: Int = 64) {
+        self.maximumDepth = maximumDepth
+    }
+
+    public func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+
+    public func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(JSONParseError) -> JSONValue {
+        let buffer = Array(bytes)
+        return try buffer.withUnsafeBufferPointer { (pointer) throws(JSONParseError) -> JSONValue in
+            var reader = Reader(bytes: pointer, maximumDepth: maximumDepth)
+            reader.skipWhitespace()
+            let value = try reader.parseValue(depth: 0)
+            reader.skipWhitespace()
+            guard reader.isAtEnd else { throw reader.error("unexpected content after the JSON value") }
+            return value
+        }
+    }
+}
+
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var offset: Int
+
+    public var description: String { "\(message) at byte \(offset)" }
+}
+
+private struct Reader {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maximumDepth: Int
+    var index = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
+
+    var isAtEnd: Bool { index >= bytes.count }
+
+    func error(_ message: String) -> JSONParseError {
+        JSONParseError(message: message, offset: index)
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"): index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected character")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw error("invalid literal") }
+        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: count)
+        for offset in 0..<count where bytes[index + offset] != expected[offset] {
+            throw error("invalid literal")
+        }
+        index += count
+    }
+
+    mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= maximumDepth else { throw error("nesting deeper than \(maximumDepth)") }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue(depth: depth)
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "}") else { throw error("expected ',' or '}'") }
+            index += 1
+            return .object(members)
+        }
+    }
+
+    mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= maximumDepth else { throw error("nesting deeper than \(maximumDepth)") }
+        index += 1
+        var items: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(items)
+        }
+        while true {
+            skipWhitespace()
+            items.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "]") else { throw error("expected ',' or ']'") }
+            index += 1
+            return .array(items)
+        }
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        index += 1  // opening quote
+        var scalars = String.UnicodeScalarView()
+        var runStart = index
+        func flush(_ reader: Reader, upTo end: Int, into scalars: inout String.UnicodeScalarView) throws(JSONParseError) {
+            guard end > runStart else { return }
+            let run = UnsafeBufferPointer(rebasing: reader.bytes[runStart..<end])
+            guard let decoded = String(validating: run, as: UTF8.self) else {
+                throw JSONParseError(message: "invalid UTF-8 in string", offset: runStart)
+            }
+            scalars.append(contentsOf: decoded.unicodeScalars)
+        }
+        while true {
+            guard index < bytes.count else { throw error("unterminated string") }
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                try flush(self, upTo: index, into: &scalars)
+                index += 1
+                return String(scalars)
+            case UInt8(ascii: "\\"):
+                try flush(self, upTo: index, into: &scalars)
+                index += 1
+                scalars.append(try parseEscape())
+                runStart = index
+            case 0..<0x20:
+                throw error("control character in string")
+            default:
+                index += 1
+            }
+        }
+    }
+
+    mutating func parseEscape() throws(JSONParseError) -> Unicode.Scalar {
+        guard index < bytes.count else { throw error("unterminated escape") }
+        let byte = bytes[index]
+        index += 1
+        switch byte {
+        case UInt8(ascii: "\""): return "\""
+        case UInt8(ascii: "\\"): return "\\"
+        case UInt8(ascii: "/"): return "/"
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            let first = try parseHex4()
+            if (0xD800...0xDBFF).contains(first) {
+                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                    throw error("lone surrogate in string")
+                }
+                index += 2
+                let second = try parseHex4()
+                guard (0xDC00...0xDFFF).contains(second) else { throw error("invalid surrogate pair in string") }
+                let combined = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                return Unicode.Scalar(combined)!
+            }
+            guard let scalar = Unicode.Scalar(first) else { throw error("lone surrogate in string") }
+            return scalar
+        default:
+            throw error("invalid escape")
+        }
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw error("invalid unicode escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw error("invalid unicode escape")
+            }
+            value = value * 16 + digit
+            index += 1
+        }
+        return value
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) {
+            return .int(integer)
+        }
+        guard let double = Double(text), double.isFinite else {
+            throw JSONParseError(message: "number out of range", offset: start)
+        }
+        return .double(double)
+    }
+
+    func isDigit(_ byte: UInt8) -> Bool {
+        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+    }
+}

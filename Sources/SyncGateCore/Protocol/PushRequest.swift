@@ -1,0 +1,187 @@
+/// Limits the front enforces on a push body; all configurable.
+public struct PushLimits: Sendable, Hashable {
+    public var maximumOperations: Int
+    public var maximumDataBytes: Int
+    public var maximumDataDepth: Int
+
+    public init(maximumOperations: Int = 1000, maximumDataBytes: Int = 256 * 1024, maximumDataDepth: Int = 32) {
+        self.maximumOperations = maximumOperations
+        self.maximumDataBytes = maximumDataBytes
+        self.maximumDataDepth = maximumDataDepth
+    }
+}
+
+/// A validated `POST /v1/sync/push` body.
+///
+/// Validation here covers only the request's shape (JSON, field types, required fields, limits).
+/// Anything that depends on configuration or stored state becomes a per-operation result later.
+public struct PushRequest: Sendable, Hashable {
+    public var operations: [SyncOperation]
+
+    public init(operations: [SyncOperation]) {
+        self.operations = operations
+    }
+
+    /// Parses and validates a push body.
+    ///
+    /// - Parameter receivedAt: the timestamp given to operations that carry no `client_timestamp`.
+    public init(body: some Collection<UInt8>, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
+        // The envelope adds three levels (body object, operations array, operation object) above `data`.
+        let parser = JSONParser(maximumDepth: limits.maximumDataDepth + 3)
+        let document: JSONValue
+        do {
+            document = try parser.parse(body)
+        } catch {
+            if error.message.hasPrefix("nesting deeper") {
+                throw ProtocolError(.validationError, "data nests deeper than \(limits.maximumDataDepth) levels")
+            }
+            throw ProtocolError(.validationError, "malformed JSON: \(error)")
+        }
+        try self.init(document: document, limits: limits, receivedAt: receivedAt)
+    }
+
+    public init(document: JSONValue, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
+        guard let root = document.objectValue else {
+            throw ProtocolError(.validationError, "the body must be a JSON object")
+        }
+        guard let operationsValue = root["operations"] else {
+            throw ProtocolError(.validationError, "missing field 'operations'")
+        }
+        guard let operations = operationsValue.arrayValue else {
+            throw ProtocolError(.validationError, "field 'operations' must be an array")
+        }
+        guard !operations.isEmpty else {
+            throw ProtocolError(.validationError, "field 'operations' must not be empty")
+        }
+        guard operations.count <= limits.maximumOperations else {
+            throw ProtocolError(
+                .validationError,
+                "too many operations: \(operations.count) (at most \(limits.maximumOperations) per push)"
+            )
+        }
+        var parsed: [SyncOperation] = []
+        parsed.reserveCapacity(operations.count)
+        for (index, value) in operations.enumerated() {
+            parsed.append(try Self.parseOperation(value, index: index, limits: limits, receivedAt: receivedAt))
+        }
+        self.operations = parsed
+    }
+
+    static func parseOperation(
+        _ value: JSONValue,
+        index: Int,
+        limits: PushLimits,
+        receivedAt: Timestamp
+    ) throws(ProtocolError) -> SyncOperation {
+        let path = "operations[\(index)]"
+        guard let object = value.objectValue else {
+            throw ProtocolError(.validationError, "\(path) must be an object")
+        }
+        func requiredString(_ field: String, maximumLength: Int) throws(ProtocolError) -> String {
+            guard let fieldValue = object[field], !fieldValue.isNull else {
+                throw ProtocolError(.validationError, "\(path).\(field) is required")
+            }
+            guard let string = fieldValue.stringValue else {
+                throw ProtocolError(.validationError, "\(path).\(field) must be a string")
+            }
+            guard (1...maximumLength).contains(string.count) else {
+                throw ProtocolError(.validationError, "\(path).\(field) must be 1 to \(maximumLength) characters")
+            }
+            guard !string.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw ProtocolError(.validationError, "\(path).\(field) must not contain control characters")
+            }
+            return string
+        }
+
+        let key = try requiredString("idempotency_key", maximumLength: IdentifierLimits.idempotencyKey)
+        let entityType = try requiredString("entity_type", maximumLength: IdentifierLimits.entityType)
+        let entityID = try requiredString("entity_id", maximumLength: IdentifierLimits.entityID)
+        let intentName = try requiredString("intent", maximumLength: 16)
+        guard let intent = SyncOperation.Intent(rawValue: intentName) else {
+            throw ProtocolError(.validationError, "\(path).intent must be one of create, update, delete")
+        }
+
+        var baseVersion: Int64 = 0
+        if let value = object["base_version"], !value.isNull {
+            guard let version = value.integerValue, version >= 0 else {
+                throw ProtocolError(.validationError, "\(path).base_version must be a non-negative integer")
+            }
+            baseVersion = version
+        }
+
+        var data: JSONObject?
+        if intent != .delete {
+            guard let dataValue = object["data"], !dataValue.isNull else {
+                throw ProtocolError(.validationError, "\(path).data is required for \(intent.rawValue)")
+            }
+            guard let dataObject = dataValue.objectValue else {
+                throw ProtocolError(.validationError, "\(path).data must be an object")
+            }
+            if dataValue.depth > limits.maximumDataDepth {
+                throw ProtocolError(.validationError, "\(path).data nests deeper than \(limits.maximumDataDepth) levels")
+            }
+            let size = limits.maximumDataBytes == .max ? 0 : dataValue.serialized().utf8.count
+            if size > limits.maximumDataBytes {
+                throw ProtocolError(
+                    .validationError,
+                    "\(path).data is \(size) bytes (at most \(limits.maximumDataBytes))"
+                )
+            }
+            data = dataObject
+        }
+
+        var clientTimestamp = receivedAt
+        if let value = object["client_timestamp"], !value.isNull {
+            guard let text = value.stringValue, let timestamp = Timestamp(rfc3339: text) else {
+                throw ProtocolError(.validationError, "\(path).client_timestamp must be an RFC 3339 timestamp")
+            }
+            clientTimestamp = timestamp
+        }
+
+        var householdID: String?
+        if let value = object["household_id"], !value.isNull {
+            householdID = try requiredString("household_id", maximumLength: IdentifierLimits.householdID)
+        }
+
+        return SyncOperation(
+            idempotencyKey: key,
+            entityType: entityType,
+            entityID: entityID,
+            intent: intent,
+            baseVersion: baseVersion,
+            data: data,
+            clientTimestamp: clientTimestamp,
+            householdID: householdID
+        )
+    }
+}
+
+/// Length limits of identifiers on the wire.
+public enum IdentifierLimits {
+    public static let userID = 128
+    public static let deviceID = 128
+    public static let idempotencyKey = 128
+    public static let entityType = 128
+    public static let entityID = 512
+    public static let householdID = 128
+
+    /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
+    public static func isValidDeviceID(_ value: String) -> Bool {
+        guard (1...deviceID).contains(value.utf8.count) else { return false }
+        return value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: ":"), UInt8(ascii: "-"):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    /// A token's `sub`: 1–128 characters.
+    public static func isValidUserID(_ value: String) -> Bool {
+        (1...userID).contains(value.count)
+    }
+}

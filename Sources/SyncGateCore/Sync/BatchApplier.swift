@@ -1,0 +1,428 @@
+/// Decides a whole job in memory, operation by operation, in push order.
+///
+/// A driver applies a job in one transaction with a constant number of round trips:
+/// 1. ``requirements(for:)`` names what to lock and load (feeds, entities, idempotency keys, households);
+/// 2. ``parentKeys(for:loaded:)`` names the parent entities the parent-archived rules need;
+/// 3. ``apply(_:snapshot:)`` decides every operation (conflict policy, field rules, permissions);
+/// 4. ``summaryWrites(for:storedLogs:existingSummaries:)`` derives the daily summaries;
+/// 5. the driver writes ``BatchOutcome`` back with set-based statements.
+public struct BatchApplier: Sendable {
+    public var userID: String
+    public var collections: Collections
+    public var now: Timestamp
+
+    public init(userID: String, collections: Collections, now: Timestamp) {
+        self.userID = userID
+        self.collections = collections
+        self.now = now
+    }
+
+    public var userScope: Scope { .user(userID) }
+
+    // MARK: - Stage 1 and 2: what to load
+
+    public struct Requirements: Sendable, Equatable {
+        /// Feeds to lock, in this (sorted) order, before reading anything else.
+        public var scopes: [Scope]
+        public var entityKeys: Set<EntityKey>
+        public var householdIDs: Set<String>
+        public var idempotencyKeys: [String]
+    }
+
+    public func requirements(for operations: [SyncOperation]) -> Requirements {
+        var scopes: Set<Scope> = [userScope]
+        var keys: Set<EntityKey> = []
+        var households: Set<String> = []
+        for operation in operations {
+            guard case .entity(let key, let type) = target(of: operation) else { continue }
+            keys.insert(key)
+            if let household = key.scope.householdID {
+                scopes.insert(key.scope)
+                households.insert(household)
+                if type.builtIn == .households {
+                    keys.insert(membershipKey(household: household, user: userID))
+                }
+            }
+        }
+        return Requirements(
+            scopes: scopes.sorted(),
+            entityKeys: keys,
+            householdIDs: households,
+            idempotencyKeys: Array(Set(operations.map(\.idempotencyKey))).sorted()
+        )
+    }
+
+    /// Parents referenced by operations of types with a parent-archived rule, as far as they can be
+    /// known before applying (from the pushed data or the stored entity).
+    public func parentKeys(for operations: [SyncOperation], loaded: [EntityKey: EntityState]) -> Set<EntityKey> {
+        var keys: Set<EntityKey> = []
+        for operation in operations {
+            guard case .entity(let key, let type) = target(of: operation), let parent = type.parent else { continue }
+            let references = [operation.data?[parent.referenceField], loaded[key]?.data?[parent.referenceField]]
+            for case .string(let parentID)? in references {
+                keys.insert(EntityKey(scope: key.scope, entityType: parent.parentType, entityID: parentID))
+            }
+        }
+        return keys
+    }
+
+    // MARK: - Stage 3: decide
+
+    public struct Snapshot: Sendable {
+        /// Stored states of the loaded keys; a missing key does not exist.
+        public var entities: [EntityKey: EntityState]
+        /// Idempotency keys seen before, with the version they answered.
+        public var recorded: [String: Int64?]
+        public var households: [String: HouseholdState]
+
+        public init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [String: HouseholdState] = [:]) {
+            self.entities = entities
+            self.recorded = recorded
+            self.households = households
+        }
+    }
+
+    public func apply(_ operations: [SyncOperation], snapshot: Snapshot) -> BatchOutcome {
+        var run = Run(applier: self, snapshot: snapshot)
+        for operation in operations {
+            run.results.append(run.apply(operation))
+        }
+        return run.outcome(original: snapshot.entities)
+    }
+
+    // MARK: - Stage 4: derived summaries
+
+    /// Summary writes for the days the outcome touched.
+    ///
+    /// - Parameters:
+    ///   - storedLogs: live `foodLogs` of the user on ``BatchOutcome/summaryDays`` as stored before this job.
+    ///   - existingSummaries: stored `dailySummaries` of those days, by day.
+    public func summaryWrites(
+        for outcome: BatchOutcome,
+        storedLogs: [EntityKey: JSONObject],
+        existingSummaries: [String: EntityState]
+    ) -> [EntityState] {
+        guard !outcome.summaryDays.isEmpty else { return [] }
+        var logs = storedLogs
+        for state in outcome.writes where state.key.entityType == DailySummaries.sourceType && state.key.scope == userScope {
+            logs[state.key] = state.data
+        }
+        return DailySummaries.plan(
+            days: outcome.summaryDays,
+            logs: logs.keys.sorted().compactMap { logs[$0] },
+            existing: existingSummaries,
+            userID: userID,
+            items: collections[DailySummaries.sourceType]?.items ?? .init(),
+            now: now
+        )
+    }
+
+    // MARK: - Targets
+
+    enum Target {
+        case entity(EntityKey, EntityTypeConfig)
+        case invalid(ErrorCode, String)
+    }
+
+    func target(of operation: SyncOperation) -> Target {
+        guard let type = collections[operation.entityType] else {
+            return .invalid(.validationError, "unknown entity type '\(operation.entityType)'")
+        }
+        guard !type.readOnly else {
+            return .invalid(.permissionDenied, "entity type '\(type.name)' is read-only")
+        }
+        switch type.scope {
+        case .user:
+            guard operation.householdID == nil else {
+                return .invalid(.validationError, "household_id must be null for the user-scoped type '\(type.name)'")
+            }
+            return .entity(EntityKey(scope: userScope, entityType: type.name, entityID: operation.entityID), type)
+        case .household:
+            let household: String
+            switch type.builtIn {
+            case .households:
+                household = operation.entityID
+                if let given = operation.householdID, given != household {
+                    return .invalid(.validationError, "household_id must equal entity_id for households")
+                }
+                guard !household.contains(":"), household.count <= IdentifierLimits.householdID else {
+                    return .invalid(.validationError, "a household id is 1 to \(IdentifierLimits.householdID) characters without ':'")
+                }
+            case .householdMembers:
+                guard let parts = HouseholdIDs.splitMembershipID(operation.entityID, household: operation.householdID) else {
+                    return .invalid(.validationError, "a household_members entity_id is '<household_id>:<user_id>'")
+                }
+                household = parts.household
+            default:
+                guard let given = operation.householdID else {
+                    return .invalid(.validationError, "household_id is required for the household-scoped type '\(type.name)'")
+                }
+                household = given
+            }
+            return .entity(EntityKey(scope: .household(household), entityType: type.name, entityID: operation.entityID), type)
+        }
+    }
+
+    func membershipKey(household: String, user: String) -> EntityKey {
+        EntityKey(scope: .household(household), entityType: "household_members", entityID: HouseholdIDs.membershipID(household: household, user: user))
+    }
+}
+
+/// Everything a job's transaction writes, decided in memory.
+public struct BatchOutcome: Sendable {
+    public var results: [OperationResult]
+    /// Final state of every entity the job changed, in the order they enter their feeds.
+    public var writes: [EntityState]
+    /// Idempotency keys to remember, with the version they answered.
+    public var recorded: [(key: String, version: Int64?)]
+    /// Households whose owner, archive flag or members changed (final states).
+    public var households: [HouseholdState]
+    /// Users whose set of readable households changed: their live waiters must be woken.
+    public var wakeUsers: Set<String>
+    /// Days whose daily summaries must be recomputed.
+    public var summaryDays: Set<String>
+
+    /// The feeds the job advances.
+    public var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
+}
+
+extension BatchApplier {
+    /// The mutable state of one batch being decided.
+    struct Run {
+        let applier: BatchApplier
+        var entities: [EntityKey: EntityState]
+        var recorded: [String: Int64?]
+        var households: [String: HouseholdState]
+        var results: [OperationResult] = []
+        var newRecords: [(key: String, version: Int64?)] = []
+        var writes: [EntityKey: EntityState] = [:]
+        var writeOrder: [EntityKey: Int] = [:]
+        var touchedHouseholds: Set<String> = []
+        var wakeUsers: Set<String> = []
+
+        init(applier: BatchApplier, snapshot: Snapshot) {
+            self.applier = applier
+            self.entities = snapshot.entities
+            self.recorded = snapshot.recorded
+            self.households = snapshot.households
+        }
+
+        var user: String { applier.userID }
+
+        mutating func apply(_ operation: SyncOperation) -> OperationResult {
+            if let version = recorded[operation.idempotencyKey] {
+                return OperationResult(
+                    idempotencyKey: operation.idempotencyKey,
+                    entityType: operation.entityType,
+                    entityID: operation.entityID,
+                    status: .duplicate,
+                    version: version
+                )
+            }
+            let result = decide(operation)
+            if result.isRecorded {
+                recorded[operation.idempotencyKey] = result.version
+                newRecords.append((operation.idempotencyKey, result.version))
+            }
+            return result
+        }
+
+        mutating func decide(_ operation: SyncOperation) -> OperationResult {
+            let key: EntityKey
+            var type: EntityTypeConfig
+            switch applier.target(of: operation) {
+            case .invalid(let code, let message):
+                return .rejected(operation, code, message)
+            case .entity(let targetKey, let targetType):
+                key = targetKey
+                type = targetType
+            }
+            if let household = key.scope.householdID {
+                switch checkHousehold(operation, household: household, type: type) {
+                case .failure(let rejection): return rejection
+                case .success(let effective): type = effective
+                }
+            }
+
+            let current = entities[key]
+            switch ConflictResolver.resolve(operation, key: key, current: current, type: type, now: applier.now) {
+            case .reject(let code, let message):
+                return .rejected(operation, code, message)
+            case .keep(let status):
+                return OperationResult(
+                    idempotencyKey: operation.idempotencyKey,
+                    entityType: operation.entityType,
+                    entityID: operation.entityID,
+                    status: status,
+                    version: current?.version,
+                    serverData: status == .conflict(.serverWins) ? current?.data : nil,
+                    mergedData: status == .conflict(.merged) ? current?.data : nil
+                )
+            case .write(var state, let status):
+                if let document = state.data, let violation = FieldRules.violation(in: document, of: type) {
+                    return .rejected(operation, .validationError, violation)
+                }
+                if let rejection = checkParent(operation, type: type, key: key, document: state.data ?? current?.data) {
+                    return rejection
+                }
+                let sideEffects = applyHouseholdEffects(operation, type: type, key: key, state: &state)
+                record(state)
+                sideEffects.forEach { record($0) }
+                return OperationResult(
+                    idempotencyKey: operation.idempotencyKey,
+                    entityType: operation.entityType,
+                    entityID: operation.entityID,
+                    status: status,
+                    version: state.version,
+                    mergedData: status == .conflict(.merged) ? state.data : nil
+                )
+            }
+        }
+
+        mutating func record(_ state: EntityState) {
+            entities[state.key] = state
+            writes[state.key] = state
+            writeOrder[state.key] = writeOrder.count
+        }
+
+        func checkParent(_ operation: SyncOperation, type: EntityTypeConfig, key: EntityKey, document: JSONObject?) -> OperationResult? {
+            guard let parent = type.parent, let parentID = document?[parent.referenceField]?.stringValue else { return nil }
+            let parentKey = EntityKey(scope: key.scope, entityType: parent.parentType, entityID: parentID)
+            guard let parentState = entities[parentKey], parentState.data?[parent.archivedField] == .bool(true) else { return nil }
+            return .rejected(
+                operation,
+                code: parent.errorCode,
+                message: "\(parent.parentType) '\(parentID)' is archived",
+                retryable: false
+            )
+        }
+
+        enum HouseholdCheck {
+            case success(EntityTypeConfig)
+            case failure(OperationResult)
+        }
+
+        /// Permissions for household-scoped writes; returns the policy to resolve with.
+        func checkHousehold(_ operation: SyncOperation, household: String, type: EntityTypeConfig) -> HouseholdCheck {
+            let state = households[household]
+            func deny(_ message: String) -> HouseholdCheck { .failure(.rejected(operation, .permissionDenied, message)) }
+            func invalid(_ message: String) -> HouseholdCheck { .failure(.rejected(operation, .validationError, message)) }
+            var clientWins = type
+            clientWins.policy = .clientWins
+
+            switch type.builtIn {
+            case .households:
+                guard let state else { return .success(type) }  // create makes it; update/delete: ENTITY_NOT_FOUND
+                guard state.members[user] != nil else { return deny("you are not a member of household '\(household)'") }
+                guard state.ownerID == user else { return deny("only the owner of household '\(household)' may change it") }
+                // The owner's archive is final whatever the versions say.
+                return .success(operation.intent == .delete ? clientWins : type)
+
+            case .householdMembers:
+                guard let state, !state.archived else {
+                    return .failure(.rejected(operation, .entityNotFound, "household '\(household)' does not exist"))
+                }
+                guard let member = HouseholdIDs.splitMembershipID(operation.entityID, household: household)?.user else {
+                    return invalid("a household_members entity_id is '<household_id>:<user_id>'")
+                }
+                let leaving = operation.intent == .delete && member == user && state.members[user] == .member
+                if !leaving {
+                    guard state.members[user] != nil else { return deny("you are not a member of household '\(household)'") }
+                    guard state.ownerID == user else {
+                        return deny("only the owner of household '\(household)' adds or removes members")
+                    }
+                }
+                switch operation.intent {
+                case .create:
+                    guard operation.data?["user_id"]?.stringValue == member else {
+                        return invalid("data.user_id must be '\(member)', the user part of the entity_id")
+                    }
+                    guard operation.data?["role"]?.stringValue == HouseholdState.Role.member.rawValue else {
+                        return invalid("role must be 'member': a household's only owner is its creator")
+                    }
+                    guard member != state.ownerID else { return invalid("'\(member)' owns household '\(household)'") }
+                case .update:
+                    return invalid("memberships cannot be updated: remove the member and add them again")
+                case .delete:
+                    guard member != state.ownerID else {
+                        return invalid("the owner cannot leave household '\(household)'; delete the household to archive it")
+                    }
+                }
+                // Membership changes apply in arrival order, and a removed member can be added again.
+                return .success(clientWins)
+
+            default:
+                guard let state, state.isActiveMember(user) else {
+                    return deny("you are not a member of household '\(household)'")
+                }
+                return .success(type)
+            }
+        }
+
+        /// Keeps the household tables in step with the built-in entities; returns entities the
+        /// operation writes besides its own (the creator's membership).
+        mutating func applyHouseholdEffects(_ operation: SyncOperation, type: EntityTypeConfig, key: EntityKey, state: inout EntityState) -> [EntityState] {
+            guard let household = key.scope.householdID else { return [] }
+            var sideEffects: [EntityState] = []
+            switch type.builtIn {
+            case .households:
+                if households[household] == nil {
+                    households[household] = HouseholdState(id: household, ownerID: user, members: [user: .owner])
+                    touchedHouseholds.insert(household)
+                    wakeUsers.insert(user)
+                    let membership = applier.membershipKey(household: household, user: user)
+                    sideEffects.append(
+                        EntityState(
+                            key: membership,
+                            version: (entities[membership]?.version ?? 0) + 1,
+                            data: ["user_id": .string(user), "role": .string(HouseholdState.Role.owner.rawValue)],
+                            clientTimestamp: state.clientTimestamp,
+                            updatedAt: applier.now
+                        )
+                    )
+                }
+                guard var household = households[household] else { return sideEffects }
+                if state.isDeleted {
+                    household.archived = true
+                    wakeUsers.formUnion(household.members.keys)
+                    touchedHouseholds.insert(household.id)
+                    households[household.id] = household
+                } else {
+                    state.data?["owner"] = .string(household.ownerID)
+                }
+            case .householdMembers:
+                guard var household = households[household],
+                    let member = HouseholdIDs.splitMembershipID(key.entityID, household: household.id)?.user
+                else { return sideEffects }
+                if state.isDeleted {
+                    household.members.removeValue(forKey: member)
+                } else {
+                    household.members[member] = .member
+                }
+                households[household.id] = household
+                touchedHouseholds.insert(household.id)
+                wakeUsers.insert(member)
+            default:
+                break
+            }
+            return sideEffects
+        }
+
+        func outcome(original: [EntityKey: EntityState]) -> BatchOutcome {
+            let ordered = writes.values.sorted { writeOrder[$0.key]! < writeOrder[$1.key]! }
+            var days: Set<String> = []
+            for state in ordered where state.key.entityType == DailySummaries.sourceType && state.key.scope == applier.userScope {
+                if let day = DailySummaries.day(of: original[state.key]?.data) { days.insert(day) }
+                if let day = DailySummaries.day(of: state.data) { days.insert(day) }
+            }
+            return BatchOutcome(
+                results: results,
+                writes: ordered,
+                recorded: newRecords,
+                households: touchedHouseholds.sorted().compactMap { households[$0] },
+                wakeUsers: wakeUsers,
+                summaryDays: days
+            )
+        }
+    }
+}

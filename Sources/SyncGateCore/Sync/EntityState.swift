@@ -1,0 +1,79 @@
+/// The stored state of one entity: its document (or tombstone), version and merge metadata.
+public struct EntityState: Sendable, Hashable {
+    public var key: EntityKey
+    public var version: Int64
+    /// The document; `nil` marks a tombstone (a soft delete).
+    public var data: JSONObject?
+    /// The (clamped) client timestamp of the write that made this version; `lww` compares against it.
+    public var clientTimestamp: Timestamp
+    /// Server time of the last change.
+    public var updatedAt: Timestamp
+    public var meta: EntityMeta
+
+    public init(
+        key: EntityKey,
+        version: Int64,
+        data: JSONObject?,
+        clientTimestamp: Timestamp,
+        updatedAt: Timestamp,
+        meta: EntityMeta = .init()
+    ) {
+        self.key = key
+        self.version = version
+        self.data = data
+        self.clientTimestamp = clientTimestamp
+        self.updatedAt = updatedAt
+        self.meta = meta
+    }
+
+    public var isDeleted: Bool { data == nil }
+}
+
+/// Per-field and per-item bookkeeping that some policies need.
+public struct EntityMeta: Sendable, Hashable {
+    /// `field_merge`: the version and timestamp at which each top-level field last changed.
+    public var fields: [String: FieldStamp]
+    /// `items_merge`: ids of deleted items and when they were deleted, so stale copies stay deleted.
+    public var itemTombstones: [String: Timestamp]
+
+    public init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:]) {
+        self.fields = fields
+        self.itemTombstones = itemTombstones
+    }
+
+    public var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty }
+
+    public var json: JSONValue {
+        var object: JSONObject = [:]
+        if !fields.isEmpty {
+            object["f"] = .object(fields.mapValues { ["v": .int($0.version), "t": .int($0.timestamp.millisecondsSinceEpoch)] })
+        }
+        if !itemTombstones.isEmpty {
+            object["d"] = .object(itemTombstones.mapValues { .int($0.millisecondsSinceEpoch) })
+        }
+        return .object(object)
+    }
+
+    public init(json: JSONValue?) {
+        self.init()
+        guard let object = json?.objectValue else { return }
+        for (field, stamp) in object["f"]?.objectValue ?? [:] {
+            if let version = stamp["v"]?.integerValue, let millis = stamp["t"]?.integerValue {
+                fields[field] = FieldStamp(version: version, timestamp: Timestamp(millisecondsSinceEpoch: millis))
+            }
+        }
+        for (item, millis) in object["d"]?.objectValue ?? [:] {
+            if let millis = millis.integerValue { itemTombstones[item] = Timestamp(millisecondsSinceEpoch: millis) }
+        }
+    }
+}
+
+public struct FieldStamp: Sendable, Hashable {
+    public var version: Int64
+    public var timestamp: Timestamp
+
+    public init(version: Int64, timestamp: Timestamp) {
+        self.version = version
+        self.timestamp = timestamp
+    }
+}

@@ -1,0 +1,1 @@
+import SyncGateCore; public enum Placeholder2 {}

@@ -1,0 +1,339 @@
+import Testing
+
+@testable import SyncGateCore
+
+@Suite struct BatchApplierTests {
+    typealias F = Fixture
+    static let alice = BatchApplier(userID: "alice", collections: .default, now: F.now)
+    static let bob = BatchApplier(userID: "bob", collections: .default, now: F.now)
+
+    static func op(
+        _ intent: SyncOperation.Intent,
+        _ type: String,
+        _ id: String,
+        base: Int64 = 0,
+        data: JSONObject? = [:],
+        household: String? = nil,
+        key: String? = nil
+    ) -> SyncOperation {
+        SyncOperation(
+            idempotencyKey: key ?? "\(intent)-\(type)-\(id)-\(base)",
+            entityType: type,
+            entityID: id,
+            intent: intent,
+            baseVersion: base,
+            data: intent == .delete ? nil : data,
+            clientTimestamp: F.now,
+            householdID: household
+        )
+    }
+
+    static func statusCodes(_ outcome: BatchOutcome) -> [String] {
+        outcome.results.map { result in
+            switch result.status {
+            case .applied: return "applied"
+            case .duplicate: return "duplicate"
+            case .conflict(let resolution): return resolution.rawValue
+            case .rejected(let code, _, _): return code
+            }
+        }
+    }
+
+    /// Applies batches one after another, carrying state forward like a database would.
+    struct World {
+        var entities: [EntityKey: EntityState] = [:]
+        var households: [String: HouseholdState] = [:]
+        /// Idempotency keys are remembered per user.
+        var recorded: [String: [String: Int64?]] = [:]
+
+        mutating func push(_ applier: BatchApplier, _ operations: [SyncOperation]) -> BatchOutcome {
+            let snapshot = BatchApplier.Snapshot(entities: entities, recorded: recorded[applier.userID] ?? [:], households: households)
+            let outcome = applier.apply(operations, snapshot: snapshot)
+            for state in outcome.writes { entities[state.key] = state }
+            for (key, version) in outcome.recorded { recorded[applier.userID, default: [:]][key] = version }
+            for household in outcome.households { households[household.id] = household }
+            return outcome
+        }
+    }
+
+    @Test func operationsApplyInOrderAndRejectionsDoNotStopTheRest() {
+        let outcome = Self.alice.apply(
+            [
+                Self.op(.create, "weightLogs", "w1", data: ["kg": 70]),
+                Self.op(.update, "weightLogs", "w1", base: 1, data: ["kg": 71]),
+                Self.op(.create, "nope", "x"),
+                Self.op(.update, "weightLogs", "w1", base: 5, data: ["kg": 72]),
+                Self.op(.delete, "weightLogs", "missing"),
+                Self.op(.delete, "weightLogs", "w1", base: 2),
+            ],
+            snapshot: .init()
+        )
+        #expect(Self.statusCodes(outcome) == ["applied", "applied", "VALIDATION_ERROR", "VALIDATION_ERROR", "ENTITY_NOT_FOUND", "applied"])
+        #expect(outcome.results.map(\.version) == [1, 2, nil, nil, nil, 3])
+        // One final state per entity reaches the feed.
+        #expect(outcome.writes.count == 1)
+        #expect(outcome.writes[0].version == 3 && outcome.writes[0].isDeleted)
+        #expect(outcome.recorded.map(\.key).count == 3)
+    }
+
+    @Test func unknownTypeMessagesNameTheType() {
+        let result = Self.alice.apply([Self.op(.create, "nope", "x")], snapshot: .init()).results[0]
+        #expect(result.status == .rejected(errorCode: "VALIDATION_ERROR", message: "unknown entity type 'nope'", retryable: false))
+    }
+
+    @Test func duplicatesAnswerTheEarlierVersionWithinAndAcrossJobs() {
+        var world = World()
+        let create = Self.op(.create, "weightLogs", "w1", data: ["kg": 70], key: "same")
+        let first = world.push(Self.alice, [create, create])
+        #expect(Self.statusCodes(first) == ["applied", "duplicate"])
+        #expect(first.results[1].version == 1)
+        let update = Self.op(.update, "weightLogs", "w1", base: 1, data: ["kg": 80], key: "u")
+        _ = world.push(Self.alice, [update])
+        let replay = world.push(Self.alice, [create, update])
+        #expect(Self.statusCodes(replay) == ["duplicate", "duplicate"])
+        #expect(replay.results.map(\.version) == [1, 2])
+        #expect(replay.writes.isEmpty && replay.recorded.isEmpty)
+    }
+
+    @Test func rejectedKeysAreNotRememberedSoAFixedRetryApplies() {
+        var world = World()
+        let bad = Self.op(.create, "timeEntries", "t1", data: ["project_id": "p"], key: "k")
+        #expect(Self.statusCodes(world.push(Self.alice, [bad])) == ["VALIDATION_ERROR"])
+        let fixed = Self.op(.create, "timeEntries", "t1", data: ["project_id": "p", "minutes": 5], key: "k")
+        #expect(Self.statusCodes(world.push(Self.alice, [fixed])) == ["applied"])
+    }
+
+    @Test func fieldRulesApplyToTheDocumentAsStored() {
+        var world = World()
+        _ = world.push(Self.alice, [Self.op(.create, "timeEntries", "t1", data: ["project_id": "p", "minutes": 5])])
+        // A patch without the required fields is fine: the stored document still has them ...
+        let patch = world.push(Self.alice, [Self.op(.update, "timeEntries", "t1", base: 1, data: ["note": "hi"])])
+        #expect(Self.statusCodes(patch) == ["applied"])
+        // ... but removing one is not.
+        let removal = world.push(Self.alice, [Self.op(.update, "timeEntries", "t1", base: 2, data: ["minutes": nil])])
+        #expect(removal.results[0].status == .rejected(errorCode: "VALIDATION_ERROR", message: "field 'minutes' is required", retryable: false))
+        let wrongType = world.push(Self.alice, [Self.op(.update, "timeEntries", "t1", base: 2, data: ["minutes": "5"])])
+        #expect(wrongType.results[0].status == .rejected(errorCode: "VALIDATION_ERROR", message: "field 'minutes' must be a number", retryable: false))
+    }
+
+    @Test func parentArchivedRuleRefusesWritesUnderAnArchivedProject() {
+        var world = World()
+        let setup = world.push(
+            Self.alice,
+            [
+                Self.op(.create, "projects", "p1", data: ["name": "Old"]),
+                Self.op(.create, "timeEntries", "t1", data: ["project_id": "p1", "minutes": 5]),
+                Self.op(.update, "projects", "p1", base: 1, data: ["archived": true]),
+                Self.op(.create, "timeEntries", "t2", data: ["project_id": "p1", "minutes": 5]),
+                Self.op(.update, "timeEntries", "t1", base: 1, data: ["minutes": 6]),
+                Self.op(.delete, "timeEntries", "t1", base: 1),
+                Self.op(.create, "timeEntries", "t3", data: ["project_id": "elsewhere", "minutes": 5]),
+            ]
+        )
+        #expect(Self.statusCodes(setup) == ["applied", "applied", "applied", "PROJECT_ARCHIVED", "PROJECT_ARCHIVED", "PROJECT_ARCHIVED", "applied"])
+        #expect(setup.results[3].status == .rejected(errorCode: "PROJECT_ARCHIVED", message: "projects 'p1' is archived", retryable: false))
+        let reopened = world.push(
+            Self.alice,
+            [Self.op(.update, "projects", "p1", base: 2, data: ["archived": false]), Self.op(.create, "timeEntries", "t2", data: ["project_id": "p1", "minutes": 5], key: "again")]
+        )
+        #expect(Self.statusCodes(reopened) == ["applied", "applied"])
+    }
+
+    @Test func parentKeysComeFromPushedAndStoredDocuments() {
+        let stored = EntityState(
+            key: EntityKey(scope: .user("alice"), entityType: "timeEntries", entityID: "t1"),
+            version: 1, data: ["project_id": "p-stored", "minutes": 1], clientTimestamp: F.now, updatedAt: F.now
+        )
+        let keys = Self.alice.parentKeys(
+            for: [Self.op(.update, "timeEntries", "t1", base: 1, data: ["project_id": "p-new"]), Self.op(.create, "weightLogs", "w")],
+            loaded: [stored.key: stored]
+        )
+        #expect(keys == [EntityKey(scope: .user("alice"), entityType: "projects", entityID: "p-new"), EntityKey(scope: .user("alice"), entityType: "projects", entityID: "p-stored")])
+    }
+
+    @Test func readOnlyAndScopeMismatchesAreRejected() {
+        let outcome = Self.alice.apply(
+            [
+                Self.op(.create, "dailySummaries", "2026-01-15"),
+                Self.op(.create, "weightLogs", "w", household: "h1"),
+                Self.op(.create, "inventory", "i"),
+                Self.op(.create, "households", "h1", household: "h2"),
+                Self.op(.create, "households", "a:b"),
+                Self.op(.create, "household_members", "nocolon"),
+            ],
+            snapshot: .init()
+        )
+        #expect(Self.statusCodes(outcome) == ["PERMISSION_DENIED", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR"])
+    }
+
+    @Test func requirementsNameLocksAndLoads() {
+        let requirements = Self.alice.requirements(for: [
+            Self.op(.create, "inventory", "i1", household: "h2"),
+            Self.op(.create, "households", "h1"),
+            Self.op(.create, "weightLogs", "w1", key: "k"),
+            Self.op(.create, "weightLogs", "w2", key: "k"),
+            Self.op(.create, "nope", "x"),
+        ])
+        #expect(requirements.scopes == [.household("h1"), .household("h2"), .user("alice")])
+        #expect(requirements.householdIDs == ["h1", "h2"])
+        // Every key is looked up, even an invalid operation's: a replay is a duplicate first.
+        #expect(requirements.idempotencyKeys == ["create-households-h1-0", "create-inventory-i1-0", "create-nope-x-0", "k"])
+        #expect(requirements.entityKeys.count == 5)
+        #expect(requirements.entityKeys.contains(EntityKey(scope: .household("h1"), entityType: "household_members", entityID: "h1:alice")))
+    }
+
+    // MARK: households
+
+    @Test func aHouseholdCreatedAndFilledInOnePushWorks() throws {
+        var world = World()
+        let outcome = world.push(
+            Self.alice,
+            [
+                Self.op(.create, "households", "h1", data: ["name": "Home", "owner": "mallory"]),
+                Self.op(.create, "inventory", "milk", data: ["qty": 1], household: "h1"),
+                Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"]),
+            ]
+        )
+        #expect(Self.statusCodes(outcome) == ["applied", "applied", "applied"])
+        let household = try #require(outcome.households.first)
+        #expect(household.ownerID == "alice")
+        #expect(household.members == ["alice": .owner, "bob": .member])
+        #expect(outcome.wakeUsers == ["alice", "bob"])
+        // The creator's membership is an entity in the household feed too, and the owner field is the server's.
+        #expect(outcome.writes.map(\.key.entityID) == ["h1", "h1:alice", "milk", "h1:bob"])
+        #expect(outcome.writes[0].data == ["name": "Home", "owner": "alice"])
+        #expect(outcome.writes[1].data == ["user_id": "alice", "role": "owner"])
+        #expect(outcome.scopes == [.household("h1")])
+    }
+
+    @Test func householdPermissions() {
+        var world = World()
+        _ = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Home"])])
+        let carol = BatchApplier(userID: "carol", collections: .default, now: F.now)
+
+        // An outsider can do nothing.
+        let outsider = world.push(
+            carol,
+            [
+                Self.op(.create, "inventory", "x", household: "h1"),
+                Self.op(.update, "households", "h1", base: 1, data: ["name": "Mine"]),
+                Self.op(.create, "households", "h1", data: ["name": "Mine"]),
+                Self.op(.create, "household_members", "h1:carol", data: ["user_id": "carol", "role": "member"]),
+                Self.op(.delete, "household_members", "h1:alice", base: 1),
+                Self.op(.create, "inventory", "x", household: "nowhere"),
+            ]
+        )
+        #expect(Self.statusCodes(outsider) == ["PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED"])
+
+        // A member writes data but cannot rename or manage members.
+        _ = world.push(Self.alice, [Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"])])
+        let member = world.push(
+            Self.bob,
+            [
+                Self.op(.create, "inventory", "eggs", data: ["qty": 12], household: "h1"),
+                Self.op(.update, "households", "h1", base: 1, data: ["name": "Bob's"]),
+                Self.op(.create, "household_members", "h1:carol", data: ["user_id": "carol", "role": "member"]),
+                Self.op(.delete, "households", "h1", base: 1),
+            ]
+        )
+        #expect(Self.statusCodes(member) == ["applied", "PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED"])
+
+        // The owner's rules on memberships.
+        let owner = world.push(
+            Self.alice,
+            [
+                Self.op(.create, "household_members", "h1:carol", data: ["user_id": "dave", "role": "member"]),
+                Self.op(.create, "household_members", "h1:carol", data: ["user_id": "carol", "role": "owner"], key: "k2"),
+                Self.op(.update, "household_members", "h1:bob", base: 1, data: ["role": "member"]),
+                Self.op(.delete, "household_members", "h1:alice", base: 1),
+                Self.op(.create, "household_members", "nowhere:carol", data: ["user_id": "carol", "role": "member"]),
+            ]
+        )
+        #expect(Self.statusCodes(owner) == ["VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "ENTITY_NOT_FOUND"])
+    }
+
+    @Test func membersLeaveAndOwnersRemoveAndReAdd() throws {
+        var world = World()
+        _ = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Home"]), Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"])])
+
+        let leave = world.push(Self.bob, [Self.op(.delete, "household_members", "h1:bob", base: 1)])
+        #expect(Self.statusCodes(leave) == ["applied"])
+        #expect(leave.households.first?.members == ["alice": .owner])
+        #expect(leave.wakeUsers == ["bob"])
+        // Gone means gone: bob cannot write any more.
+        #expect(Self.statusCodes(world.push(Self.bob, [Self.op(.create, "inventory", "x", household: "h1")])) == ["PERMISSION_DENIED"])
+
+        // The owner adds bob again although his membership is a tombstone, then removes him.
+        let readd = world.push(Self.alice, [Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"], key: "readd")])
+        #expect(Self.statusCodes(readd) == ["client_wins"])
+        #expect(readd.households.first?.members["bob"] == .member)
+        let remove = world.push(Self.alice, [Self.op(.delete, "household_members", "h1:bob", base: 0, key: "remove")])
+        #expect(Self.statusCodes(remove) == ["client_wins"])
+        #expect(remove.households.first?.members["bob"] == nil)
+    }
+
+    @Test func archivingEndsTheHouseholdForEveryone() throws {
+        var world = World()
+        _ = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Home"]), Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"])])
+        // A stale archive still wins: the owner's delete is final.
+        let archive = world.push(Self.alice, [Self.op(.delete, "households", "h1", base: 0, key: "archive")])
+        #expect(Self.statusCodes(archive) == ["client_wins"])
+        let household = try #require(archive.households.first)
+        #expect(household.archived)
+        #expect(archive.wakeUsers == ["alice", "bob"])
+        #expect(!household.isActiveMember("alice") && !household.isActiveMember("bob"))
+        let after = world.push(
+            Self.alice,
+            [
+                Self.op(.create, "inventory", "x", household: "h1"),
+                Self.op(.create, "households", "h1", data: ["name": "Again"], key: "recreate"),
+                Self.op(.create, "household_members", "h1:carol", data: ["user_id": "carol", "role": "member"]),
+            ]
+        )
+        #expect(Self.statusCodes(after) == ["PERMISSION_DENIED", "server_wins", "ENTITY_NOT_FOUND"])
+    }
+
+    // MARK: summaries
+
+    @Test func summaryDaysCoverTheOldAndNewDateOfEveryChangedLog() {
+        let key = EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f1")
+        let stored = EntityState(key: key, version: 1, data: ["loggedDate": "2026-01-14", "mealType": "lunch", "items": []], clientTimestamp: F.now, updatedAt: F.now)
+        let outcome = Self.alice.apply(
+            [
+                Self.op(.update, "foodLogs", "f1", base: 1, data: ["loggedDate": "2026-01-15"]),
+                Self.op(.create, "foodLogs", "f2", data: ["loggedDate": "2026-01-20", "mealType": "dinner", "items": []]),
+                Self.op(.create, "weightLogs", "w", data: ["loggedDate": "2026-01-21"]),
+            ],
+            snapshot: .init(entities: [key: stored])
+        )
+        #expect(outcome.summaryDays == ["2026-01-14", "2026-01-15", "2026-01-20"])
+    }
+
+    @Test func summaryWritesCombineStoredLogsWithTheJobsWrites() {
+        let outcome = Self.alice.apply(
+            [
+                Self.op(.create, "foodLogs", "f2", data: ["loggedDate": "2026-01-15", "mealType": "dinner", "items": [["id": "a", "calories": 300]]]),
+                Self.op(.delete, "foodLogs", "f3", base: 1),
+            ],
+            snapshot: .init(entities: [
+                EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f3"): EntityState(
+                    key: EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f3"), version: 1,
+                    data: ["loggedDate": "2026-01-16", "mealType": "x", "items": [["id": "b", "calories": 5]]], clientTimestamp: F.now, updatedAt: F.now
+                )
+            ])
+        )
+        let storedLogs: [EntityKey: JSONObject] = [
+            EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f1"): ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "c", "calories": 200]]],
+            // The stored copy of f3 is superseded by the job's delete.
+            EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f3"): ["loggedDate": "2026-01-16", "mealType": "x", "items": [["id": "b", "calories": 5]]],
+        ]
+        let existing = EntityState(
+            key: EntityKey(scope: .user("alice"), entityType: "dailySummaries", entityID: "2026-01-16"), version: 4,
+            data: ["date": "2026-01-16"], clientTimestamp: F.now, updatedAt: F.now
+        )
+        let writes = Self.alice.summaryWrites(for: outcome, storedLogs: storedLogs, existingSummaries: ["2026-01-16": existing])
+        #expect(writes.map(\.key.entityID) == ["2026-01-15", "2026-01-16"])
+        #expect(writes[0].data?["calories"] == 500 && writes[0].data?["meal_count"] == 2)
+        #expect(writes[1].isDeleted && writes[1].version == 5)
+    }
+}

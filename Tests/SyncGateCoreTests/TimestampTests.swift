@@ -1,0 +1,56 @@
+import Testing
+
+@testable import SyncGateCore
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        ("2026-01-15T10:00:00.123Z", "2026-01-15T10:00:00.123Z"),
+        ("2026-01-15T10:00:00Z", "2026-01-15T10:00:00.000Z"),
+        ("2026-01-15t10:00:00.1z", "2026-01-15T10:00:00.100Z"),
+        ("2026-01-15 10:00:00.123456789Z", "2026-01-15T10:00:00.123Z"),
+        ("2026-01-15T12:30:00.000+02:30", "2026-01-15T10:00:00.000Z"),
+        ("2026-01-15T00:00:00-05:00", "2026-01-15T05:00:00.000Z"),
+        ("1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000Z"),
+        ("1969-12-31T23:59:59.999Z", "1969-12-31T23:59:59.999Z"),
+        ("2024-02-29T23:59:60Z", "2024-02-29T23:59:59.999Z"),
+        ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"),
+        ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+    ])
+    func parsesAndFormatsRFC3339(_ input: String, _ expected: String) throws {
+        let timestamp = try #require(Timestamp(rfc3339: input))
+        #expect(timestamp.rfc3339 == expected)
+        #expect(Timestamp(rfc3339: timestamp.rfc3339) == timestamp)
+    }
+
+    @Test(arguments: [
+        "", "2026-01-15", "2026-01-15T10:00:00", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
+        "2025-02-29T00:00:00Z", "2026-01-15T24:00:00Z", "2026-01-15T10:60:00Z", "2026-01-15T10:00:61Z",
+        "2026-01-15T10:00:00.Z", "2026-01-15T10:00:00+0200", "2026-01-15T10:00:00+24:00", "2026-1-15T10:00:00Z",
+        "2026-01-15X10:00:00Z", "2026-01-15T10:00:00Zjunk", "２０２６-01-15T10:00:00Z",
+    ])
+    func rejectsNonRFC3339(_ input: String) {
+        #expect(Timestamp(rfc3339: input) == nil)
+    }
+
+    @Test func epochArithmeticMatchesKnownInstants() throws {
+        #expect(Timestamp(rfc3339: "2026-01-15T10:00:00.123Z")?.millisecondsSinceEpoch == 1_768_471_200_123)
+        #expect(Timestamp(millisecondsSinceEpoch: -1).rfc3339 == "1969-12-31T23:59:59.999Z")
+    }
+
+    @Test func calendarDatesRoundTripEveryDayOfFourCenturies() {
+        var previous: CalendarDate?
+        for days in Int64(-146_097)...Int64(146_097 * 2) {
+            let date = CalendarDate(daysSinceEpoch: days)
+            #expect(date.daysSinceEpoch == days)
+            if let previous { #expect(previous < date) }
+            previous = date
+            if days % 997 == 0 { #expect(CalendarDate(iso8601: date.iso8601) == date) }
+        }
+    }
+
+    @Test(arguments: ["2026-01-15", "2024-02-29", "2000-02-29", "0000-01-01"])
+    func acceptsValidDates(_ text: String) { #expect(CalendarDate(iso8601: text)?.iso8601 == text) }
+
+    @Test(arguments: ["2026-1-15", "2023-02-29", "1900-02-29", "2026-00-10", "2026-01-32", "20260115", "2026-01-15T00:00:00Z", ""])
+    func rejectsInvalidDates(_ text: String) { #expect(CalendarDate(iso8601: text) == nil) }
+}
