@@ -4,13 +4,14 @@ import PackageDescription
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(
     name: "syncgate",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "syncgate", targets: ["syncgate"]),
+        .executable(name: "syncgate", targets: ["syncgate"])
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -25,27 +26,58 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
-        .target(name: "SyncGateCore", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: swiftSettings),
+        // The protocol model and every decision (policies, cursors, validation, summaries): no I/O.
+        .target(
+            name: "SyncGateCore",
+            dependencies: [.product(name: "Yams", package: "Yams")],
+            swiftSettings: swiftSettings
+        ),
+        // The storage driver interface and the in-process change notifier.
         .target(
             name: "SyncGateStorage",
+            dependencies: ["SyncGateCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SyncGatePostgres",
             dependencies: [
-                "SyncGateCore",
-                .product(name: "Logging", package: "swift-log"),
+                "SyncGateStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "syncgate", dependencies: ["SyncGateStorage"], swiftSettings: swiftSettings),
+        .target(
+            name: "SyncGateWorker",
+            dependencies: [
+                "SyncGateStorage",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "syncgate",
+            dependencies: [
+                "SyncGatePostgres",
+                "SyncGateWorker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SyncGateCoreTests",
-            dependencies: ["SyncGateCore", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            dependencies: ["SyncGateCore", "SyncGateStorage"],
+            swiftSettings: swiftSettings
+        ),
+        // The conformance suite: storage, worker, HTTP and process behaviour, run on every driver.
+        .testTarget(
+            name: "SyncGateIntegrationTests",
+            dependencies: [
+                "SyncGatePostgres",
+                "SyncGateWorker",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -3,7 +3,7 @@
 /// It validates UTF-8, rejects control characters in strings, lone surrogates, trailing
 /// content and numbers outside the range of a `Double`, and never recurses deeper than
 /// ``maximumDepth`` — hostile input gets a ``JSONParseError``, not a crash.
-public struct JSONParser {
+public struct JSONParser: Sendable {
     public var maximumDepth: Int
 
     public init(maximumDepth: Int = 64) {

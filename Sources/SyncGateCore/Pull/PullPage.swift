@@ -1,0 +1,81 @@
+// Pull model: what a client asks for and what a page of feed changes holds.
+
+
+public struct PullQuery: Sendable, Hashable {
+    public var userID: String
+    public var deviceID: String
+    /// `nil`: from the beginning (bootstrap).
+    public var cursor: SyncCursor?
+    public var limit: Int
+    /// `nil`: every type.
+    public var entityTypes: Set<String>?
+
+    public init(userID: String, deviceID: String, cursor: SyncCursor?, limit: Int, entityTypes: Set<String>? = nil) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.cursor = cursor
+        self.limit = limit
+        self.entityTypes = entityTypes
+    }
+}
+
+/// One row of a feed.
+public struct FeedChange: Sendable, Hashable {
+    public var scope: Scope
+    public var sequence: Int64
+    public var entityType: String
+    public var entityID: String
+    public var version: Int64
+    /// `nil` for a delete.
+    public var data: JSONObject?
+    public var updatedAt: Timestamp
+
+    public init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp) {
+        self.scope = scope
+        self.sequence = sequence
+        self.entityType = entityType
+        self.entityID = entityID
+        self.version = version
+        self.data = data
+        self.updatedAt = updatedAt
+    }
+
+    public var json: JSONValue {
+        [
+            "entity_type": .string(entityType),
+            "entity_id": .string(entityID),
+            "operation": data == nil ? "delete" : "upsert",
+            "data": data.map(JSONValue.object) ?? .null,
+            "version": .int(version),
+            "updated_at": .string(updatedAt.rfc3339),
+            "household_id": scope.householdID.map(JSONValue.string) ?? .null,
+        ]
+    }
+}
+
+public struct PullPage: Sendable, Hashable {
+    public var changes: [FeedChange]
+    public var cursor: SyncCursor
+    public var hasMore: Bool
+    public var forceResync: Bool
+    public var scopesAdded: [String]
+    public var scopesRemoved: [String]
+    /// The highest finished job id of the device (0: none yet).
+    public var deviceWatermark: Int64
+
+    public init(changes: [FeedChange], cursor: SyncCursor, hasMore: Bool, forceResync: Bool, scopesAdded: [String], scopesRemoved: [String], deviceWatermark: Int64) {
+        self.changes = changes
+        self.cursor = cursor
+        self.hasMore = hasMore
+        self.forceResync = forceResync
+        self.scopesAdded = scopesAdded
+        self.scopesRemoved = scopesRemoved
+        self.deviceWatermark = deviceWatermark
+    }
+
+    /// Whether a waiting pull should answer now rather than hold.
+    public var hasNews: Bool {
+        !changes.isEmpty || hasMore || forceResync || !scopesAdded.isEmpty || !scopesRemoved.isEmpty
+    }
+}
+

@@ -1,0 +1,124 @@
+/// Turns a pull request into feed reads and the reads into a page: the cursor rules of PROTOCOL.md,
+/// free of I/O so both drivers serve cursors identically.
+///
+/// A driver, inside one read snapshot:
+/// 1. reads the user's active households, the resync epoch, and the head and floor of each feed;
+/// 2. calls ``plan(_:households:resyncEpoch:feeds:)``;
+/// 3. reads each planned feed in order with ``PullPlan/FeedRead/after`` and a limit of the
+///    remaining page size plus one, stopping once the page is full;
+/// 4. calls ``PullPlan/assemble(pages:deviceWatermark:)``.
+public enum PullPlanner {
+    public static func plan(
+        _ query: PullQuery,
+        households: [String],
+        resyncEpoch: Int64,
+        feeds: [Scope: FeedInfo]
+    ) throws(CursorError) -> PullPlan {
+        let userScope = Scope.user(query.userID)
+        let readable = [userScope] + Set(households).sorted().map(Scope.household)
+
+        guard let cursor = query.cursor else {
+            // Bootstrap: every feed from its beginning, every household announced.
+            return PullPlan(
+                query: query,
+                resyncEpoch: resyncEpoch,
+                feeds: feeds,
+                reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0) },
+                added: readable.compactMap(\.householdID),
+                removed: [],
+                forceResync: false
+            )
+        }
+        if cursor.resyncEpoch < resyncEpoch {
+            return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: [], added: [], removed: [], forceResync: true)
+        }
+        guard cursor.resyncEpoch == resyncEpoch else {
+            throw .malformed("cursor comes from a newer resync epoch than the server's")
+        }
+
+        var reads: [PullPlan.FeedRead] = []
+        var added: [String] = []
+        for scope in readable {
+            guard let position = cursor.positions[scope] else {
+                // Joined since the cursor was issued: read it from the beginning.
+                reads.append(.init(scope: scope, after: 0))
+                if let household = scope.householdID { added.append(household) }
+                continue
+            }
+            let feed = feeds[scope] ?? FeedInfo(head: 0, floor: 0)
+            guard position <= feed.head else { throw .ahead(scope) }
+            // Tombstones up to the floor were purged: a reader behind it may have missed a delete.
+            guard position >= feed.floor else { throw .expired(scope) }
+            reads.append(.init(scope: scope, after: position))
+        }
+        let removed = cursor.positions.keys.filter { !readable.contains($0) }.compactMap(\.householdID).sorted()
+        return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: reads, added: added, removed: removed, forceResync: false)
+    }
+}
+
+/// A feed's newest sequence number and its purge floor.
+public struct FeedInfo: Sendable, Hashable {
+    public var head: Int64
+    public var floor: Int64
+
+    public init(head: Int64, floor: Int64) {
+        self.head = head
+        self.floor = floor
+    }
+}
+
+public struct PullPlan: Sendable {
+    public struct FeedRead: Sendable, Hashable {
+        public var scope: Scope
+        /// Read changes with a sequence number greater than this.
+        public var after: Int64
+    }
+
+    public var query: PullQuery
+    public var resyncEpoch: Int64
+    public var feeds: [Scope: FeedInfo]
+    /// Feeds to read, in order.
+    public var reads: [FeedRead]
+    public var added: [String]
+    public var removed: [String]
+    public var forceResync: Bool
+
+    /// Builds the page from the rows read per feed. Feeds without an entry in `pages` were not
+    /// read because the page was already full.
+    public func assemble(pages: [Scope: [FeedChange]], deviceWatermark: Int64) -> PullPage {
+        if forceResync, let cursor = query.cursor {
+            return PullPage(changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [], deviceWatermark: deviceWatermark)
+        }
+        var changes: [FeedChange] = []
+        var positions: [Scope: Int64] = [:]
+        var hasMore = false
+        var remaining = query.limit
+        for read in reads {
+            let head = feeds[read.scope]?.head ?? 0
+            guard let rows = pages[read.scope] else {
+                positions[read.scope] = read.after
+                if head > read.after { hasMore = true }
+                continue
+            }
+            let taken = rows.prefix(remaining)
+            remaining -= taken.count
+            changes.append(contentsOf: taken)
+            if rows.count > taken.count {
+                hasMore = true
+                positions[read.scope] = taken.last?.sequence ?? read.after
+            } else {
+                // Every matching row up to the head was returned: skip past filtered-out rows too.
+                positions[read.scope] = max(read.after, head)
+            }
+        }
+        return PullPage(
+            changes: changes,
+            cursor: SyncCursor(userID: query.userID, resyncEpoch: resyncEpoch, positions: positions),
+            hasMore: hasMore,
+            forceResync: false,
+            scopesAdded: added,
+            scopesRemoved: removed,
+            deviceWatermark: deviceWatermark
+        )
+    }
+}

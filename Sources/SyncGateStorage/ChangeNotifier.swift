@@ -1,0 +1,208 @@
+public import SyncGateCore
+import Synchronization
+
+/// Something that committed and that waiting requests or idle workers care about.
+public enum StoreEvent: Sendable, Hashable {
+    case jobFinished(Int64)
+    case feedAdvanced(Scope)
+    case jobsAvailable
+    /// Notifications may have been missed (the listener reconnected): every waiter re-checks.
+    case resynchronize
+}
+
+/// In-process fan-out of store events to waiting requests, event streams and idle workers.
+///
+/// The PostgreSQL driver feeds it from one LISTEN connection per process; the SQLite driver
+/// feeds it directly after each commit. Events are only latency hints: every waiter also re-checks
+/// the database on a polling interval, so a lost notification delays an answer but never loses it.
+public final class ChangeNotifier: Sendable {
+    public struct Interest: Sendable, Hashable {
+        public var jobs: Set<Int64>
+        public var scopes: Set<Scope>
+        public var jobsAvailable: Bool
+
+        public init(jobs: Set<Int64> = [], scopes: Set<Scope> = [], jobsAvailable: Bool = false) {
+            self.jobs = jobs
+            self.scopes = scopes
+            self.jobsAvailable = jobsAvailable
+        }
+
+        func matches(_ event: StoreEvent) -> Bool {
+            switch event {
+            case .jobFinished(let id): return jobs.contains(id)
+            case .feedAdvanced(let scope): return scopes.contains(scope)
+            case .jobsAvailable: return jobsAvailable
+            case .resynchronize: return true
+            }
+        }
+    }
+
+    private struct State {
+        var nextID = 0
+        var subscriptions: [Int: ChangeSubscription] = [:]
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Starts collecting events that match `interest`; call ``ChangeSubscription/cancel()`` when done.
+    public func subscribe(_ interest: Interest) -> ChangeSubscription {
+        state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            let subscription = ChangeSubscription(id: id, interest: interest, notifier: self)
+            if state.closed {
+                subscription.finish()
+            } else {
+                state.subscriptions[id] = subscription
+            }
+            return subscription
+        }
+    }
+
+    public func publish(_ events: [StoreEvent]) {
+        guard !events.isEmpty else { return }
+        let subscriptions = state.withLock { Array($0.subscriptions.values) }
+        for subscription in subscriptions {
+            let matching = events.filter(subscription.interest.matches)
+            if !matching.isEmpty { subscription.deliver(matching) }
+        }
+    }
+
+    public func publish(_ event: StoreEvent) {
+        publish([event])
+    }
+
+    /// Ends every subscription (graceful shutdown): waiters return at once.
+    public func close() {
+        let subscriptions = state.withLock { state in
+            state.closed = true
+            defer { state.subscriptions = [:] }
+            return Array(state.subscriptions.values)
+        }
+        subscriptions.forEach { $0.finish() }
+    }
+
+    public var isClosed: Bool { state.withLock { $0.closed } }
+
+    public var subscriberCount: Int { state.withLock { $0.subscriptions.count } }
+
+    func remove(_ id: Int) {
+        _ = state.withLock { $0.subscriptions.removeValue(forKey: id) }
+    }
+}
+
+/// One waiter's view of the notifier: events buffer until it asks for them.
+public final class ChangeSubscription: Sendable {
+    private struct State {
+        var pending: [StoreEvent] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var finished = false
+    }
+
+    /// Beyond this many undelivered events the buffer collapses into one `resynchronize`.
+    static let bufferLimit = 1024
+
+    let id: Int
+    public let interest: ChangeNotifier.Interest
+    private weak let notifier: ChangeNotifier?
+    private let state = Mutex(State())
+
+    init(id: Int, interest: ChangeNotifier.Interest, notifier: ChangeNotifier) {
+        self.id = id
+        self.interest = interest
+        self.notifier = notifier
+    }
+
+    deinit {
+        notifier?.remove(id)
+    }
+
+    public func cancel() {
+        notifier?.remove(id)
+        finish()
+    }
+
+    public var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// Waits until events arrive or `timeout` passes. Returns the events (empty on timeout), or
+    /// `nil` once the subscription is finished (shutdown).
+    public func next(timeout: Duration) async -> [StoreEvent]? {
+        switch poll() {
+        case .events(let events): return events
+        case .finished: return nil
+        case .nothing: break
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForSignal() }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        switch poll() {
+        case .events(let events): return events
+        case .finished: return nil
+        case .nothing: return []
+        }
+    }
+
+    func deliver(_ events: [StoreEvent]) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.finished else { return nil }
+            for event in events where !state.pending.contains(event) {
+                state.pending.append(event)
+            }
+            if state.pending.count > Self.bufferLimit { state.pending = [.resynchronize] }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    private enum Poll {
+        case events([StoreEvent])
+        case finished
+        case nothing
+    }
+
+    /// Takes the pending events, if any.
+    private func poll() -> Poll {
+        state.withLock { state in
+            if !state.pending.isEmpty {
+                defer { state.pending = [] }
+                return .events(state.pending)
+            }
+            return state.finished ? .finished : .nothing
+        }
+    }
+
+    private func waitForSignal() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if !state.pending.isEmpty || state.finished || Task.isCancelled { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}

@@ -1,1 +1,0 @@
-import SyncGateCore; public enum Placeholder2 {}

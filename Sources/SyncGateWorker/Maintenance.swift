@@ -1,0 +1,88 @@
+public import Logging
+public import ServiceLifecycle
+import SyncGateCore
+public import SyncGateStorage
+
+/// Retention settings for the periodic maintenance loop and `syncgate admin prune`.
+public struct RetentionConfiguration: Sendable, Hashable {
+    /// Finished (`done`/`dead`) jobs are deleted after this long; their results are gone with them.
+    public var finishedJobsMilliseconds: Int64
+    /// Tombstones leave the feeds after this long; cursors older than the purge get `CURSOR_INVALID`.
+    public var tombstonesMilliseconds: Int64
+    /// Idempotency records are forgotten after this long; a replay after it applies again.
+    public var idempotencyMilliseconds: Int64
+
+    public init(
+        finishedJobsMilliseconds: Int64 = 24 * 3_600_000,
+        tombstonesMilliseconds: Int64 = 30 * 86_400_000,
+        idempotencyMilliseconds: Int64 = 30 * 86_400_000
+    ) {
+        self.finishedJobsMilliseconds = finishedJobsMilliseconds
+        self.tombstonesMilliseconds = tombstonesMilliseconds
+        self.idempotencyMilliseconds = idempotencyMilliseconds
+    }
+}
+
+/// What one maintenance pass did.
+public struct MaintenanceReport: Sendable, Hashable {
+    public var deletedJobs = 0
+    public var prunedIdempotencyRecords = 0
+    public var purge = PurgeReport()
+    public var compaction = CompactionReport()
+
+    public init() {}
+}
+
+/// One maintenance pass: retention, then compaction.
+public enum MaintenanceTasks {
+    public static func run(on store: any SyncStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
+        var report = MaintenanceReport()
+        report.deletedJobs = try await store.deleteFinishedJobs(olderThanMilliseconds: retention.finishedJobsMilliseconds)
+        report.prunedIdempotencyRecords = try await store.pruneIdempotencyRecords(olderThanMilliseconds: retention.idempotencyMilliseconds)
+        report.purge = try await store.purgeTombstones(olderThanMilliseconds: retention.tombstonesMilliseconds)
+        report.compaction = try await store.compactFeeds()
+        return report
+    }
+}
+
+/// Runs ``MaintenanceTasks`` periodically in a worker process. Only the process holding the
+/// store's maintenance lock (a PostgreSQL advisory lock) runs a pass; the others skip it.
+public final class MaintenanceService: Service {
+    let store: any SyncStore
+    let retention: RetentionConfiguration
+    let interval: Duration
+    let logger: Logger
+
+    public init(store: any SyncStore, retention: RetentionConfiguration, interval: Duration = .seconds(60), logger: Logger) {
+        self.store = store
+        self.retention = retention
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let stop = StopSignal()
+        await withGracefulShutdownHandler {
+            while !stop.isTriggered, !Task.isCancelled {
+                await stop.sleep(for: interval)
+                guard !stop.isTriggered else { break }
+                do {
+                    let store = self.store
+                    let retention = self.retention
+                    if let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) {
+                        logger.info("maintenance pass", metadata: [
+                            "syncgate.jobs_deleted": "\(report.deletedJobs)",
+                            "syncgate.idempotency_pruned": "\(report.prunedIdempotencyRecords)",
+                            "syncgate.tombstones_purged": "\(report.purge.purgedTombstones)",
+                            "syncgate.changes_compacted": "\(report.compaction.deletedChanges)",
+                        ])
+                    }
+                } catch {
+                    logger.warning("maintenance pass failed", metadata: ["syncgate.error": "\(error)"])
+                }
+            }
+        } onGracefulShutdown: {
+            stop.trigger()
+        }
+    }
+}

@@ -1,0 +1,52 @@
+public import SyncGateCore
+
+/// How a worker process claims and applies jobs.
+public struct WorkerConfiguration: Sendable {
+    /// Jobs applied at the same time (each from a different user).
+    public var concurrency: Int
+    /// How long a claim is valid without a heartbeat; a killed worker's jobs are re-claimed after it.
+    public var leaseMilliseconds: Int64
+    public var heartbeatInterval: Duration
+    /// Idle workers re-check the queue this often even without a notification.
+    public var pollInterval: Duration
+    /// How often expired leases are looked for.
+    public var rescueInterval: Duration
+    public var retryPolicy: RetryPolicy
+    /// Identifies this worker in leases and logs.
+    public var workerID: String
+
+    public init(
+        concurrency: Int = 4,
+        leaseMilliseconds: Int64 = 30_000,
+        heartbeatInterval: Duration = .seconds(10),
+        pollInterval: Duration = .seconds(1),
+        rescueInterval: Duration = .seconds(5),
+        retryPolicy: RetryPolicy = RetryPolicy(),
+        workerID: String
+    ) {
+        self.concurrency = concurrency
+        self.leaseMilliseconds = leaseMilliseconds
+        self.heartbeatInterval = heartbeatInterval
+        self.pollInterval = pollInterval
+        self.rescueInterval = rescueInterval
+        self.retryPolicy = retryPolicy
+        self.workerID = workerID
+    }
+}
+
+/// Test seams: code run at points of a job's life, so tests can pause or fail a worker there.
+public struct WorkerHooks: Sendable {
+    /// Runs after a job is claimed, before it is applied; throwing fails the attempt.
+    public var beforeApply: @Sendable (ClaimedJobInfo) async throws -> Void
+
+    public init(beforeApply: @escaping @Sendable (ClaimedJobInfo) async throws -> Void = { _ in }) {
+        self.beforeApply = beforeApply
+    }
+}
+
+/// What a hook learns about the job in hand.
+public struct ClaimedJobInfo: Sendable {
+    public var id: Int64
+    public var userID: String
+    public var attempts: Int
+}
