@@ -77,6 +77,7 @@ let package = Package(
                 "SyncGatePostgres",
                 "SyncGateWorker",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -72,6 +72,7 @@ public final class Worker: Service {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         let started = ContinuousClock.now
+        let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
         do {
             let outcome = try await withThrowingTaskGroup(of: ApplyOutcome?.self) { group in
                 group.addTask {
@@ -81,7 +82,7 @@ public final class Worker: Service {
                     }
                 }
                 group.addTask {
-                    try await self.hooks.beforeApply(ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts))
+                    try await self.hooks.beforeApply(info)
                     return try await self.store.apply(job, collections: self.collections, now: Timestamp.now())
                 }
                 defer { group.cancelAll() }

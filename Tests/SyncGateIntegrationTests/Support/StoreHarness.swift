@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import PostgresNIO
 import SyncGateCore
 import SyncGatePostgres
@@ -177,4 +178,17 @@ extension OperationResult {
         case .rejected(let code, _, _): return code
         }
     }
+}
+
+/// Shared mutable state for concurrent test tasks (a `Mutex` that closures can capture).
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        mutex.withLock { body(&$0) }
+    }
+
+    var value: Value { mutex.withLock { $0 } }
 }
