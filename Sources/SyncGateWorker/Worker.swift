@@ -30,6 +30,12 @@ public final class Worker: Service {
 
     public func run() async throws {
         let stop = StopSignal()
+        try await withGracefulShutdownHandler {
+            try await waitForSchema(stop: stop)
+        } onGracefulShutdown: {
+            stop.trigger()
+        }
+        guard !stop.isTriggered else { return }
         let subscriptions = (0..<configuration.concurrency).map { _ in
             store.notifier.subscribe(.init(jobsAvailable: true))
         }
@@ -46,6 +52,21 @@ public final class Worker: Service {
             subscriptions.forEach { $0.cancel() }
         }
         logger.info("worker stopped")
+    }
+
+    /// Waits until migrations are applied (a worker may start before `syncgate migrate` ran).
+    func waitForSchema(stop: StopSignal) async throws {
+        var warned = false
+        while !stop.isTriggered {
+            do {
+                if try await store.schemaStatus().isCurrent { return }
+                if !warned { logger.warning("waiting for the database schema to be migrated (run `syncgate migrate`)") }
+            } catch {
+                if !warned { logger.warning("waiting for the database", metadata: ["syncgate.error": "\(error)"]) }
+            }
+            warned = true
+            await stop.sleep(for: .milliseconds(500))
+        }
     }
 
     func runLane(_ lane: Int, subscription: ChangeSubscription, stop: StopSignal) async {

@@ -1,0 +1,59 @@
+import HTTPTypes
+import Hummingbird
+import SyncGateCore
+
+/// Reads and checks the parts of a request the protocol constrains.
+struct RequestReader {
+    let request: Request
+
+    /// The user id of the request's bearer token.
+    func userID(authority: TokenAuthority) async throws(ProtocolError) -> String {
+        guard let header = request.headers[.authorization] else {
+            throw ProtocolError(.unauthenticated, "missing Authorization: Bearer <token>")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 8192 else {
+            throw ProtocolError(.unauthenticated, "Authorization must be 'Bearer <token>'")
+        }
+        return try await authority.verify(String(parts[1]))
+    }
+
+    /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
+    func deviceID() throws(ProtocolError) -> String {
+        guard let value = request.headers[Self.deviceIDField] else {
+            throw ProtocolError(.validationError, "missing X-Device-Id header")
+        }
+        guard IdentifierLimits.isValidDeviceID(value) else {
+            throw ProtocolError(.validationError, "X-Device-Id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
+        }
+        return value
+    }
+
+    static let deviceIDField = HTTPField.Name("X-Device-Id")!
+
+    /// The query parameters, refusing any not in `allowed` and any given twice.
+    func query(allowed: Set<String>) throws(ProtocolError) -> [String: String] {
+        var parameters: [String: String] = [:]
+        for (key, value) in request.uri.queryParameters {
+            let name = String(key)
+            guard allowed.contains(name) else {
+                let known = allowed.sorted().joined(separator: ", ")
+                throw ProtocolError(.validationError, "unknown query parameter '\(name.prefix(64))'" + (known.isEmpty ? "" : " (known: \(known))"))
+            }
+            guard parameters[name] == nil else {
+                throw ProtocolError(.validationError, "query parameter '\(name)' is given twice")
+            }
+            parameters[name] = String(value)
+        }
+        return parameters
+    }
+
+    /// An integer query parameter within `range`, or `defaultValue` when absent.
+    static func integer(_ parameters: [String: String], _ name: String, in range: ClosedRange<Int>, default defaultValue: Int) throws(ProtocolError) -> Int {
+        guard let text = parameters[name] else { return defaultValue }
+        guard text.utf8.count <= 12, let value = Int(text), range.contains(value) else {
+            throw ProtocolError(.validationError, "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+}

@@ -1,0 +1,137 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+import SyncGateCore
+import SyncGateStorage
+
+/// `POST /v1/sync/push`, `GET /v1/jobs/{id}` and `GET /v1/sync/pull`.
+///
+/// The front only authenticates, checks shapes and limits, makes each push a durable job and
+/// waits for its result: it never applies operations itself.
+struct SyncRoutes: Sendable {
+    let store: any SyncStore
+    let authority: TokenAuthority
+    let configuration: FrontConfiguration
+    let live: LiveUpdates
+
+    func push(_ request: Request, context: some RequestContext) async throws -> Response {
+        let reader = RequestReader(request: request)
+        let userID = try await reader.userID(authority: authority)
+        let deviceID = try reader.deviceID()
+        let query = try reader.query(allowed: ["wait"])
+        let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: configuration.defaultPushWaitMilliseconds)
+
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > configuration.maximumBodyBytes {
+            throw ProtocolError(.payloadTooLarge, "request body is \(length) bytes (at most \(configuration.maximumBodyBytes))")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: configuration.maximumBodyBytes)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw ProtocolError(.payloadTooLarge, "request body is larger than \(configuration.maximumBodyBytes) bytes")
+        }
+        let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
+
+        let enqueued = try await store.enqueue(
+            NewJob(userID: userID, deviceID: deviceID, operations: push.operations, maximumAttempts: configuration.maximumAttempts),
+            limits: configuration.queueLimits
+        )
+        let jobID: Int64
+        switch enqueued {
+        case .accepted(let id):
+            jobID = id
+        case .rateLimited(let queued):
+            throw ProtocolError(.rateLimited, "\(queued) pushes of this user are still queued; retry later", retryAfterSeconds: configuration.retryAfterSeconds)
+        case .overloaded(let depth):
+            throw ProtocolError(.overloaded, "the server has \(depth) pushes queued; retry later", retryAfterSeconds: configuration.retryAfterSeconds)
+        }
+        context.logger.debug("push queued", metadata: ["syncgate.job": "\(jobID)", "syncgate.operations": "\(push.operations.count)"])
+
+        // From here the push is durable: whatever happens, the client gets the job id.
+        var job: JobSnapshot?
+        if wait > 0 {
+            job = try? await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
+        }
+        if let job, job.state.isFinished {
+            return .json(Self.jobBody(job))
+        }
+        let statusURL = "/v1/jobs/\(jobID)"
+        var accepted = Self.jobBody(job ?? Self.queued(jobID, userID: userID, deviceID: deviceID)).objectValue ?? [:]
+        accepted["status_url"] = .string(statusURL)
+        return .json(.object(accepted), status: .accepted, headers: [.location: statusURL])
+    }
+
+    func jobStatus(_ request: Request, context: some RequestContext) async throws -> Response {
+        let reader = RequestReader(request: request)
+        let userID = try await reader.userID(authority: authority)
+        let query = try reader.query(allowed: ["wait"])
+        let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: 0)
+        // Any id that is not one of the caller's jobs is simply not found.
+        guard let text = context.parameters.get("id"), text.utf8.count <= 19, let id = Int64(text), id > 0 else {
+            throw ProtocolError(.notFound, "no such job")
+        }
+        let job = wait > 0
+            ? try await live.waitForJob(id: id, userID: userID, timeout: .milliseconds(wait))
+            : try await store.job(id: id, userID: userID)
+        guard let job else { throw ProtocolError(.notFound, "no such job") }
+        return .json(Self.jobBody(job))
+    }
+
+    func pull(_ request: Request, context: some RequestContext) async throws -> Response {
+        let reader = RequestReader(request: request)
+        let userID = try await reader.userID(authority: authority)
+        let deviceID = try reader.deviceID()
+        let parameters = try reader.query(allowed: ["cursor", "limit", "entity_types", "wait"])
+        let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)
+        let wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
+        var types: Set<String>?
+        if let list = parameters["entity_types"] {
+            let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard !names.isEmpty, names.count <= 100, names.allSatisfy({ (1...IdentifierLimits.entityType).contains($0.count) }) else {
+                throw ProtocolError(.validationError, "'entity_types' must be a comma-separated list of 1 to 100 type names")
+            }
+            types = Set(names)
+        }
+        var cursor: SyncCursor?
+        if let text = parameters["cursor"], !text.isEmpty {
+            cursor = try SyncCursor.decode(text, expectedUserID: userID)
+        }
+        let query = PullQuery(userID: userID, deviceID: deviceID, cursor: cursor, limit: limit, entityTypes: types)
+        let page = wait > 0 ? try await live.waitForPull(query, timeout: .milliseconds(wait)) : try await store.pull(query)
+        return .json(Self.pageBody(page))
+    }
+
+    // MARK: - Bodies
+
+    static func queued(_ id: Int64, userID: String, deviceID: String) -> JobSnapshot {
+        JobSnapshot(
+            id: id, userID: userID, deviceID: deviceID, state: .queued, attempts: 0, maximumAttempts: 0,
+            operationCount: 0, results: nil, lastError: nil, createdAt: .now(), finishedAt: nil
+        )
+    }
+
+    /// The push response shape: results only once the job is `done` or `dead`.
+    static func jobBody(_ job: JobSnapshot) -> JSONValue {
+        var body: JSONObject = [
+            "job_id": .string(String(job.id)),
+            "status": .string(job.state.rawValue),
+            "server_time": .string(Timestamp.now().rfc3339),
+        ]
+        if job.state.isFinished {
+            body["results"] = .array((job.results ?? []).map(\.json))
+        }
+        return .object(body)
+    }
+
+    static func pageBody(_ page: PullPage) -> JSONValue {
+        [
+            "changes": .array(page.changes.map(\.json)),
+            "cursor": .string(page.cursor.encoded()),
+            "has_more": .bool(page.hasMore),
+            "force_resync": .bool(page.forceResync),
+            "scopes": ["added": .array(page.scopesAdded.map(JSONValue.string)), "removed": .array(page.scopesRemoved.map(JSONValue.string))],
+            "device_watermark": .string(String(page.deviceWatermark)),
+            "server_time": .string(Timestamp.now().rfc3339),
+        ]
+    }
+}

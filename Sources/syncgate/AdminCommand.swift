@@ -1,0 +1,208 @@
+import ArgumentParser
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateWorker
+
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Maintenance and inspection.",
+        subcommands: [
+            Stats.self, Jobs.self, RetryDead.self, Compact.self, Prune.self, ForceResync.self, RecomputeSummaries.self, Households.self,
+        ]
+    )
+
+    /// Options every admin command shares.
+    struct Common: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func withStore<Result: Sendable>(_ body: @Sendable (any SyncStore) async throws -> Result) async throws -> Result {
+            let logger = try logging.makeLogger()
+            return try await Runtime.withStore(try database.resolved(), logger: logger, body)
+        }
+    }
+
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Queue depth by state, table sizes, oldest queued job.")
+        @OptionGroup var common: Common
+
+        func run() async throws {
+            let stats = try await common.withStore { try await $0.stats() }
+            for state in JobState.allCases {
+                print("jobs.\(state.rawValue)".padding(toLength: 24, withPad: " ", startingAt: 0) + "\(stats.jobsByState[state] ?? 0)")
+            }
+            let rows: [(String, String)] = [
+                ("queue.depth", "\(stats.queueDepth)"),
+                ("queue.oldest_age_ms", stats.oldestQueuedAgeMilliseconds.map(String.init) ?? "-"),
+                ("entities", "\(stats.entities)"), ("changes", "\(stats.changes)"), ("feeds", "\(stats.feeds)"),
+                ("idempotency_records", "\(stats.idempotencyRecords)"), ("households", "\(stats.households)"),
+            ]
+            for (name, value) in rows { print(name.padding(toLength: 24, withPad: " ", startingAt: 0) + value) }
+        }
+    }
+
+    struct Jobs: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List recent jobs, newest first.")
+        @OptionGroup var common: Common
+        @Option(help: "queued, running, retrying, done or dead") var state: String?
+        @Option(help: "Only this user's jobs") var user: String?
+        @Option(help: "At most this many") var limit: Int = 50
+
+        func run() async throws {
+            var filter = JobFilter(userID: user, limit: max(1, min(limit, 10_000)))
+            if let state {
+                guard let parsed = JobState(rawValue: state) else { throw ValidationError("unknown state '\(state)'") }
+                filter.state = parsed
+            }
+            let query = filter
+            let jobs = try await common.withStore { try await $0.listJobs(query) }
+            print("id\tstate\tattempts\toperations\tuser\tdevice\tcreated\tlast_error")
+            for job in jobs {
+                print([
+                    "\(job.id)", job.state.rawValue, "\(job.attempts)/\(job.maximumAttempts)", "\(job.operationCount)", job.userID, job.deviceID,
+                    job.createdAt.rfc3339, job.lastError.map { String($0.prefix(120)) } ?? "",
+                ].joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct RetryDead: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "retry-dead",
+            abstract: "Queue dead jobs again with fresh attempts.",
+            discussion: "A retried job applies after jobs its user pushed later, which already ran."
+        )
+        @OptionGroup var common: Common
+        @Option(name: .customLong("job"), help: "A dead job id (repeatable)") var jobs: [Int64] = []
+        @Flag(help: "Retry every dead job") var all = false
+
+        func validate() throws {
+            guard all != !jobs.isEmpty else { throw ValidationError("give --job ID (repeatable) or --all") }
+        }
+
+        func run() async throws {
+            let ids = all ? nil : jobs
+            let count = try await common.withStore { try await $0.retryDeadJobs(ids: ids) }
+            print("queued \(count) dead job(s) again")
+        }
+    }
+
+    struct Compact: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete superseded changes from the feeds (keeps each entity's latest change; cursors stay valid)."
+        )
+        @OptionGroup var common: Common
+
+        func run() async throws {
+            let report = try await common.withStore { try await $0.compactFeeds() }
+            print("deleted \(report.deletedChanges) superseded change(s)")
+        }
+    }
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply retention: purge old tombstones, forget old idempotency keys, delete old finished jobs.",
+            discussion: """
+                Durations look like 45s, 90m, 12h or 30d. Without options, all three use the configured
+                retention (SYNCGATE_TOMBSTONE_RETENTION, SYNCGATE_IDEMPOTENCY_RETENTION, SYNCGATE_JOB_RETENTION).
+                Purging tombstones raises the feed's floor: cursors older than it get 409 CURSOR_INVALID.
+                """
+        )
+        @OptionGroup var common: Common
+        @Option(name: .customLong("tombstones-older-than")) var tombstones: String?
+        @Option(name: .customLong("idempotency-older-than")) var idempotency: String?
+        @Option(name: .customLong("jobs-older-than")) var jobs: String?
+
+        func run() async throws {
+            let retention = try Settings.fromEnvironment().retention
+            let none = tombstones == nil && idempotency == nil && jobs == nil
+            let tombstoneAge = try tombstones.map { try Environment.milliseconds($0, setting: "--tombstones-older-than") }
+                ?? (none ? retention.tombstonesMilliseconds : nil)
+            let idempotencyAge = try idempotency.map { try Environment.milliseconds($0, setting: "--idempotency-older-than") }
+                ?? (none ? retention.idempotencyMilliseconds : nil)
+            let jobAge = try jobs.map { try Environment.milliseconds($0, setting: "--jobs-older-than") }
+                ?? (none ? retention.finishedJobsMilliseconds : nil)
+            let lines = try await common.withStore { store -> [String] in
+                var lines: [String] = []
+                if let age = tombstoneAge {
+                    let report = try await store.purgeTombstones(olderThanMilliseconds: age)
+                    lines.append("purged \(report.purgedTombstones) tombstone(s); raised the floor of \(report.raisedFloors) feed(s)")
+                }
+                if let age = idempotencyAge {
+                    lines.append("forgot \(try await store.pruneIdempotencyRecords(olderThanMilliseconds: age)) idempotency record(s)")
+                }
+                if let age = jobAge {
+                    lines.append("deleted \(try await store.deleteFinishedJobs(olderThanMilliseconds: age)) finished job(s)")
+                }
+                return lines
+            }
+            lines.forEach { print($0) }
+        }
+    }
+
+    struct ForceResync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "force-resync",
+            abstract: "Make clients drop their data and pull from the beginning (their next pull answers force_resync: true)."
+        )
+        @OptionGroup var common: Common
+        @Option(help: "The user whose devices resync") var user: String?
+        @Flag(help: "Every user (e.g. after a schema change)") var all = false
+
+        func validate() throws {
+            guard all != (user != nil) else { throw ValidationError("give --user ID or --all") }
+        }
+
+        func run() async throws {
+            let user = self.user
+            try await common.withStore { try await $0.forceResync(userID: user) }
+            print(user.map { "devices of \($0) will resync" } ?? "every device will resync")
+        }
+    }
+
+    struct RecomputeSummaries: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "recompute-summaries",
+            abstract: "Rebuild daily summaries from food logs (idempotent: writes only summaries that change)."
+        )
+        @OptionGroup var common: Common
+        @OptionGroup var collections: CollectionsOptions
+        @Option(help: "Only this user") var user: String?
+        @Option(help: "First day, YYYY-MM-DD") var from: String?
+        @Option(help: "Last day, YYYY-MM-DD") var to: String?
+
+        func run() async throws {
+            let from = try from.map(Self.day)
+            let to = try to.map(Self.day)
+            let user = self.user
+            let collections = try self.collections.load()
+            let report = try await common.withStore {
+                try await $0.recomputeSummaries(userID: user, from: from, to: to, collections: collections, now: .now())
+            }
+            print("checked \(report.daysChecked) day(s); wrote \(report.summariesWritten) summary change(s)")
+        }
+
+        static func day(_ text: String) throws -> CalendarDate {
+            guard let date = CalendarDate(iso8601: text) else { throw ValidationError("'\(text)' is not a YYYY-MM-DD date") }
+            return date
+        }
+    }
+
+    struct Households: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List households and their members.")
+        @OptionGroup var common: Common
+        @Option(help: "Only households this user belongs to") var user: String?
+
+        func run() async throws {
+            let user = self.user
+            let households = try await common.withStore { try await $0.households(userID: user) }
+            for household in households {
+                let members = household.members.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.rawValue))" }
+                print("\(household.id)\towner=\(household.ownerID)\t\(household.archived ? "archived" : "active")\t\(members.joined(separator: ", "))")
+            }
+            if households.isEmpty { print("no households") }
+        }
+    }
+}
