@@ -88,8 +88,11 @@ let package = Package(
             dependencies: [
                 "SyncGatePostgres",
                 "SyncGateWorker",
+                "SyncGateHTTP",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),

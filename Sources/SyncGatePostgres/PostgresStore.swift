@@ -43,7 +43,11 @@ public final class PostgresStore: SyncStore, Service {
         var clientConfiguration = Self.clientConfiguration(configuration.location)
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
-        self.client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        // The pool logs every failed connection attempt at info and warns when a query races its
+        // start-up; SyncGate reports outages itself, so keep the pool quiet unless debugging.
+        var background = logger
+        if logger.logLevel > .debug { background.logLevel = .error }
+        self.client = PostgresClient(configuration: clientConfiguration, backgroundLogger: background)
     }
 
     static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {
@@ -72,12 +76,18 @@ public final class PostgresStore: SyncStore, Service {
     }
 
     /// Runs the connection pool and the notification listener until cancelled or shut down.
+    ///
+    /// Put the store first in a `ServiceGroup`: services shut down in reverse order, so the
+    /// connections close only after the HTTP server and the workers have drained.
     public func run() async throws {
         let listener = PostgresListener(configuration: Self.clientConfiguration(configuration.location), notifier: notifier, logger: logger)
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.client.run() }
-            group.addTask { await listener.run() }
+        try await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.client.run() }
+                group.addTask { await listener.run() }
+            }
         }
+        notifier.close()
     }
 
     public func shutdown() async {

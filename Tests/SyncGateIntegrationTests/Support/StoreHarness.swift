@@ -30,12 +30,33 @@ struct StoreHarness: Sendable {
         }
     }
 
+    /// Runs `body` with a store on an existing database (one a test also gives to processes).
+    static func withExisting<Result: Sendable>(
+        _ url: DatabaseURL,
+        collections: Collections = .default,
+        _ body: @Sendable (StoreHarness) async throws -> Result
+    ) async throws -> Result {
+        let (store, service) = makeStore(url)
+        return try await run(store: store, service: service, url: url, collections: collections, body)
+    }
+
     private static func run<Result: Sendable>(
         _ driver: Driver,
         collections: Collections,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
         let (store, url, service) = try await makeStore(driver)
+        return try await run(store: store, service: service, url: url, collections: collections, body)
+    }
+
+    private static func run<Result: Sendable>(
+        store: any SyncStore,
+        service: (@Sendable () async throws -> Void)?,
+        url: DatabaseURL,
+        collections: Collections,
+        _ body: @Sendable (StoreHarness) async throws -> Result
+    ) async throws -> Result {
+        let driver = Driver(for: url)
         let harness = StoreHarness(driver: driver, store: store, url: url, collections: collections)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             if let service { group.addTask { try await service() } }
@@ -63,9 +84,19 @@ struct StoreHarness: Sendable {
     static func makeStore(_ driver: Driver) async throws -> (any SyncStore, DatabaseURL, (@Sendable () async throws -> Void)?) {
         switch driver {
         case .postgres:
-            let location = try await TestDatabases.shared.freshPostgres()
+            let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
+            let (store, service) = makeStore(url)
+            return (store, url, service)
+        }
+    }
+
+    static func makeStore(_ url: DatabaseURL) -> (any SyncStore, (@Sendable () async throws -> Void)?) {
+        switch url {
+        case .postgres(let location):
             let store = PostgresStore(configuration: .init(location: location, maximumConnections: 16, requestTimeout: .seconds(5)), logger: logger)
-            return (store, .postgres(location), { try await store.run() })
+            return (store, { try await store.run() })
+        case .sqlite:
+            fatalError("not yet")
         }
     }
 

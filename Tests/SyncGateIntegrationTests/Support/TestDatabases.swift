@@ -11,6 +11,13 @@ enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case postgres
 
     var testDescription: String { rawValue }
+
+    init(for url: DatabaseURL) {
+        switch url {
+        case .postgres: self = .postgres
+        case .sqlite: preconditionFailure("the SQLite driver is not part of this suite yet")
+        }
+    }
 }
 
 /// Errors that make a test fail loudly instead of skipping.
@@ -69,6 +76,16 @@ actor TestDatabases {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
+    }
+
+    /// A new database without any schema (for tests of migrating).
+    func freshEmptyPostgres() async throws -> DatabaseURL.PostgresLocation {
+        let admin = try Self.adminLocation()
+        counter += 1
+        var location = admin
+        location.database = "e\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
+        try await Self.execute("CREATE DATABASE \(location.database)", on: admin)
+        return location
     }
 
     static func makeTemplate(_ admin: DatabaseURL.PostgresLocation) async throws -> String {

@@ -1,0 +1,94 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateWorker
+
+/// The real router on a fresh store, with workers running, for HTTP tests.
+struct HTTPHarness: Sendable {
+    static let secret = "test-secret-test-secret-test-secret-0123"
+
+    let store: StoreHarness
+    let authority: TokenAuthority
+    let client: any TestClientProtocol
+
+    /// Runs `body` against the router (`.router`, in memory) or a real server (`.live`).
+    static func with<Result: Sendable>(
+        _ driver: Driver,
+        setup: TestingSetup = .router,
+        configuration: FrontConfiguration = HTTPHarness.testConfiguration,
+        workers: Int = 1,
+        _ body: @Sendable (HTTPHarness) async throws -> Result
+    ) async throws -> Result {
+        try await StoreHarness.with(driver) { store in
+            let authority = await TokenAuthority(secret: secret)
+            let router = buildRouter(store: store.store, authority: authority, configuration: configuration)
+            let app = Application(router: router, logger: StoreHarness.logger)
+            if workers > 0 {
+                return try await store.withWorkers(workers, concurrency: 2) {
+                    try await app.test(setup) { client in
+                        try await body(HTTPHarness(store: store, authority: authority, client: client))
+                    }
+                }
+            }
+            return try await app.test(setup) { client in
+                try await body(HTTPHarness(store: store, authority: authority, client: client))
+            }
+        }
+    }
+
+    static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
+
+    func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
+        try await authority.issue(userID: user, ttlSeconds: ttl)
+    }
+
+    func headers(_ user: String = "alice", device: String? = "d1") async throws -> HTTPFields {
+        var fields: HTTPFields = [.authorization: "Bearer \(try await token(user))", .contentType: "application/json"]
+        if let device { fields[HTTPField.Name("X-Device-Id")!] = device }
+        return fields
+    }
+
+    /// A request; the body is parsed as JSON when it is JSON.
+    func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        let response = try await client.executeRequest(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        let json = try? JSONParser().parse(Array(response.body.readableBytesView))
+        return (Int(response.status.code), json, response.headers)
+    }
+
+    func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1", wait: Int? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
+        let query = wait.map { "?wait=\($0)" } ?? ""
+        return try await send(.post, "/v1/sync/push\(query)", headers: try await headers(user, device: device), body: body)
+    }
+
+    func pull(user: String = "alice", device: String = "d1", query: String = "") async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        try await send(.get, "/v1/sync/pull\(query.isEmpty ? "" : "?" + query)", headers: try await headers(user, device: device))
+    }
+
+    /// Pulls until has_more is false; returns the changes and the last cursor.
+    func pullAll(user: String = "alice", device: String = "d1", cursor: String? = nil) async throws -> (changes: [JSONValue], cursor: String, last: JSONValue) {
+        var cursor = cursor
+        var changes: [JSONValue] = []
+        while true {
+            let query = cursor.map { "cursor=\($0)" } ?? ""
+            let response = try await pull(user: user, device: device, query: query)
+            guard response.status == 200, let json = response.json else {
+                throw TestEnvironmentError(description: "pull answered \(response.status): \(String(describing: response.json))")
+            }
+            changes += json["changes"]?.arrayValue ?? []
+            cursor = json["cursor"]?.stringValue
+            if json["has_more"] != .bool(true) { return (changes, cursor ?? "", json) }
+        }
+    }
+}
+
+extension JSONValue {
+    /// `error.code` of a protocol error body.
+    var errorCode: String? { self["error"]?["code"]?.stringValue }
+}
