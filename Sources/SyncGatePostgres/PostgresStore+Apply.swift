@@ -17,61 +17,58 @@ extension PostgresStore {
     public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         let applier = BatchApplier(userID: job.userID, collections: collections, now: now)
         let requirements = applier.requirements(for: job.operations)
-        return try await transaction { connection in
-            let held = try await connection.query(
-                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE",
-                logger: self.logger
+        return try await transaction { transaction in
+            let held = try await transaction.query(
+                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
             ).collect(Int64.self)
             guard !held.isEmpty else { return .leaseLost }
 
-            var heads = try await self.lockFeeds(requirements.scopes, on: connection)
+            var heads = try await self.lockFeeds(requirements.scopes, on: transaction)
             var snapshot = BatchApplier.Snapshot()
-            snapshot.recorded = try await self.loadRecorded(user: job.userID, keys: requirements.idempotencyKeys, on: connection)
-            snapshot.entities = try await self.loadEntities(requirements.entityKeys, on: connection)
-            snapshot.households = try await self.loadHouseholds(requirements.householdIDs, on: connection)
+            snapshot.recorded = try await self.loadRecorded(user: job.userID, keys: requirements.idempotencyKeys, on: transaction)
+            snapshot.entities = try await self.loadEntities(requirements.entityKeys, on: transaction)
+            snapshot.households = try await self.loadHouseholds(requirements.householdIDs, on: transaction)
             let parents = applier.parentKeys(for: job.operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
             if !parents.isEmpty {
-                snapshot.entities.merge(try await self.loadEntities(parents, on: connection)) { stored, _ in stored }
+                snapshot.entities.merge(try await self.loadEntities(parents, on: transaction)) { stored, _ in stored }
             }
 
             var outcome = applier.apply(job.operations, snapshot: snapshot)
             if !outcome.summaryDays.isEmpty {
-                let (logs, summaries) = try await self.loadSummaryInputs(user: job.userID, days: outcome.summaryDays, on: connection)
+                let (logs, summaries) = try await self.loadSummaryInputs(user: job.userID, days: outcome.summaryDays, on: transaction)
                 outcome.writes += applier.summaryWrites(for: outcome, storedLogs: logs, existingSummaries: summaries)
             }
 
-            try await self.writeEntities(outcome.writes, heads: &heads, on: connection)
-            try await self.recordIdempotency(user: job.userID, outcome.recorded, on: connection)
-            try await self.writeHouseholds(outcome.households, on: connection)
-            try await connection.query(
+            try await self.writeEntities(outcome.writes, heads: &heads, on: transaction)
+            try await self.recordIdempotency(user: job.userID, outcome.recorded, on: transaction)
+            try await self.writeHouseholds(outcome.households, on: transaction)
+            try await transaction.query(
                 """
                 UPDATE jobs SET state = 'done', results = \(JobPayload.encodeResults(outcome.results)), finished_at = now(),
                     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now()
                 WHERE id = \(job.id)
-                """,
-                logger: self.logger
+                """
             )
-            try await self.recordFinished(jobID: job.id, userID: job.userID, deviceID: job.deviceID, on: connection)
+            try await self.recordFinished(jobID: job.id, userID: job.userID, deviceID: job.deviceID, on: transaction)
             var payloads = [NotificationPayload.jobFinished(job.id)]
             payloads += outcome.scopes.sorted().map(NotificationPayload.feedAdvanced)
             payloads += outcome.wakeUsers.sorted().map { NotificationPayload.feedAdvanced(.user($0)) }
-            try await self.notify(payloads, on: connection)
-            return .done(outcome.results)
+            try await self.notify(payloads, on: transaction)
+            // +2: BEGIN and COMMIT.
+            return .done(outcome.results, statements: transaction.statements + 2)
         }
     }
 
     // MARK: - Locks and loads
 
     /// Creates missing feed rows, then locks them all in sorted order; returns their heads.
-    func lockFeeds(_ scopes: [Scope], on connection: PostgresConnection) async throws -> [Scope: Int64] {
+    func lockFeeds(_ scopes: [Scope], on transaction: Transaction) async throws -> [Scope: Int64] {
         let keys = scopes.map(\.key).sorted()
-        try await connection.query(
-            "INSERT INTO feeds (scope) SELECT unnest(\(keys)::text[]) ORDER BY 1 ON CONFLICT DO NOTHING",
-            logger: logger
+        try await transaction.query(
+            "INSERT INTO feeds (scope) SELECT unnest(\(keys)::text[]) ORDER BY 1 ON CONFLICT DO NOTHING"
         )
-        let rows = try await connection.query(
-            "SELECT scope, head FROM feeds WHERE scope = ANY(\(keys)::text[]) ORDER BY scope FOR UPDATE",
-            logger: logger
+        let rows = try await transaction.query(
+            "SELECT scope, head FROM feeds WHERE scope = ANY(\(keys)::text[]) ORDER BY scope FOR UPDATE"
         ).collect((String, Int64).self)
         var heads: [Scope: Int64] = [:]
         for (key, head) in rows {
@@ -80,11 +77,10 @@ extension PostgresStore {
         return heads
     }
 
-    func loadRecorded(user: String, keys: [String], on connection: PostgresConnection) async throws -> [String: Int64?] {
+    func loadRecorded(user: String, keys: [String], on transaction: Transaction) async throws -> [String: Int64?] {
         guard !keys.isEmpty else { return [:] }
-        let rows = try await connection.query(
-            "SELECT idempotency_key, version FROM applied_operations WHERE user_id = \(user) AND idempotency_key = ANY(\(keys)::text[])",
-            logger: logger
+        let rows = try await transaction.query(
+            "SELECT idempotency_key, version FROM applied_operations WHERE user_id = \(user) AND idempotency_key = ANY(\(keys)::text[])"
         ).collect((String, Int64?).self)
         var recorded: [String: Int64?] = [:]
         for (key, version) in rows { recorded[key] = .some(version) }
@@ -107,17 +103,16 @@ extension PostgresStore {
         )
     }
 
-    func loadEntities(_ keys: Set<EntityKey>, on connection: PostgresConnection) async throws -> [EntityKey: EntityState] {
+    func loadEntities(_ keys: Set<EntityKey>, on transaction: Transaction) async throws -> [EntityKey: EntityState] {
         guard !keys.isEmpty else { return [:] }
         let sorted = keys.sorted()
-        let rows = try await connection.query(
+        let rows = try await transaction.query(
             """
             SELECT \(unescaped: Self.entityColumns) FROM entities
             WHERE (scope, entity_type, entity_id) IN (
                 SELECT * FROM unnest(\(sorted.map(\.scope.key))::text[], \(sorted.map(\.entityType))::text[], \(sorted.map(\.entityID))::text[])
             )
-            """,
-            logger: logger
+            """
         ).collect(EntityRow.self)
         var states: [EntityKey: EntityState] = [:]
         for row in rows {
@@ -126,15 +121,14 @@ extension PostgresStore {
         return states
     }
 
-    func loadHouseholds(_ ids: Set<String>, on connection: PostgresConnection) async throws -> [String: HouseholdState] {
+    func loadHouseholds(_ ids: Set<String>, on transaction: Transaction) async throws -> [String: HouseholdState] {
         guard !ids.isEmpty else { return [:] }
-        let rows = try await connection.query(
+        let rows = try await transaction.query(
             """
             SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
             FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
             WHERE h.household_id = ANY(\(Array(ids))::text[])
-            """,
-            logger: logger
+            """
         ).collect((String, String, Bool, String?, String?).self)
         var households: [String: HouseholdState] = [:]
         for (id, owner, archived, member, role) in rows {
@@ -146,18 +140,17 @@ extension PostgresStore {
     }
 
     /// The user's live food logs on `days` and the stored summaries of those days.
-    func loadSummaryInputs(user: String, days: Set<String>, on connection: PostgresConnection) async throws -> ([EntityKey: JSONObject], [String: EntityState]) {
+    func loadSummaryInputs(user: String, days: Set<String>, on transaction: Transaction) async throws -> ([EntityKey: JSONObject], [String: EntityState]) {
         let scope = Scope.user(user)
         let dayList = days.sorted()
-        let rows = try await connection.query(
+        let rows = try await transaction.query(
             """
             SELECT \(unescaped: Self.entityColumns) FROM entities
             WHERE scope = \(scope.key) AND (
                 (entity_type = \(DailySummaries.sourceType) AND data IS NOT NULL AND data ->> 'loggedDate' = ANY(\(dayList)::text[]))
                 OR (entity_type = \(DailySummaries.summaryType) AND entity_id = ANY(\(dayList)::text[]))
             )
-            """,
-            logger: logger
+            """
         ).collect(EntityRow.self)
         var logs: [EntityKey: JSONObject] = [:]
         var summaries: [String: EntityState] = [:]
@@ -176,7 +169,7 @@ extension PostgresStore {
 
     /// Upserts entity states and appends one change per state to its feed, numbering changes
     /// from the locked heads.
-    func writeEntities(_ states: [EntityState], heads: inout [Scope: Int64], on connection: PostgresConnection) async throws {
+    func writeEntities(_ states: [EntityState], heads: inout [Scope: Int64], on transaction: Transaction) async throws {
         guard !states.isEmpty else { return }
         var scopes: [String] = [], types: [String] = [], ids: [String] = [], versions: [Int64] = []
         var documents: [String] = [], metas: [String] = [], clientTimestamps: [Int64] = [], updatedAts: [Int64] = []
@@ -195,7 +188,7 @@ extension PostgresStore {
             updatedAts.append(state.updatedAt.millisecondsSinceEpoch)
             sequences.append(next)
         }
-        try await connection.query(
+        try await transaction.query(
             """
             INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at)
             SELECT s, t, i, v, nullif(d, 'null')::jsonb, nullif(m, 'null')::jsonb, c, u
@@ -205,54 +198,49 @@ extension PostgresStore {
             ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
                 version = excluded.version, data = excluded.data, meta = excluded.meta,
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at
-            """,
-            logger: logger
+            """
         )
-        try await connection.query(
+        try await transaction.query(
             """
             INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at)
             SELECT s, q, t, i, v, nullif(d, 'null')::jsonb, u
             FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
                         \(documents)::text[], \(updatedAts)::bigint[])
                  AS w(s, q, t, i, v, d, u)
-            """,
-            logger: logger
+            """
         )
         let written = Set(scopes)
         let advanced = heads.filter { scope, _ in written.contains(scope.key) }
-        try await connection.query(
+        try await transaction.query(
             """
             UPDATE feeds SET head = h.head
             FROM unnest(\(advanced.keys.map(\.key))::text[], \(Array(advanced.values))::bigint[]) AS h(scope, head)
             WHERE feeds.scope = h.scope
-            """,
-            logger: logger
+            """
         )
     }
 
     /// A plain INSERT: a key recorded concurrently (which per-user ordering rules out) aborts the
     /// transaction instead of applying twice; the retry then answers `duplicate`.
-    func recordIdempotency(user: String, _ records: [(key: String, version: Int64?)], on connection: PostgresConnection) async throws {
+    func recordIdempotency(user: String, _ records: [(key: String, version: Int64?)], on transaction: Transaction) async throws {
         guard !records.isEmpty else { return }
-        try await connection.query(
+        try await transaction.query(
             """
             INSERT INTO applied_operations (user_id, idempotency_key, version)
             SELECT \(user), k, nullif(v, -1) FROM unnest(\(records.map(\.key))::text[], \(records.map { $0.version ?? -1 })::bigint[]) AS r(k, v)
-            """,
-            logger: logger
+            """
         )
     }
 
-    func writeHouseholds(_ households: [HouseholdState], on connection: PostgresConnection) async throws {
+    func writeHouseholds(_ households: [HouseholdState], on transaction: Transaction) async throws {
         guard !households.isEmpty else { return }
         let ids = households.map(\.id)
-        try await connection.query(
+        try await transaction.query(
             """
             INSERT INTO households (household_id, owner_id, archived)
             SELECT * FROM unnest(\(ids)::text[], \(households.map(\.ownerID))::text[], \(households.map(\.archived))::boolean[])
             ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = now()
-            """,
-            logger: logger
+            """
         )
         var memberHouseholds: [String] = [], memberUsers: [String] = [], memberRoles: [String] = []
         for household in households {
@@ -262,21 +250,19 @@ extension PostgresStore {
                 memberRoles.append(role.rawValue)
             }
         }
-        try await connection.query(
+        try await transaction.query(
             """
             DELETE FROM household_members m
             WHERE m.household_id = ANY(\(ids)::text[])
               AND (m.household_id, m.user_id) NOT IN (SELECT * FROM unnest(\(memberHouseholds)::text[], \(memberUsers)::text[]))
-            """,
-            logger: logger
+            """
         )
-        try await connection.query(
+        try await transaction.query(
             """
             INSERT INTO household_members (household_id, user_id, role)
             SELECT * FROM unnest(\(memberHouseholds)::text[], \(memberUsers)::text[], \(memberRoles)::text[])
             ON CONFLICT (household_id, user_id) DO UPDATE SET role = excluded.role
-            """,
-            logger: logger
+            """
         )
     }
 }

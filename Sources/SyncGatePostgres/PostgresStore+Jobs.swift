@@ -100,8 +100,7 @@ extension PostgresStore {
                 updated_at = now()
             FROM candidates WHERE jobs.id = candidates.id
             RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
-            """,
-            logger: logger
+            """
         ).collect((Int64, String, String, String, Int, Int, String).self)
         return try rows.sorted { $0.0 < $1.0 }.map { row in
             let (id, token, user, device, attempts, maximumAttempts, payload) = row
@@ -126,20 +125,18 @@ extension PostgresStore {
                 WHERE j.state = 'running'
                 FOR UPDATE OF j SKIP LOCKED
             )
-            """,
-            logger: logger
+            """
         )
     }
 
     public func fail(_ job: ClaimedJob, error: String, next: RetryPolicy.Next) async throws -> Bool {
-        try await transaction { connection in
-            let held = try await connection.query(
-                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE",
-                logger: self.logger
+        try await transaction { transaction in
+            let held = try await transaction.query(
+                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
             ).collect(Int64.self)
             guard !held.isEmpty else { return false }
             try await self.settleFailure(id: job.id, userID: job.userID, deviceID: job.deviceID, operations: job.operations,
-                                         attempts: job.attempts, error: error, next: next, on: connection)
+                                         attempts: job.attempts, error: error, next: next, on: transaction)
             return true
         }
     }
@@ -147,77 +144,72 @@ extension PostgresStore {
     /// Moves a locked, running job to `retrying` or `dead`.
     func settleFailure(
         id: Int64, userID: String, deviceID: String, operations: [SyncOperation], attempts: Int,
-        error: String, next: RetryPolicy.Next, on connection: PostgresConnection
+        error: String, next: RetryPolicy.Next, on transaction: Transaction
     ) async throws {
         let message = String(error.prefix(2000))
         switch next {
         case .retry(let delay):
-            try await connection.query(
+            try await transaction.query(
                 """
                 UPDATE jobs SET state = 'retrying', run_at = now() + \(delay) * interval '1 millisecond', last_error = \(message),
                     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
                 WHERE id = \(id)
-                """,
-                logger: logger
+                """
             )
         case .dead:
             let results = JobPayload.encodeResults(OperationResult.deadJob(operations, attempts: attempts))
-            try await connection.query(
+            try await transaction.query(
                 """
                 UPDATE jobs SET state = 'dead', results = \(results), last_error = \(message), finished_at = now(),
                     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
                 WHERE id = \(id)
-                """,
-                logger: logger
+                """
             )
-            try await recordFinished(jobID: id, userID: userID, deviceID: deviceID, on: connection)
-            try await notify([NotificationPayload.jobFinished(id)], on: connection)
+            try await recordFinished(jobID: id, userID: userID, deviceID: deviceID, on: transaction)
+            try await notify([NotificationPayload.jobFinished(id)], on: transaction)
         }
     }
 
     /// Advances the device watermark; called in the transaction that finishes the job.
-    func recordFinished(jobID: Int64, userID: String, deviceID: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+    func recordFinished(jobID: Int64, userID: String, deviceID: String, on transaction: Transaction) async throws {
+        try await transaction.query(
             """
             INSERT INTO devices (user_id, device_id, last_finished_job_id) VALUES (\(userID), \(deviceID), \(jobID))
             ON CONFLICT (user_id, device_id) DO UPDATE
             SET last_finished_job_id = greatest(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = now()
-            """,
-            logger: logger
+            """
         )
     }
 
     /// Queues notifications; PostgreSQL delivers them when the transaction commits.
-    func notify(_ payloads: [String], on connection: PostgresConnection) async throws {
+    func notify(_ payloads: [String], on transaction: Transaction) async throws {
         guard !payloads.isEmpty else { return }
-        try await connection.query(
-            "SELECT pg_notify(\(Self.channel), payload)::text FROM unnest(\(payloads)::text[]) AS payload",
-            logger: logger
+        try await transaction.query(
+            "SELECT pg_notify(\(Self.channel), payload)::text FROM unnest(\(payloads)::text[]) AS payload"
         )
     }
 
     public func rescueExpiredLeases(policy: RetryPolicy, jitter: @Sendable () -> Double) async throws -> RescueReport {
-        try await transaction { connection in
+        try await transaction { transaction in
             // SKIP LOCKED: a locked row is being applied right now by a live worker.
-            let expired = try await connection.query(
+            let expired = try await transaction.query(
                 """
                 SELECT id, user_id, device_id, attempts, payload FROM jobs
                 WHERE state = 'running' AND lease_expires_at < now()
                 ORDER BY id LIMIT 100
                 FOR UPDATE SKIP LOCKED
-                """,
-                logger: self.logger
+                """
             ).collect((Int64, String, String, Int, String).self)
             var report = RescueReport()
             for (id, user, device, attempts, payload) in expired {
                 let next = policy.next(afterAttempts: attempts, jitter: jitter())
                 try await self.settleFailure(
                     id: id, userID: user, deviceID: device, operations: (try? JobPayload.decode(payload)) ?? [],
-                    attempts: attempts, error: "lease expired: the worker stopped before finishing the job", next: next, on: connection
+                    attempts: attempts, error: "lease expired: the worker stopped before finishing the job", next: next, on: transaction
                 )
                 if next == .dead { report.dead += 1 } else { report.requeued += 1 }
             }
-            if report.requeued > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: connection) }
+            if report.requeued > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: transaction) }
             return report
         }
     }

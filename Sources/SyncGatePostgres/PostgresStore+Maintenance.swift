@@ -10,15 +10,16 @@ extension PostgresStore {
     static let batchSize = 5000
 
     public func withMaintenanceLock<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result? {
+        // A session lock on a connection held for the whole pass; the work uses other connections.
         try await client.withConnection { connection in
-            let locked = try await connection.query("SELECT pg_try_advisory_lock(\(Self.maintenanceLockKey))", logger: self.logger).collect(Bool.self)
+            let locked = try await connection.query("SELECT pg_try_advisory_lock(\(Self.maintenanceLockKey))", logger: logger).collect(Bool.self)
             guard locked.first == true else { return nil }
             do {
                 let result = try await body()
-                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: self.logger)
+                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: logger)
                 return result
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: self.logger)
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: logger)
                 throw error
             }
         }
@@ -86,32 +87,28 @@ extension PostgresStore {
     public func purgeTombstones(olderThanMilliseconds age: Int64) async throws -> PurgeReport {
         let cutoff = Timestamp.now().millisecondsSinceEpoch - age
         let scopes = try await client.query(
-            "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff)",
-            logger: logger
+            "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff)"
         ).collect(String.self)
         var report = PurgeReport()
         for scope in scopes {
-            let purged = try await transaction { connection -> Int in
+            let purged = try await transaction { transaction -> Int in
                 // The feed lock orders the purge with writers of this feed.
-                _ = try await connection.query("SELECT head FROM feeds WHERE scope = \(scope) FOR UPDATE", logger: self.logger).collect(Int64.self)
-                let rows = try await connection.query(
+                _ = try await transaction.query("SELECT head FROM feeds WHERE scope = \(scope) FOR UPDATE").collect(Int64.self)
+                let rows = try await transaction.query(
                     """
                     DELETE FROM changes WHERE scope = \(scope) AND data IS NULL AND updated_at < \(cutoff)
                     RETURNING seq, entity_type, entity_id, version
-                    """,
-                    logger: self.logger
+                    """
                 ).collect((Int64, String, String, Int64).self)
                 guard let newest = rows.map(\.0).max() else { return 0 }
-                try await connection.query(
-                    "UPDATE feeds SET floor = greatest(floor, \(newest)) WHERE scope = \(scope)",
-                    logger: self.logger
+                try await transaction.query(
+                    "UPDATE feeds SET floor = greatest(floor, \(newest)) WHERE scope = \(scope)"
                 )
-                try await connection.query(
+                try await transaction.query(
                     """
                     DELETE FROM entities e USING unnest(\(rows.map(\.1))::text[], \(rows.map(\.2))::text[], \(rows.map(\.3))::bigint[]) AS p(t, i, v)
                     WHERE e.scope = \(scope) AND e.entity_type = p.t AND e.entity_id = p.i AND e.version = p.v AND e.data IS NULL
-                    """,
-                    logger: self.logger
+                    """
                 )
                 return rows.count
             }
@@ -124,19 +121,18 @@ extension PostgresStore {
     }
 
     public func forceResync(userID: String?) async throws {
-        try await transaction { connection in
+        try await transaction { transaction in
             if let userID {
-                try await connection.query(
+                try await transaction.query(
                     """
                     INSERT INTO users (user_id, resync_epoch) VALUES (\(userID), 1)
                     ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1
-                    """,
-                    logger: self.logger
+                    """
                 )
-                try await self.notify([NotificationPayload.feedAdvanced(.user(userID))], on: connection)
+                try await self.notify([NotificationPayload.feedAdvanced(.user(userID))], on: transaction)
             } else {
-                try await connection.query("UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'", logger: self.logger)
-                try await self.notify([NotificationPayload.resynchronize], on: connection)
+                try await transaction.query("UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'")
+                try await self.notify([NotificationPayload.resynchronize], on: transaction)
             }
         }
     }
@@ -153,8 +149,7 @@ extension PostgresStore {
                 SELECT DISTINCT substr(scope, 3) FROM entities
                 WHERE scope LIKE 'u:%' AND entity_type IN (\(DailySummaries.sourceType), \(DailySummaries.summaryType))
                 ORDER BY 1
-                """,
-                logger: logger
+                """
             ).collect(String.self)
         }
         let lower = from?.iso8601 ?? "0000-01-01"
@@ -162,9 +157,9 @@ extension PostgresStore {
         var report = SummaryReport()
         for user in users {
             let scope = Scope.user(user)
-            let written = try await transaction { connection -> (Int, Int) in
-                var heads = try await self.lockFeeds([scope], on: connection)
-                let rows = try await connection.query(
+            let written = try await transaction { transaction -> (Int, Int) in
+                var heads = try await self.lockFeeds([scope], on: transaction)
+                let rows = try await transaction.query(
                     """
                     SELECT \(unescaped: Self.entityColumns) FROM entities
                     WHERE scope = \(scope.key) AND (
@@ -172,8 +167,7 @@ extension PostgresStore {
                          AND data ->> 'loggedDate' BETWEEN \(lower) AND \(upper))
                         OR (entity_type = \(DailySummaries.summaryType) AND entity_id BETWEEN \(lower) AND \(upper))
                     )
-                    """,
-                    logger: self.logger
+                    """
                 ).collect(EntityRow.self)
                 var logs: [JSONObject] = []
                 var summaries: [String: EntityState] = [:]
@@ -190,8 +184,8 @@ extension PostgresStore {
                     days: days, logs: logs, existing: summaries, userID: user,
                     items: collections[DailySummaries.sourceType]?.items ?? .init(), now: now
                 )
-                try await self.writeEntities(writes, heads: &heads, on: connection)
-                if !writes.isEmpty { try await self.notify([NotificationPayload.feedAdvanced(scope)], on: connection) }
+                try await self.writeEntities(writes, heads: &heads, on: transaction)
+                if !writes.isEmpty { try await self.notify([NotificationPayload.feedAdvanced(scope)], on: transaction) }
                 return (days.count, writes.count)
             }
             report.daysChecked += written.0
@@ -232,15 +226,14 @@ extension PostgresStore {
             WHERE (\(filter.state?.rawValue)::text IS NULL OR state = \(filter.state?.rawValue))
               AND (\(filter.userID)::text IS NULL OR user_id = \(filter.userID))
             ORDER BY id DESC LIMIT \(filter.limit)
-            """,
-            logger: logger
+            """
         ).collect(JobRow.self)
         return rows.map(Self.snapshot)
     }
 
     public func retryDeadJobs(ids: [Int64]?) async throws -> Int {
-        try await transaction { connection in
-            let count = try await connection.query(
+        try await transaction { transaction in
+            let count = try await transaction.query(
                 """
                 WITH retried AS (
                     UPDATE jobs SET state = 'queued', attempts = 0, run_at = now(), results = NULL, finished_at = NULL,
@@ -248,10 +241,9 @@ extension PostgresStore {
                     WHERE state = 'dead' AND (\(ids == nil) OR id = ANY(\(ids ?? [])::bigint[]))
                     RETURNING 1
                 ) SELECT count(*)::int FROM retried
-                """,
-                logger: self.logger
+                """
             ).collect(Int.self).first ?? 0
-            if count > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: connection) }
+            if count > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: transaction) }
             return count
         }
     }
@@ -263,8 +255,7 @@ extension PostgresStore {
             FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
             WHERE \(userID)::text IS NULL OR h.household_id IN (SELECT household_id FROM household_members WHERE user_id = \(userID))
             ORDER BY h.household_id
-            """,
-            logger: logger
+            """
         ).collect((String, String, Bool, String?, String?).self)
         var households: [String: HouseholdState] = [:]
         for (id, owner, archived, member, role) in rows {

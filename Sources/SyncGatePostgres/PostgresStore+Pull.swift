@@ -7,8 +7,8 @@ extension PostgresStore {
     /// Reads a page in one REPEATABLE READ snapshot, so feed heads and rows agree.
     public func pull(_ query: PullQuery) async throws -> PullPage {
         try await bounded("pull") {
-            try await self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { connection in
-                let scopeRows = try await connection.query(
+            try await self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { transaction in
+                let scopeRows = try await transaction.query(
                     """
                     SELECT
                         coalesce((SELECT array_agg(m.household_id ORDER BY m.household_id)
@@ -18,20 +18,19 @@ extension PostgresStore {
                             + (SELECT value FROM settings WHERE key = 'resync_epoch'),
                         coalesce((SELECT last_finished_job_id FROM devices
                                   WHERE user_id = \(query.userID) AND device_id = \(query.deviceID)), 0)
-                    """,
-                    logger: self.logger
+                    """
                 ).collect(([String], Int64, Int64).self)
                 guard let (households, epoch, watermark) = scopeRows.first else { throw StoreUnavailableError("pull read no settings") }
 
                 var scopes = Set([Scope.user(query.userID)] + households.map(Scope.household))
                 if let cursor = query.cursor { scopes.formUnion(cursor.positions.keys) }
-                let feeds = try await self.feedInfo(Array(scopes), on: connection)
+                let feeds = try await self.feedInfo(Array(scopes), on: transaction)
                 let plan = try PullPlanner.plan(query, households: households, resyncEpoch: epoch, feeds: feeds)
 
                 var pages: [Scope: [FeedChange]] = [:]
                 var remaining = query.limit
                 for read in plan.reads where remaining > 0 {
-                    let rows = try await self.readChanges(read, types: query.entityTypes, limit: remaining + 1, on: connection)
+                    let rows = try await self.readChanges(read, types: query.entityTypes, limit: remaining + 1, on: transaction)
                     pages[read.scope] = rows
                     remaining -= min(rows.count, remaining)
                 }
@@ -40,10 +39,9 @@ extension PostgresStore {
         }
     }
 
-    func feedInfo(_ scopes: [Scope], on connection: PostgresConnection) async throws -> [Scope: FeedInfo] {
-        let rows = try await connection.query(
-            "SELECT scope, head, floor FROM feeds WHERE scope = ANY(\(scopes.map(\.key))::text[])",
-            logger: logger
+    func feedInfo(_ scopes: [Scope], on transaction: Transaction) async throws -> [Scope: FeedInfo] {
+        let rows = try await transaction.query(
+            "SELECT scope, head, floor FROM feeds WHERE scope = ANY(\(scopes.map(\.key))::text[])"
         ).collect((String, Int64, Int64).self)
         var feeds: [Scope: FeedInfo] = [:]
         for (key, head, floor) in rows {
@@ -52,7 +50,7 @@ extension PostgresStore {
         return feeds
     }
 
-    func readChanges(_ read: PullPlan.FeedRead, types: Set<String>?, limit: Int, on connection: PostgresConnection) async throws -> [FeedChange] {
+    func readChanges(_ read: PullPlan.FeedRead, types: Set<String>?, limit: Int, on transaction: Transaction) async throws -> [FeedChange] {
         let query: PostgresQuery
         if let types {
             query = """
@@ -67,7 +65,7 @@ extension PostgresStore {
                 ORDER BY seq LIMIT \(limit)
                 """
         }
-        return try await connection.query(query, logger: logger).collect((Int64, String, String, Int64, String?, Int64).self).map { row in
+        return try await transaction.query(query).collect((Int64, String, String, Int64, String?, Int64).self).map { row in
             let (sequence, type, id, version, data, updatedAt) = row
             return FeedChange(
                 scope: read.scope,

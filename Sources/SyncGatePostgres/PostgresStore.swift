@@ -99,12 +99,13 @@ public final class PostgresStore: SyncStore, Service {
     /// Runs `body` in a transaction on one connection; rolls back when it throws.
     func transaction<Result: Sendable>(
         _ begin: String = "BEGIN",
-        _ body: (PostgresConnection) async throws -> Result
+        _ body: (Transaction) async throws -> Result
     ) async throws -> Result {
         try await client.withConnection { connection in
+            let transaction = Transaction(connection: connection, logger: logger)
             try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
             do {
-                let result = try await body(connection)
+                let result = try await body(transaction)
                 try await connection.query("COMMIT", logger: logger)
                 return result
             } catch {
@@ -154,6 +155,25 @@ public final class PostgresStore: SyncStore, Service {
         default:
             return false
         }
+    }
+}
+
+/// One open transaction: its statements, counted (a job's apply must not need more statements
+/// for more operations).
+final class Transaction {
+    let connection: PostgresConnection
+    let logger: Logger
+    private(set) var statements = 0
+
+    init(connection: PostgresConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    @discardableResult
+    func query(_ query: PostgresQuery, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        statements += 1
+        return try await connection.query(query, logger: logger, file: file, line: line)
     }
 }
 

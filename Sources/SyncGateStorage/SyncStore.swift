@@ -200,7 +200,9 @@ public struct JobLease: Sendable, Hashable {
 }
 
 public enum ApplyOutcome: Sendable, Hashable {
-    case done([OperationResult])
+    /// Committed. `statements` counts the database statements the transaction needed, which does
+    /// not grow with the job's number of operations.
+    case done([OperationResult], statements: Int)
     /// The lease expired and the job was rescued (or finished) elsewhere; nothing was written.
     case leaseLost
 }

@@ -113,9 +113,10 @@ public final class Worker: Service {
                 return ApplyOutcome.leaseLost
             }
             switch outcome {
-            case .done(let results):
+            case .done(let results, let statements):
                 logger.debug("job applied", metadata: [
-                    "syncgate.operations": "\(results.count)", "syncgate.duration": "\(started.duration(to: .now))",
+                    "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)",
+                    "syncgate.duration": "\(started.duration(to: .now))",
                 ])
             case .leaseLost:
                 logger.warning("lease lost before the job committed; another worker owns it now")

@@ -115,7 +115,7 @@ struct StoreHarness: Sendable {
     func drain(worker: String = "test-worker", now: Timestamp = .now()) async throws -> [Int64: [OperationResult]] {
         var results: [Int64: [OperationResult]] = [:]
         while let job = try await store.claimJobs(workerID: worker, limit: 1, leaseMilliseconds: 30_000).first {
-            if case .done(let jobResults) = try await store.apply(job, collections: collections, now: now) {
+            if case .done(let jobResults, _) = try await store.apply(job, collections: collections, now: now) {
                 results[job.id] = jobResults
             }
         }
