@@ -22,10 +22,11 @@ struct HTTPHarness: Sendable {
         _ driver: Driver,
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
+        collections: Collections = .default,
         workers: Int = 1,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
-        try await StoreHarness.with(driver) { store in
+        try await StoreHarness.with(driver, collections: collections) { store in
             let authority = await TokenAuthority(secret: secret)
             let router = buildRouter(store: store.store, authority: authority, configuration: configuration)
             let app = Application(router: router, logger: StoreHarness.logger)
@@ -69,6 +70,25 @@ struct HTTPHarness: Sendable {
 
     func pull(user: String = "alice", device: String = "d1", query: String = "") async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
         try await send(.get, "/v1/sync/pull\(query.isEmpty ? "" : "?" + query)", headers: try await headers(user, device: device))
+    }
+
+    /// Pushes and waits for the results (fails the test if the job does not finish).
+    func results(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [JSONValue] {
+        let response = try await push(operations, user: user, device: device, wait: 20_000)
+        guard response.status == 200, let results = response.json?["results"]?.arrayValue else {
+            throw TestEnvironmentError(description: "push answered \(response.status): \(String(describing: response.json))")
+        }
+        return results
+    }
+
+    /// The current change of each entity a user can pull, keyed `type/id`.
+    func state(user: String = "alice") async throws -> [String: JSONValue] {
+        var latest: [String: JSONValue] = [:]
+        for change in try await pullAll(user: user, device: "state-reader").changes {
+            let key = "\(change["entity_type"]?.stringValue ?? "")/\(change["entity_id"]?.stringValue ?? "")"
+            latest[key] = change
+        }
+        return latest
     }
 
     /// Pulls until has_more is false; returns the changes and the last cursor.
