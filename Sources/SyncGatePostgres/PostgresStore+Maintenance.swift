@@ -101,6 +101,13 @@ extension PostgresStore {
                     """
                 ).collect((Int64, String, String, Int64).self)
                 guard let newest = rows.map(\.0).max() else { return 0 }
+                // Older changes of a purged entity must go too, or a new reader would see it alive.
+                try await transaction.query(
+                    """
+                    DELETE FROM changes c USING unnest(\(rows.map(\.1))::text[], \(rows.map(\.2))::text[], \(rows.map(\.0))::bigint[]) AS p(t, i, q)
+                    WHERE c.scope = \(scope) AND c.entity_type = p.t AND c.entity_id = p.i AND c.seq < p.q
+                    """
+                )
                 try await transaction.query(
                     "UPDATE feeds SET floor = greatest(floor, \(newest)) WHERE scope = \(scope)"
                 )

@@ -33,14 +33,14 @@ public struct MaintenanceReport: Sendable, Hashable {
     public init() {}
 }
 
-/// One maintenance pass: retention, then compaction.
+/// One maintenance pass: job and idempotency retention, compaction, then tombstone purge.
 public enum MaintenanceTasks {
     public static func run(on store: any SyncStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
         var report = MaintenanceReport()
         report.deletedJobs = try await store.deleteFinishedJobs(olderThanMilliseconds: retention.finishedJobsMilliseconds)
         report.prunedIdempotencyRecords = try await store.pruneIdempotencyRecords(olderThanMilliseconds: retention.idempotencyMilliseconds)
-        report.purge = try await store.purgeTombstones(olderThanMilliseconds: retention.tombstonesMilliseconds)
         report.compaction = try await store.compactFeeds()
+        report.purge = try await store.purgeTombstones(olderThanMilliseconds: retention.tombstonesMilliseconds)
         return report
     }
 }
