@@ -1,5 +1,7 @@
 import Logging
+import NIOCore
 import PostgresNIO
+import Synchronization
 import SyncGateStorage
 
 /// One LISTEN connection per process, fanned out in memory through the ``ChangeNotifier``.
@@ -22,18 +24,14 @@ struct PostgresListener: Sendable {
                     id: connectionID,
                     logger: logger
                 )
-                defer { Task { try? await connection.close() } }
-                try await connection.listen(on: PostgresStore.channel) { notifications in
-                    logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresStore.channel)"])
-                    // Anything sent before LISTEN took effect may have been missed.
-                    notifier.publish(.resynchronize)
-                    delay = .milliseconds(100)
-                    for try await notification in notifications {
-                        if let event = NotificationPayload.event(from: notification.payload) {
-                            notifier.publish(event)
-                        }
-                    }
+                do {
+                    try await listen(on: connection, delay: &delay)
+                } catch {
+                    // A connection must be closed (not just dropped) before it is released.
+                    try? await connection.close()
+                    throw error
                 }
+                try? await connection.close()
             } catch {
                 if Task.isCancelled { return }
                 logger.debug("notification listener disconnected", metadata: ["syncgate.error": "\(error)"])
@@ -43,6 +41,49 @@ struct PostgresListener: Sendable {
             delay = min(delay * 2, .seconds(5))
         }
     }
+
+    /// Listens until the connection ends or stops answering; resets the reconnect delay once listening.
+    private func listen(on connection: PostgresConnection, delay: inout Duration) async throws {
+        try await connection.listen(on: PostgresStore.channel) { notifications in
+            logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresStore.channel)"])
+            // Anything sent before LISTEN took effect may have been missed.
+            notifier.publish(.resynchronize)
+            delay = .milliseconds(100)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await notification in notifications {
+                        if let event = NotificationPayload.event(from: notification.payload) {
+                            notifier.publish(event)
+                        }
+                    }
+                }
+                group.addTask { try await Self.checkLiveness(of: connection) }
+                // Whichever ends first (the connection closed, or it stopped answering), close
+                // the connection so the other ends too, and reconnect.
+                defer { let _: EventLoopFuture<Void> = connection.close() }
+                _ = try await group.next()
+            }
+        }
+    }
+
+    /// A silent connection would stop notifications without an error: ping it, with a deadline.
+    static func checkLiveness(of connection: PostgresConnection) async throws {
+        while true {
+            try await Task.sleep(for: .seconds(15))
+            let answered = Locked(false)
+            let ping = Task {
+                _ = try? await connection.query("SELECT 1", logger: Logger(label: "syncgate.listener")).collect()
+                answered.set(true)
+            }
+            try await Task.sleep(for: .seconds(5))
+            guard answered.value else {
+                ping.cancel()
+                throw ListenerStalled()
+            }
+        }
+    }
+
+    struct ListenerStalled: Error {}
 
     static func connectionConfiguration(_ client: PostgresClient.Configuration) -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
@@ -61,4 +102,15 @@ struct PostgresListener: Sendable {
         configuration.options.connectTimeout = .seconds(5)
         return configuration
     }
+}
+
+/// A value shared between tasks.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    var value: Value { mutex.withLock { $0 } }
+
+    func set(_ value: Value) { mutex.withLock { $0 = value } }
 }

@@ -15,47 +15,49 @@ extension PostgresStore {
     /// 5. write entities, changes, feed heads, idempotency records, households, the job's results
     ///    and the device watermark with multi-row statements, and queue the NOTIFYs.
     public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
-        let applier = BatchApplier(userID: job.userID, collections: collections, now: now)
-        let requirements = applier.requirements(for: job.operations)
-        return try await transaction { transaction in
-            let held = try await transaction.query(
-                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
-            ).collect(Int64.self)
-            guard !held.isEmpty else { return .leaseLost }
+        try await withDeadline("apply a job", .job) { [self] in
+            let applier = BatchApplier(userID: job.userID, collections: collections, now: now)
+            let requirements = applier.requirements(for: job.operations)
+            return try await transaction { transaction in
+                let held = try await transaction.query(
+                    "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
+                ).collect(Int64.self)
+                guard !held.isEmpty else { return .leaseLost }
 
-            var heads = try await self.lockFeeds(requirements.scopes, on: transaction)
-            var snapshot = BatchApplier.Snapshot()
-            snapshot.recorded = try await self.loadRecorded(user: job.userID, keys: requirements.idempotencyKeys, on: transaction)
-            snapshot.entities = try await self.loadEntities(requirements.entityKeys, on: transaction)
-            snapshot.households = try await self.loadHouseholds(requirements.householdIDs, on: transaction)
-            let parents = applier.parentKeys(for: job.operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
-            if !parents.isEmpty {
-                snapshot.entities.merge(try await self.loadEntities(parents, on: transaction)) { stored, _ in stored }
+                var heads = try await self.lockFeeds(requirements.scopes, on: transaction)
+                var snapshot = BatchApplier.Snapshot()
+                snapshot.recorded = try await self.loadRecorded(user: job.userID, keys: requirements.idempotencyKeys, on: transaction)
+                snapshot.entities = try await self.loadEntities(requirements.entityKeys, on: transaction)
+                snapshot.households = try await self.loadHouseholds(requirements.householdIDs, on: transaction)
+                let parents = applier.parentKeys(for: job.operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
+                if !parents.isEmpty {
+                    snapshot.entities.merge(try await self.loadEntities(parents, on: transaction)) { stored, _ in stored }
+                }
+
+                var outcome = applier.apply(job.operations, snapshot: snapshot)
+                if !outcome.summaryDays.isEmpty {
+                    let (logs, summaries) = try await self.loadSummaryInputs(user: job.userID, days: outcome.summaryDays, on: transaction)
+                    outcome.writes += applier.summaryWrites(for: outcome, storedLogs: logs, existingSummaries: summaries)
+                }
+
+                try await self.writeEntities(outcome.writes, heads: &heads, on: transaction)
+                try await self.recordIdempotency(user: job.userID, outcome.recorded, on: transaction)
+                try await self.writeHouseholds(outcome.households, on: transaction)
+                try await transaction.query(
+                    """
+                    UPDATE jobs SET state = 'done', results = \(JobPayload.encodeResults(outcome.results)), finished_at = now(),
+                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now()
+                    WHERE id = \(job.id)
+                    """
+                )
+                try await self.recordFinished(jobID: job.id, userID: job.userID, deviceID: job.deviceID, on: transaction)
+                var payloads = [NotificationPayload.jobFinished(job.id)]
+                payloads += outcome.scopes.sorted().map(NotificationPayload.feedAdvanced)
+                payloads += outcome.wakeUsers.sorted().map { NotificationPayload.feedAdvanced(.user($0)) }
+                try await self.notify(payloads, on: transaction)
+                // +2: BEGIN and COMMIT.
+                return .done(outcome.results, statements: transaction.statements + 2)
             }
-
-            var outcome = applier.apply(job.operations, snapshot: snapshot)
-            if !outcome.summaryDays.isEmpty {
-                let (logs, summaries) = try await self.loadSummaryInputs(user: job.userID, days: outcome.summaryDays, on: transaction)
-                outcome.writes += applier.summaryWrites(for: outcome, storedLogs: logs, existingSummaries: summaries)
-            }
-
-            try await self.writeEntities(outcome.writes, heads: &heads, on: transaction)
-            try await self.recordIdempotency(user: job.userID, outcome.recorded, on: transaction)
-            try await self.writeHouseholds(outcome.households, on: transaction)
-            try await transaction.query(
-                """
-                UPDATE jobs SET state = 'done', results = \(JobPayload.encodeResults(outcome.results)), finished_at = now(),
-                    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now()
-                WHERE id = \(job.id)
-                """
-            )
-            try await self.recordFinished(jobID: job.id, userID: job.userID, deviceID: job.deviceID, on: transaction)
-            var payloads = [NotificationPayload.jobFinished(job.id)]
-            payloads += outcome.scopes.sorted().map(NotificationPayload.feedAdvanced)
-            payloads += outcome.wakeUsers.sorted().map { NotificationPayload.feedAdvanced(.user($0)) }
-            try await self.notify(payloads, on: transaction)
-            // +2: BEGIN and COMMIT.
-            return .done(outcome.results, statements: transaction.statements + 2)
         }
     }
 

@@ -30,7 +30,7 @@ extension PostgresStore {
     }
 
     public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
-        try await bounded("enqueue") {
+        try await withDeadline("enqueue", .request) { [self] in
             let depth = try await self.globalQueueDepth()
             if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
             let queued = try await self.client.query(
@@ -67,7 +67,7 @@ extension PostgresStore {
     }
 
     public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
-        try await bounded("job status") {
+        try await withDeadline("job status", .request) { [self] in
             try await self.client.query(
                 "SELECT \(unescaped: Self.jobColumns) FROM jobs WHERE id = \(id) AND user_id = \(userID)"
             ).collect(JobRow.self).first.map(Self.snapshot)
@@ -75,69 +75,75 @@ extension PostgresStore {
     }
 
     public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
-        // Oldest runnable jobs first, skipping rows other workers are claiming, and only a user's
-        // oldest unfinished job: one job per user at a time, in push order.
-        let rows = try await client.query(
-            """
-            WITH candidates AS (
-                SELECT j.id FROM jobs j
-                WHERE j.state IN ('queued', 'retrying') AND j.run_at <= now()
-                  AND NOT EXISTS (
-                      SELECT 1 FROM jobs earlier
-                      WHERE earlier.user_id = j.user_id AND earlier.id < j.id
-                        AND earlier.state IN \(unescaped: Self.unfinishedStates)
-                  )
-                ORDER BY j.id
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE jobs SET
-                state = 'running',
-                attempts = jobs.attempts + 1,
-                lease_owner = \(workerID),
-                lease_token = md5(random()::text || clock_timestamp()::text),
-                lease_expires_at = now() + \(leaseMilliseconds) * interval '1 millisecond',
-                updated_at = now()
-            FROM candidates WHERE jobs.id = candidates.id
-            RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
-            """
-        ).collect((Int64, String, String, String, Int, Int, String).self)
-        return try rows.sorted { $0.0 < $1.0 }.map { row in
-            let (id, token, user, device, attempts, maximumAttempts, payload) = row
-            return ClaimedJob(
-                id: id, leaseToken: token, userID: user, deviceID: device, attempts: attempts,
-                maximumAttempts: maximumAttempts, operations: try JobPayload.decode(payload)
-            )
+        try await withDeadline("claim jobs", .job) { [self] in
+            // Oldest runnable jobs first, skipping rows other workers are claiming, and only a user's
+            // oldest unfinished job: one job per user at a time, in push order.
+            let rows = try await client.query(
+                """
+                WITH candidates AS (
+                    SELECT j.id FROM jobs j
+                    WHERE j.state IN ('queued', 'retrying') AND j.run_at <= now()
+                      AND NOT EXISTS (
+                          SELECT 1 FROM jobs earlier
+                          WHERE earlier.user_id = j.user_id AND earlier.id < j.id
+                            AND earlier.state IN \(unescaped: Self.unfinishedStates)
+                      )
+                    ORDER BY j.id
+                    LIMIT \(limit)
+                    FOR UPDATE SKIP LOCKED
+                )
+                UPDATE jobs SET
+                    state = 'running',
+                    attempts = jobs.attempts + 1,
+                    lease_owner = \(workerID),
+                    lease_token = md5(random()::text || clock_timestamp()::text),
+                    lease_expires_at = now() + \(leaseMilliseconds) * interval '1 millisecond',
+                    updated_at = now()
+                FROM candidates WHERE jobs.id = candidates.id
+                RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
+                """
+            ).collect((Int64, String, String, String, Int, Int, String).self)
+            return try rows.sorted { $0.0 < $1.0 }.map { row in
+                let (id, token, user, device, attempts, maximumAttempts, payload) = row
+                return ClaimedJob(
+                    id: id, leaseToken: token, userID: user, deviceID: device, attempts: attempts,
+                    maximumAttempts: maximumAttempts, operations: try JobPayload.decode(payload)
+                )
+            }
         }
     }
 
     public func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
-        guard !jobs.isEmpty else { return }
-        // A job whose row is locked is being applied right now, which protects it better than a
-        // lease: skip it rather than wait for the apply transaction.
-        try await client.query(
-            """
-            UPDATE jobs SET lease_expires_at = now() + \(leaseMilliseconds) * interval '1 millisecond', updated_at = now()
-            WHERE id IN (
-                SELECT j.id FROM jobs j
-                JOIN unnest(\(jobs.map(\.id))::bigint[], \(jobs.map(\.token))::text[]) AS lease(id, token)
-                  ON j.id = lease.id AND j.lease_token = lease.token
-                WHERE j.state = 'running'
-                FOR UPDATE OF j SKIP LOCKED
+        try await withDeadline("extend leases", .job) { [self] in
+            guard !jobs.isEmpty else { return }
+            // A job whose row is locked is being applied right now, which protects it better than a
+            // lease: skip it rather than wait for the apply transaction.
+            try await client.query(
+                """
+                UPDATE jobs SET lease_expires_at = now() + \(leaseMilliseconds) * interval '1 millisecond', updated_at = now()
+                WHERE id IN (
+                    SELECT j.id FROM jobs j
+                    JOIN unnest(\(jobs.map(\.id))::bigint[], \(jobs.map(\.token))::text[]) AS lease(id, token)
+                      ON j.id = lease.id AND j.lease_token = lease.token
+                    WHERE j.state = 'running'
+                    FOR UPDATE OF j SKIP LOCKED
+                )
+                """
             )
-            """
-        )
+        }
     }
 
     public func fail(_ job: ClaimedJob, error: String, next: RetryPolicy.Next) async throws -> Bool {
-        try await transaction { transaction in
-            let held = try await transaction.query(
-                "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
-            ).collect(Int64.self)
-            guard !held.isEmpty else { return false }
-            try await self.settleFailure(id: job.id, userID: job.userID, deviceID: job.deviceID, operations: job.operations,
-                                         attempts: job.attempts, error: error, next: next, on: transaction)
-            return true
+        try await withDeadline("record a failure", .job) { [self] in
+            try await transaction { transaction in
+                let held = try await transaction.query(
+                    "SELECT id FROM jobs WHERE id = \(job.id) AND state = 'running' AND lease_token = \(job.leaseToken) FOR UPDATE"
+                ).collect(Int64.self)
+                guard !held.isEmpty else { return false }
+                try await self.settleFailure(id: job.id, userID: job.userID, deviceID: job.deviceID, operations: job.operations,
+                                             attempts: job.attempts, error: error, next: next, on: transaction)
+                return true
+            }
         }
     }
 
@@ -189,28 +195,30 @@ extension PostgresStore {
         )
     }
 
-    public func rescueExpiredLeases(policy: RetryPolicy, jitter: @Sendable () -> Double) async throws -> RescueReport {
-        try await transaction { transaction in
-            // SKIP LOCKED: a locked row is being applied right now by a live worker.
-            let expired = try await transaction.query(
-                """
-                SELECT id, user_id, device_id, attempts, payload FROM jobs
-                WHERE state = 'running' AND lease_expires_at < now()
-                ORDER BY id LIMIT 100
-                FOR UPDATE SKIP LOCKED
-                """
-            ).collect((Int64, String, String, Int, String).self)
-            var report = RescueReport()
-            for (id, user, device, attempts, payload) in expired {
-                let next = policy.next(afterAttempts: attempts, jitter: jitter())
-                try await self.settleFailure(
-                    id: id, userID: user, deviceID: device, operations: (try? JobPayload.decode(payload)) ?? [],
-                    attempts: attempts, error: "lease expired: the worker stopped before finishing the job", next: next, on: transaction
-                )
-                if next == .dead { report.dead += 1 } else { report.requeued += 1 }
+    public func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+        try await withDeadline("rescue expired leases", .job) { [self] in
+            try await transaction { transaction in
+                // SKIP LOCKED: a locked row is being applied right now by a live worker.
+                let expired = try await transaction.query(
+                    """
+                    SELECT id, user_id, device_id, attempts, payload FROM jobs
+                    WHERE state = 'running' AND lease_expires_at < now()
+                    ORDER BY id LIMIT 100
+                    FOR UPDATE SKIP LOCKED
+                    """
+                ).collect((Int64, String, String, Int, String).self)
+                var report = RescueReport()
+                for (id, user, device, attempts, payload) in expired {
+                    let next = policy.next(afterAttempts: attempts, jitter: jitter())
+                    try await self.settleFailure(
+                        id: id, userID: user, deviceID: device, operations: (try? JobPayload.decode(payload)) ?? [],
+                        attempts: attempts, error: "lease expired: the worker stopped before finishing the job", next: next, on: transaction
+                    )
+                    if next == .dead { report.dead += 1 } else { report.requeued += 1 }
+                }
+                if report.requeued > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: transaction) }
+                return report
             }
-            if report.requeued > 0 { try await self.notify([NotificationPayload.jobsAvailable], on: transaction) }
-            return report
         }
     }
 }

@@ -7,15 +7,17 @@ extension PostgresStore {
     static let migrationLockKey: Int64 = 0x5347_4D49_4752  // "SGMIGR"
 
     public func migrate(logger: Logger) async throws -> [Int] {
-        try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
-            do {
-                let applied = try await self.applyPendingMigrations(on: connection, logger: logger)
-                try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
-                return applied
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
-                throw error
+        try await withDeadline("migrate", .maintenance) { [self] in
+            try await client.withConnection { connection in
+                try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+                do {
+                    let applied = try await self.applyPendingMigrations(on: connection, logger: logger)
+                    try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+                    return applied
+                } catch {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+                    throw error
+                }
             }
         }
     }
@@ -56,7 +58,7 @@ extension PostgresStore {
     }
 
     public func schemaStatus() async throws -> SchemaStatus {
-        try await bounded("schema status") {
+        try await withDeadline("schema status", .request) { [self] in
             let latest = Migration.postgres.last?.version ?? 0
             let exists = try await self.client.query("SELECT to_regclass('syncgate_migrations') IS NOT NULL").collect(Bool.self)
             guard exists.first == true else { return SchemaStatus(applied: 0, latest: latest) }

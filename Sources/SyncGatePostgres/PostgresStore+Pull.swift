@@ -6,7 +6,7 @@ public import SyncGateStorage
 extension PostgresStore {
     /// Reads a page in one REPEATABLE READ snapshot, so feed heads and rows agree.
     public func pull(_ query: PullQuery) async throws -> PullPage {
-        try await bounded("pull") {
+        try await withDeadline("pull", .request) { [self] in
             try await self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { transaction in
                 let scopeRows = try await transaction.query(
                     """
@@ -80,7 +80,7 @@ extension PostgresStore {
     }
 
     public func readableScopes(userID: String) async throws -> [Scope] {
-        try await bounded("readable scopes") {
+        try await withDeadline("readable scopes", .request) { [self] in
             let households = try await self.client.query(
                 """
                 SELECT m.household_id FROM household_members m JOIN households h ON h.household_id = m.household_id

@@ -17,11 +17,23 @@ public final class PostgresStore: SyncStore, Service {
         public var maximumConnections: Int
         /// How long the front waits for the database before answering `503 UNAVAILABLE`.
         public var requestTimeout: Duration
+        /// How long a worker waits for one claim, heartbeat, apply or failure record.
+        public var jobTimeout: Duration
+        /// How long a migration, retention or administration step may take.
+        public var maintenanceTimeout: Duration
 
-        public init(location: DatabaseURL.PostgresLocation, maximumConnections: Int = 20, requestTimeout: Duration = .seconds(5)) {
+        public init(
+            location: DatabaseURL.PostgresLocation,
+            maximumConnections: Int = 20,
+            requestTimeout: Duration = .seconds(5),
+            jobTimeout: Duration = .seconds(60),
+            maintenanceTimeout: Duration = .seconds(1800)
+        ) {
             self.location = location
             self.maximumConnections = maximumConnections
             self.requestTimeout = requestTimeout
+            self.jobTimeout = jobTimeout
+            self.maintenanceTimeout = maintenanceTimeout
         }
     }
 
@@ -115,32 +127,73 @@ public final class PostgresStore: SyncStore, Service {
         }
     }
 
-    /// Bounds a front-path call so an unreachable database answers `UNAVAILABLE` promptly
-    /// instead of queueing behind the pool's reconnect attempts.
-    func bounded<Result: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let timeout = configuration.requestTimeout
-        return try await withThrowingTaskGroup(of: Result?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            do {
-                guard let first = try await group.next(), let result = first else {
-                    throw StoreUnavailableError("\(operation) took longer than \(timeout)")
+    /// How long an operation may take before its caller stops waiting for it.
+    enum DeadlineKind {
+        /// The front's calls: past it, clients get `503 UNAVAILABLE` instead of a hanging request.
+        case request
+        /// A worker's claim, heartbeat, apply or failure record.
+        case job
+        /// Migrations, retention, compaction and administration.
+        case maintenance
+    }
+
+    /// Runs a database operation with a deadline.
+    ///
+    /// The work runs in a task of its own and is abandoned (and cancelled) at the deadline, rather
+    /// than awaited: PostgresNIO can lose a request that was in flight when the server went away,
+    /// leaving it suspended for good even under cancellation. Without a deadline every caller of
+    /// such a request — a worker lane, a pull — would hang with it. (The pool replaces the dead
+    /// connection, so an abandoned request does not keep a connection.)
+    func withDeadline<Result: Sendable>(
+        _ operation: String,
+        _ kind: DeadlineKind,
+        _ body: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        let timeout: Duration
+        switch kind {
+        case .request: timeout = configuration.requestTimeout
+        case .job: timeout = configuration.jobTimeout
+        case .maintenance: timeout = configuration.maintenanceTimeout
+        }
+        let race = DeadlineRace<Result>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation)
+                let work = Task {
+                    do {
+                        race.finish(.success(try await body()))
+                    } catch {
+                        race.finish(.failure(Self.availabilityError(error, operation: operation)))
+                    }
                 }
-                return result
-            } catch let error as PSQLError where Self.isConnectionFailure(error) {
-                throw StoreUnavailableError("\(operation): \(error.code)")
-            } catch let error as PostgresTransactionError {
-                if let underlying = (error.closureError ?? error.beginError ?? error.commitError) as? PSQLError, Self.isConnectionFailure(underlying) {
-                    throw StoreUnavailableError("\(operation): \(underlying.code)")
+                let timer = Task {
+                    try await Task.sleep(for: timeout)
+                    race.finish(.failure(StoreUnavailableError("\(operation) took longer than \(timeout)")))
                 }
-                throw error
-            } catch is ConnectionPoolError {
-                throw StoreUnavailableError("\(operation): no database connection")
+                race.onFinish {
+                    timer.cancel()
+                    work.cancel()
+                }
             }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// Connection-level failures become ``StoreUnavailableError``; anything else passes through.
+    static func availabilityError(_ error: any Error, operation: String) -> any Error {
+        switch error {
+        case let error as PSQLError where isConnectionFailure(error):
+            return StoreUnavailableError("\(operation): \(error.code)")
+        case let error as PostgresTransactionError:
+            if let underlying = (error.closureError ?? error.beginError ?? error.commitError) as? PSQLError, isConnectionFailure(underlying) {
+                return StoreUnavailableError("\(operation): \(underlying.code)")
+            }
+            return error
+        case is ConnectionPoolError:
+            return StoreUnavailableError("\(operation): no database connection")
+        default:
+            return error
         }
     }
 
@@ -200,4 +253,44 @@ extension PostgresRowSequence {
 extension JSONParser {
     /// Documents read back from the database were validated on the way in; allow deep nesting.
     static let stored = JSONParser(maximumDepth: 512)
+}
+
+/// The first of a piece of work and its deadline to finish resumes the waiting caller.
+final class DeadlineRace<Result: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result, any Error>?
+        var outcome: Swift.Result<Result, any Error>?
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<Result, any Error>) {
+        let early = state.withLock { state -> Swift.Result<Result, any Error>? in
+            if let outcome = state.outcome { return outcome }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let done = state.withLock { state -> Bool in
+            if state.outcome != nil { return true }
+            state.onFinish = action
+            return false
+        }
+        if done { action() }
+    }
+
+    func finish(_ outcome: Swift.Result<Result, any Error>) {
+        let (continuation, action) = state.withLock { state -> (CheckedContinuation<Result, any Error>?, (@Sendable () -> Void)?) in
+            guard state.outcome == nil else { return (nil, nil) }
+            state.outcome = outcome
+            defer { state.continuation = nil; state.onFinish = nil }
+            return (state.continuation, state.onFinish)
+        }
+        continuation?.resume(with: outcome)
+        action?()
+    }
 }

@@ -13,6 +13,16 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
         public var tlsMode: String
         /// A directory holding the server's Unix socket (`?host=/path`), used instead of TCP.
         public var socketDirectory: String?
+
+        public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable", socketDirectory: String? = nil) {
+            self.host = host
+            self.port = port
+            self.user = user
+            self.password = password
+            self.database = database
+            self.tlsMode = tlsMode
+            self.socketDirectory = socketDirectory
+        }
     }
 
     /// The embedded default.

@@ -54,12 +54,12 @@ public protocol SyncStore: Sendable {
     func fail(_ job: ClaimedJob, error: String, next: RetryPolicy.Next) async throws -> Bool
 
     /// Returns expired leases (workers that died) to the queue, or marks them dead when out of attempts.
-    func rescueExpiredLeases(policy: RetryPolicy, jitter: @Sendable () -> Double) async throws -> RescueReport
+    func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport
 
     // MARK: Maintenance and administration
 
     /// Runs `body` while holding the cluster-wide maintenance lock; returns `nil` if another process holds it.
-    func withMaintenanceLock<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result?
+    func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result?
 
     func deleteFinishedJobs(olderThanMilliseconds: Int64) async throws -> Int
     func compactFeeds() async throws -> CompactionReport

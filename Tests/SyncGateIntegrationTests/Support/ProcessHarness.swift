@@ -45,6 +45,11 @@ final class SyncGateProcess: @unchecked Sendable {
         try process.run()
     }
 
+    deinit {
+        // Never leak a server or worker past its test.
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     var isRunning: Bool { process.isRunning }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 

@@ -93,7 +93,7 @@ struct StoreHarness: Sendable {
     static func makeStore(_ url: DatabaseURL) -> (any SyncStore, (@Sendable () async throws -> Void)?) {
         switch url {
         case .postgres(let location):
-            let store = PostgresStore(configuration: .init(location: location, maximumConnections: 16, requestTimeout: .seconds(5)), logger: logger)
+            let store = PostgresStore(configuration: .init(location: location, maximumConnections: 16, requestTimeout: .seconds(2), jobTimeout: .seconds(10)), logger: logger)
             return (store, { try await store.run() })
         case .sqlite:
             fatalError("not yet")

@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import Testing
+
+/// The database goes away mid-traffic and comes back: clients get 503 UNAVAILABLE with
+/// Retry-After, /readyz fails, everything recovers by itself, and no accepted push is lost.
+@Suite(.serialized) struct OutageTests {
+    @Test func aDatabaseRestartMidTrafficLosesNothing() async throws {
+        let server = try TemporaryPostgres()
+        defer { server.destroy() }
+        let url = DatabaseURL.postgres(server.location)
+        try await StoreHarness.withExisting(url) { harness in
+            let authority = await TokenAuthority(secret: HTTPHarness.secret)
+            let router = buildRouter(store: harness.store, authority: authority, configuration: HTTPHarness.testConfiguration)
+            let app = Application(router: router, logger: StoreHarness.logger)
+            try await harness.withWorkers(2, concurrency: 2) {
+                try await app.test(.router) { client in
+                    let http = HTTPHarness(store: harness, authority: authority, client: client)
+                    let accepted = Locked<[String: String]>([:])  // entity id → job id
+                    let outageSeen = Locked(false)
+                    let stopPushing = Locked(false)
+
+                    // A device pushing steadily, retrying what is refused, as a client would.
+                    let pusher = Task {
+                        var index = 0
+                        while !stopPushing.value {
+                            let id = "w\(index)"
+                            let response = try await http.push([Op.create("weightLogs", id, ["kg": .int(Int64(index))], key: id)], wait: 0)
+                            switch response.status {
+                            case 202, 200:
+                                accepted.withLock { $0[id] = response.json?["job_id"]?.stringValue }
+                                index += 1
+                            case 503:
+                                #expect(response.json?.errorCode == "UNAVAILABLE")
+                                #expect(response.json?["error"]?["retryable"] == true)
+                                #expect(response.headers[.retryAfter] != nil)
+                                outageSeen.withLock { $0 = true }
+                                try await Task.sleep(for: .milliseconds(100))
+                            default:
+                                Issue.record("unexpected \(response.status): \(String(describing: response.json))")
+                            }
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                    }
+                    try await Task.sleep(for: .seconds(1))
+                    try await server.stop()
+                    // While it is down: pushes and pulls get 503, readiness fails, health does not.
+                    try await OutageTests.eventually("an UNAVAILABLE push", timeout: .seconds(30)) { outageSeen.value }
+                    let pull = try await http.pull()
+                    #expect(pull.status == 503 && pull.json?.errorCode == "UNAVAILABLE")
+                    #expect(try await http.send(.get, "/readyz", headers: [:]).status == 503)
+                    #expect(try await http.send(.get, "/healthz", headers: [:]).status == 200)
+                    try await server.start()
+                    try await OutageTests.eventually("readiness to recover", timeout: .seconds(60)) {
+                        (try? await http.send(.get, "/readyz", headers: [:]).status) == 200
+                    }
+                    let before = accepted.value.count
+                    try await OutageTests.eventually("pushes to be accepted again", timeout: .seconds(60)) { accepted.value.count > before + 5 }
+                    stopPushing.withLock { $0 = true }
+                    try await pusher.value
+
+                    // Every push that was answered 200/202 is applied, exactly once.
+                    let ids = accepted.value
+                    for jobID in Set(ids.values) {
+                        let job = try await harness.waitFinished(Int64(jobID)!, timeout: .seconds(60))
+                        #expect(job.state == .done && job.results?.first?.outcome == "applied")
+                    }
+                    let changes = try await harness.pullAll().changes
+                    #expect(Set(changes.map(\.entityID)) == Set(ids.keys))
+                    #expect(changes.count == ids.count)
+                    #expect(changes.allSatisfy { $0.version == 1 })
+                }
+            }
+        }
+    }
+
+    static func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestEnvironmentError(description: "timed out waiting for \(what)")
+    }
+}
