@@ -10,7 +10,7 @@ struct SyncGateCommand: AsyncParsableCommand {
             database URL, SyncGate keeps its data in a SQLite file under ./data.
             """,
         subcommands: [
-            ServeCommand.self, WorkerCommand.self, MigrateCommand.self, TokenCommand.self, AdminCommand.self,
+            ServeCommand.self, WorkerCommand.self, MigrateCommand.self, TokenCommand.self, AdminCommand.self, LoadCommand.self,
         ]
     )
 }

@@ -1,0 +1,264 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Histogram
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import SyncGateCore
+import SyncGateHTTP
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Generate load against a running server and print latencies.",
+        subcommands: [SyncLoad.self, BatchLoad.self],
+        defaultSubcommand: SyncLoad.self
+    )
+
+    /// Where the server is and how to mint tokens for its users.
+    struct Target: ParsableArguments {
+        @Option(help: "Base URL of the server") var url = "http://127.0.0.1:8080"
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func authority() async throws -> TokenAuthority {
+            let logger = try logging.makeLogger("syncgate.load")
+            return await TokenAuthority(secret: try Runtime.jwtSecret(for: try database.resolved(), logger: logger))
+        }
+    }
+
+    /// Pushes from one device of each user while another device long-polls; reports push
+    /// latency and push-to-visible latency (the push answered → the other device's pull returns it).
+    struct SyncLoad: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "sync", abstract: "Concurrent users pushing and pulling (the default).")
+
+        @OptionGroup var target: Target
+        @Option(help: "Concurrent users, each with a pushing and a pulling device") var users = 20
+        @Option(help: "Seconds to run") var duration = 20
+        @Option(help: "Operations per push") var batch = 10
+        @Option(help: "Seed of the generated data") var seed: UInt64 = 1
+
+        func run() async throws {
+            let authority = try await target.authority()
+            let client = LoadClient(base: target.url)
+            let runID = String(UInt32.random(in: .min ... .max), radix: 36)
+            let stats = LoadStats()
+            let deadline = ContinuousClock.now + .seconds(duration)
+            print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, against \(target.url)")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<users {
+                    let user = "load-\(runID)-\(index)"
+                    let token = try await authority.issue(userID: user, ttlSeconds: duration + 3600)
+                    let pending = PendingChanges()
+                    group.addTask { try await Self.reader(client: client, token: token, pending: pending, stats: stats, until: deadline) }
+                    group.addTask {
+                        try await Self.writer(client: client, token: token, user: user, batch: batch, seed: seed &+ UInt64(index), pending: pending, stats: stats, until: deadline)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            stats.report(seconds: duration, batch: batch)
+        }
+
+        static func writer(client: LoadClient, token: String, user: String, batch: Int, seed: UInt64, pending: PendingChanges, stats: LoadStats, until deadline: ContinuousClock.Instant) async throws {
+            var random = SeededGenerator(seed: seed)
+            var round = 0
+            while ContinuousClock.now < deadline {
+                let operations = (0..<batch).map { item in
+                    Workload.operation(user: user, round: round, item: item, random: &random)
+                }
+                round += 1
+                let started = ContinuousClock.now
+                let response = try await client.send(.POST, "/v1/sync/push?wait=10000", token: token, device: "writer", body: JSONValue.object(["operations": .array(operations.map(\.json))]).serialized())
+                let answered = ContinuousClock.now
+                guard response.status == 200 else {
+                    stats.recordError("push \(response.status)")
+                    if response.status == 429 || response.status >= 500 { try await Task.sleep(for: .milliseconds(200)) }
+                    continue
+                }
+                stats.recordPush(started.duration(to: answered), operations: batch)
+                pending.expect(operations.map(\.entityID), answeredAt: answered)
+            }
+        }
+
+        static func reader(client: LoadClient, token: String, pending: PendingChanges, stats: LoadStats, until deadline: ContinuousClock.Instant) async throws {
+            var cursor = ""
+            while ContinuousClock.now < deadline {
+                let query = cursor.isEmpty ? "wait=5000" : "cursor=\(cursor)&wait=5000"
+                let response = try await client.send(.GET, "/v1/sync/pull?\(query)", token: token, device: "reader")
+                let received = ContinuousClock.now
+                guard response.status == 200, let page = response.json else {
+                    stats.recordError("pull \(response.status)")
+                    try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
+                cursor = page["cursor"]?.stringValue ?? cursor
+                let ids = (page["changes"]?.arrayValue ?? []).compactMap { $0["entity_id"]?.stringValue }
+                for visibleAfter in pending.seen(ids, at: received) {
+                    stats.recordVisible(visibleAfter)
+                }
+                stats.recordPull(changes: ids.count)
+            }
+        }
+    }
+
+    /// Times pushes of 1, 100 and 1,000 operations: the apply's round trips do not grow with
+    /// the batch, so time per operation falls as batches grow.
+    struct BatchLoad: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "batches", abstract: "Push latency by batch size (1, 100, 1,000 operations).")
+
+        @OptionGroup var target: Target
+        @Option(help: "Pushes per batch size") var repeats = 20
+        @Option(parsing: .upToNextOption, help: "Batch sizes") var sizes: [Int] = [1, 100, 1000]
+
+        func run() async throws {
+            let authority = try await target.authority()
+            let client = LoadClient(base: target.url)
+            let user = "batches-\(String(UInt32.random(in: .min ... .max), radix: 36))"
+            let token = try await authority.issue(userID: user, ttlSeconds: 3600)
+            var random = SeededGenerator(seed: 7)
+            print("batch size   pushes   p50 ms   p90 ms   max ms   µs per operation (p50)")
+            for size in sizes {
+                var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+                for round in 0..<repeats {
+                    let operations = (0..<size).map { Workload.operation(user: user, round: size * 1000 + round, item: $0, random: &random) }
+                    let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
+                    let started = ContinuousClock.now
+                    let response = try await client.send(.POST, "/v1/sync/push?wait=30000", token: token, device: "bench", body: body)
+                    guard response.status == 200 else { throw ValidationError("push answered \(response.status): \(String(describing: response.json))") }
+                    _ = histogram.record(UInt64(started.duration(to: .now).microseconds))
+                }
+                let median = Double(histogram.valueAtPercentile(50)) / 1000
+                print(
+                    String(size).padding(toLength: 13, withPad: " ", startingAt: 0) + String(repeats).padding(toLength: 9, withPad: " ", startingAt: 0)
+                        + Self.format(median) + Self.format(Double(histogram.valueAtPercentile(90)) / 1000) + Self.format(Double(histogram.max) / 1000)
+                        + String(format: "%.0f", median * 1000 / Double(size))
+                )
+            }
+        }
+
+        static func format(_ value: Double) -> String {
+            String(format: "%.1f", value).padding(toLength: 9, withPad: " ", startingAt: 0)
+        }
+    }
+}
+
+/// The generated data: a mix of the reference apps' user-scoped types.
+enum Workload {
+    static func operation(user: String, round: Int, item: Int, random: inout SeededGenerator) -> SyncOperation {
+        let id = "\(round)-\(item)"
+        let now = Timestamp.now()
+        switch item % 4 {
+        case 0:
+            let items: [JSONValue] = (0..<Int.random(in: 1...4, using: &random)).map { index in
+                ["id": .string("i\(index)"), "name": "food", "calories": .int(Int64.random(in: 50...600, using: &random)), "protein": .double(Double(Int.random(in: 0...300, using: &random)) / 10)]
+            }
+            let day = String(format: "2026-01-%02d", Int.random(in: 1...28, using: &random))
+            return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "foodLogs", entityID: "fl-\(id)", intent: .create,
+                                 data: ["loggedDate": .string(day), "mealType": "lunch", "items": .array(items)], clientTimestamp: now)
+        case 1:
+            return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "weightLogs", entityID: "w-\(id)", intent: .create,
+                                 data: ["kg": .double(Double(Int.random(in: 500...1200, using: &random)) / 10)], clientTimestamp: now)
+        case 2:
+            return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "visitedPlaces", entityID: "p-\(id)", intent: .create,
+                                 data: ["name": "Somewhere", "lat": .double(Double.random(in: -90...90, using: &random))], clientTimestamp: now)
+        default:
+            return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "contacts", entityID: "c-\(id)", intent: .create,
+                                 data: ["name": "Ada", "email": "ada@example.com"], clientTimestamp: now)
+        }
+    }
+}
+
+/// Entities a user's writer pushed that the reader has not seen yet, with when their push was answered.
+final class PendingChanges: Sendable {
+    private let state = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    func expect(_ ids: [String], answeredAt instant: ContinuousClock.Instant) {
+        state.withLock { pending in
+            for id in ids where pending[id] == nil { pending[id] = instant }
+        }
+    }
+
+    /// Push-to-visible durations of the ids now seen (zero when the change was visible before the push answered).
+    func seen(_ ids: [String], at instant: ContinuousClock.Instant) -> [Duration] {
+        state.withLock { pending in
+            ids.compactMap { id in pending.removeValue(forKey: id).map { max(.zero, $0.duration(to: instant)) } }
+        }
+    }
+}
+
+final class LoadStats: Sendable {
+    private struct State {
+        var push = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        var visible = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        var operations = 0
+        var pulls = 0
+        var pulledChanges = 0
+        var errors: [String: Int] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func recordPush(_ duration: Duration, operations: Int) {
+        state.withLock {
+            _ = $0.push.record(UInt64(duration.microseconds))
+            $0.operations += operations
+        }
+    }
+
+    func recordVisible(_ duration: Duration) {
+        state.withLock { _ = $0.visible.record(UInt64(duration.microseconds)) }
+    }
+
+    func recordPull(changes: Int) {
+        state.withLock {
+            $0.pulls += 1
+            $0.pulledChanges += changes
+        }
+    }
+
+    func recordError(_ kind: String) {
+        state.withLock { $0.errors[kind, default: 0] += 1 }
+    }
+
+    func report(seconds: Int, batch: Int) {
+        state.withLock { state in
+            func milliseconds(_ histogram: Histogram<UInt64>, _ percentile: Double) -> String {
+                String(format: "%.1f", Double(histogram.valueAtPercentile(percentile)) / 1000)
+            }
+            let pushes = state.push.totalCount
+            print("pushes:              \(pushes) (\(String(format: "%.1f", Double(pushes) / Double(seconds)))/s), operations applied: \(state.operations) (\(String(format: "%.0f", Double(state.operations) / Double(seconds)))/s)")
+            print("push latency (ms):   p50 \(milliseconds(state.push, 50))  p90 \(milliseconds(state.push, 90))  p99 \(milliseconds(state.push, 99))  max \(String(format: "%.1f", Double(state.push.max) / 1000))")
+            print("push → visible (ms): p50 \(milliseconds(state.visible, 50))  p90 \(milliseconds(state.visible, 90))  p99 \(milliseconds(state.visible, 99))  max \(String(format: "%.1f", Double(state.visible.max) / 1000))  (\(state.visible.totalCount) changes)")
+            print("pulls:               \(state.pulls), changes delivered: \(state.pulledChanges)")
+            print("errors:              \(state.errors.isEmpty ? "none" : state.errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))")
+        }
+    }
+}
+
+/// A small JSON-over-HTTP client for the load generator.
+struct LoadClient: Sendable {
+    let base: String
+
+    func send(_ method: HTTPMethod, _ path: String, token: String, device: String, body: String? = nil) async throws -> (status: Int, json: JSONValue?) {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "X-Device-Id", value: device)
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(70))
+        let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
+        return (Int(response.status.code), try? JSONParser(maximumDepth: 512).parse(Array(bytes.readableBytesView)))
+    }
+}
+
+extension Duration {
+    var microseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return max(0, seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
+    }
+}
