@@ -49,6 +49,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "SyncGateSQLite",
+            dependencies: [
+                "SyncGateStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SyncGateWorker",
             dependencies: [
                 "SyncGateStorage",
@@ -70,6 +79,7 @@ let package = Package(
             name: "syncgate",
             dependencies: [
                 "SyncGatePostgres",
+                "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -89,9 +99,11 @@ let package = Package(
             name: "SyncGateIntegrationTests",
             dependencies: [
                 "SyncGatePostgres",
+                "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateHTTP",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -56,15 +56,17 @@ public final class Worker: Service {
 
     /// Waits until migrations are applied (a worker may start before `syncgate migrate` ran).
     func waitForSchema(stop: StopSignal) async throws {
-        var warned = false
+        // `serve` migrates while its workers start: only a wait that lasts is worth a warning.
+        var checks = 0
         while !stop.isTriggered {
+            var problem = "the database schema is not migrated (run `syncgate migrate`)"
             do {
                 if try await store.schemaStatus().isCurrent { return }
-                if !warned { logger.warning("waiting for the database schema to be migrated (run `syncgate migrate`)") }
             } catch {
-                if !warned { logger.warning("waiting for the database", metadata: ["syncgate.error": "\(error)"]) }
+                problem = "the database is unreachable: \(error)"
             }
-            warned = true
+            checks += 1
+            if checks == 6 { logger.warning("waiting: \(problem)") }
             await stop.sleep(for: .milliseconds(500))
         }
     }

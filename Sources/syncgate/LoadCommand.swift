@@ -24,7 +24,7 @@ struct LoadCommand: AsyncParsableCommand {
 
         func authority() async throws -> TokenAuthority {
             let logger = try logging.makeLogger("syncgate.load")
-            return await TokenAuthority(secret: try Runtime.jwtSecret(for: try database.resolved(), logger: logger))
+            return await TokenAuthority(secret: try Runtime.jwtSecret(for: try database.resolved(), logger: logger).value)
         }
     }
 

@@ -37,7 +37,14 @@ struct ServeCommand: AsyncParsableCommand {
         guard workers >= 0 else { throw ValidationError("--workers must be 0 or more") }
 
         let secret = try Runtime.jwtSecret(for: url, logger: logger)
-        let authority = await TokenAuthority(secret: secret)
+        let authority = await TokenAuthority(secret: secret.value)
+        if let file = secret.developmentFile {
+            let token = try await authority.issue(userID: "dev", ttlSeconds: 30 * 86_400)
+            logger.warning(
+                "SYNCGATE_JWT_SECRET is not set: using the development secret in \(file). Set a real secret before exposing this server."
+            )
+            logger.notice("a token for the user 'dev' (valid 30 days; mint others with `syncgate token --user ID`): \(token)")
+        }
         let store = try Runtime.makeStore(url, logger: logger, maximumConnections: 10 + 2 * workers)
         let router = buildRouter(store: store, authority: authority, configuration: settings.front)
         var app = Application(

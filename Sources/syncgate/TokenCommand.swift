@@ -25,6 +25,6 @@ struct TokenCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = try logging.makeLogger()
         let secret = try Runtime.jwtSecret(for: try database.resolved(), logger: logger)
-        print(try await TokenAuthority(secret: secret).issue(userID: user, ttlSeconds: ttl))
+        print(try await TokenAuthority(secret: secret.value).issue(userID: user, ttlSeconds: ttl))
     }
 }

@@ -9,7 +9,7 @@ import Testing
     func anAcceptedPushIsDurableAcrossProcesses(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
             let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
-            let (other, run) = harness.sibling()
+            let (other, run) = try harness.sibling()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 if let run { group.addTask { try await run() } }
                 let job = try await other.job(id: id, userID: "alice")

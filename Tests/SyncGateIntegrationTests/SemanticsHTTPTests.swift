@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SyncGateCore
 import SyncGateStorage
 import Testing
@@ -256,8 +257,14 @@ extension StoreHarness {
                     "WITH u AS (UPDATE entities SET data = '{\"calories\": 1}' WHERE scope = 'u:\(user)' AND entity_type = 'dailySummaries' AND entity_id = '\(day)' RETURNING 1) SELECT count(*)::int FROM u"
                 )
             }
-        case .sqlite:
-            throw TestEnvironmentError(description: "not supported yet")
+        case .sqlite(let path):
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(
+                    sql: "UPDATE entities SET data = '{\"calories\": 1}' WHERE scope = ? AND entity_type = 'dailySummaries' AND entity_id = ?",
+                    arguments: ["u:\(user)", day]
+                )
+            }
         }
     }
 }

@@ -4,6 +4,7 @@ import Synchronization
 import PostgresNIO
 import SyncGateCore
 import SyncGatePostgres
+import SyncGateSQLite
 import SyncGateStorage
 import SyncGateWorker
 
@@ -36,7 +37,7 @@ struct StoreHarness: Sendable {
         collections: Collections = .default,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
-        let (store, service) = makeStore(url)
+        let (store, service) = try makeStore(url)
         return try await run(store: store, service: service, url: url, collections: collections, body)
     }
 
@@ -70,33 +71,33 @@ struct StoreHarness: Sendable {
         }
     }
 
-    /// A second store on the same database (another process's view), run by the caller.
-    func sibling() -> (any SyncStore, (@Sendable () async throws -> Void)?) {
-        switch url {
-        case .postgres(let location):
-            let store = PostgresStore(configuration: .init(location: location, maximumConnections: 10, requestTimeout: .seconds(2)), logger: Self.logger)
-            return (store, { try await store.run() })
-        case .sqlite:
-            fatalError("SQLite serves one process")
-        }
+    /// A second store on the same database: another process's view (PostgreSQL), or the file
+    /// opened again as after a restart (SQLite).
+    func sibling() throws -> (any SyncStore, (@Sendable () async throws -> Void)?) {
+        try Self.makeStore(url)
     }
 
     static func makeStore(_ driver: Driver) async throws -> (any SyncStore, DatabaseURL, (@Sendable () async throws -> Void)?) {
         switch driver {
         case .postgres:
             let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
-            let (store, service) = makeStore(url)
+            let (store, service) = try makeStore(url)
+            return (store, url, service)
+        case .sqlite:
+            let url = DatabaseURL.sqlite(path: try TestDatabases.freshSQLitePath())
+            let (store, service) = try makeStore(url)
             return (store, url, service)
         }
     }
 
-    static func makeStore(_ url: DatabaseURL) -> (any SyncStore, (@Sendable () async throws -> Void)?) {
+    static func makeStore(_ url: DatabaseURL) throws -> (any SyncStore, (@Sendable () async throws -> Void)?) {
         switch url {
         case .postgres(let location):
             let store = PostgresStore(configuration: .init(location: location, maximumConnections: 16, requestTimeout: .seconds(2), jobTimeout: .seconds(10)), logger: logger)
             return (store, { try await store.run() })
-        case .sqlite:
-            fatalError("not yet")
+        case .sqlite(let path):
+            let store = try SQLiteStore(path: path, logger: logger)
+            return (store, { try await store.run() })
         }
     }
 

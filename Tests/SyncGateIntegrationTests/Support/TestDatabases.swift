@@ -9,13 +9,14 @@ import Testing
 /// The storage drivers every conformance test runs against.
 enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case postgres
+    case sqlite
 
     var testDescription: String { rawValue }
 
     init(for url: DatabaseURL) {
         switch url {
         case .postgres: self = .postgres
-        case .sqlite: preconditionFailure("the SQLite driver is not part of this suite yet")
+        case .sqlite: self = .sqlite
         }
     }
 }
@@ -86,6 +87,13 @@ actor TestDatabases {
         location.database = "e\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
         try await Self.execute("CREATE DATABASE \(location.database)", on: admin)
         return location
+    }
+
+    /// A new SQLite file path in a fresh temporary folder.
+    nonisolated static func freshSQLitePath() throws -> String {
+        let folder = NSTemporaryDirectory() + "syncgate-test-\(UUID().uuidString.prefix(12))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder + "/syncgate.sqlite"
     }
 
     static func makeTemplate(_ admin: DatabaseURL.PostgresLocation) async throws -> String {
