@@ -29,11 +29,13 @@ final class SyncGateProcess: @unchecked Sendable {
         return fallback
     }
 
-    init(_ arguments: [String], environment: [String: String], directory: String? = nil) throws {
+    /// - Parameter replaceEnvironment: use `environment` as the whole environment instead of
+    ///   adding it to the test process's.
+    init(_ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.binary())
         process.arguments = arguments
-        var merged = ProcessInfo.processInfo.environment
+        var merged = replaceEnvironment ? [:] : ProcessInfo.processInfo.environment
         merged.merge(environment) { _, new in new }
         process.environment = merged
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
