@@ -11,10 +11,15 @@ import Glibc
 /// `syncgate serve` with no configuration at all: SQLite in ./data and a development secret.
 @Suite(.serialized) struct EmbeddedModeTests {
     /// Runs the binary in `folder` with no SYNCGATE_* settings inherited.
-    static func start(_ arguments: [String], in folder: String) throws -> SyncGateProcess {
+    /// The test process's environment without any `SYNCGATE_` setting: what a new user has.
+    static var plainEnvironment: [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SYNCGATE_") || $0.key.hasPrefix("SYNCGATE_TEST") || $0.key == "SYNCGATE_BINARY" }
         environment["SYNCGATE_LOG_LEVEL"] = "info"
-        return try SyncGateProcess(arguments, environment: environment, directory: folder, replaceEnvironment: true)
+        return environment
+    }
+
+    static func start(_ arguments: [String], in folder: String) throws -> SyncGateProcess {
+        try SyncGateProcess(arguments, environment: plainEnvironment, directory: folder, replaceEnvironment: true)
     }
 
     static func freshFolder() throws -> String {

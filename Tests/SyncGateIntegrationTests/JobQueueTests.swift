@@ -48,9 +48,16 @@ import Testing
             let retrying = try #require(try await harness.store.job(id: first, userID: "alice"))
             #expect(retrying.state == .retrying)
             #expect(retrying.lastError == "connection reset")
+            let failedAt = ContinuousClock.now
             #expect(try await harness.store.claimJobs(workerID: "w", limit: 5, leaseMilliseconds: 30_000).isEmpty)
-            try await Task.sleep(for: .milliseconds(500))
-            let again = try await harness.store.claimJobs(workerID: "w", limit: 5, leaseMilliseconds: 30_000)
+            // Once the backoff has passed the job is claimable again, and still ahead of the user's
+            // later job. (Polled rather than slept: a loaded machine may take longer than 400 ms.)
+            var again: [ClaimedJob] = []
+            try await eventually("the retrying job to become claimable", timeout: .seconds(10), every: .milliseconds(50)) {
+                again = try await harness.store.claimJobs(workerID: "w", limit: 5, leaseMilliseconds: 30_000)
+                return !again.isEmpty
+            }
+            #expect(ContinuousClock.now - failedAt >= .milliseconds(350))
             #expect(again.map(\.id) == [first])
             #expect(again.first?.attempts == 2)
         }

@@ -50,17 +50,17 @@ import Testing
                     try await Task.sleep(for: .seconds(1))
                     try await server.stop()
                     // While it is down: pushes and pulls get 503, readiness fails, health does not.
-                    try await OutageTests.eventually("an UNAVAILABLE push", timeout: .seconds(30)) { outageSeen.value }
+                    try await eventually("an UNAVAILABLE push", timeout: .seconds(30)) { outageSeen.value }
                     let pull = try await http.pull()
                     #expect(pull.status == 503 && pull.json?.errorCode == "UNAVAILABLE")
                     #expect(try await http.send(.get, "/readyz", headers: [:]).status == 503)
                     #expect(try await http.send(.get, "/healthz", headers: [:]).status == 200)
                     try await server.start()
-                    try await OutageTests.eventually("readiness to recover", timeout: .seconds(60)) {
+                    try await eventually("readiness to recover", timeout: .seconds(60)) {
                         (try? await http.send(.get, "/readyz", headers: [:]).status) == 200
                     }
                     let before = accepted.value.count
-                    try await OutageTests.eventually("pushes to be accepted again", timeout: .seconds(60)) { accepted.value.count > before + 5 }
+                    try await eventually("pushes to be accepted again", timeout: .seconds(60)) { accepted.value.count > before + 5 }
                     stopPushing.withLock { $0 = true }
                     try await pusher.value
 
@@ -77,14 +77,5 @@ import Testing
                 }
             }
         }
-    }
-
-    static func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        throw TestEnvironmentError(description: "timed out waiting for \(what)")
     }
 }

@@ -31,9 +31,9 @@ final class SyncGateProcess: @unchecked Sendable {
 
     /// - Parameter replaceEnvironment: use `environment` as the whole environment instead of
     ///   adding it to the test process's.
-    init(_ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
+    init(executable: String? = nil, _ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
         process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary())
+        process.executableURL = URL(fileURLWithPath: try executable ?? Self.binary())
         process.arguments = arguments
         var merged = replaceEnvironment ? [:] : ProcessInfo.processInfo.environment
         merged.merge(environment) { _, new in new }
@@ -45,6 +45,11 @@ final class SyncGateProcess: @unchecked Sendable {
         process.standardOutput = log
         process.standardError = log
         try process.run()
+    }
+
+    /// Runs a shell script (`bash`) with exactly `environment`, its output in ``log``.
+    static func shell(_ script: String, in directory: String, environment: [String: String]) throws -> SyncGateProcess {
+        try SyncGateProcess(executable: "/bin/bash", [script], environment: environment, directory: directory, replaceEnvironment: true)
     }
 
     deinit {
