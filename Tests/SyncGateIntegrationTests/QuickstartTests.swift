@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import SyncGateCore
 import Testing
 
@@ -24,6 +25,42 @@ import Glibc
             throw TestEnvironmentError(description: "the quickstart block is not a bash code block")
         }
         return String(block[open.upperBound..<close.lowerBound])
+    }
+
+    /// The first fenced block of `language` after `heading` in the README.
+    static func block(after heading: String, language: String) throws -> String {
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        guard let section = text.range(of: heading),
+              let open = text.range(of: "```\(language)\n", range: section.upperBound..<text.endIndex),
+              let close = text.range(of: "\n```", range: open.upperBound..<text.endIndex)
+        else { throw TestEnvironmentError(description: "README.md has no \(language) block after \(heading)") }
+        return String(text[open.upperBound..<close.lowerBound])
+    }
+
+    /// The README's example pushes — the household one, then one per reference app — each apply
+    /// every operation through the real router, as the README says they do.
+    @Test(arguments: Driver.allCases)
+    func theReadmeExamplePushesApply(_ driver: Driver) async throws {
+        let household = try Self.block(after: "## Households", language: "json")
+        // `//` lines are comments; the bodies are separated by blank lines.
+        let apps = try Self.block(after: "### One push per reference app", language: "jsonc")
+            .split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: "\n")
+        let bodies = [household] + apps.components(separatedBy: "\n\n")
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+        #expect(bodies.count == 6)
+        try await HTTPHarness.with(driver) { http in
+            for body in bodies {
+                #expect((try? JSONParser().parse(body)) != nil, "not JSON: \(body)")
+                let response = try await http.send(.post, "/v1/sync/push?wait=20000", headers: try await http.headers(), body: body)
+                #expect(response.status == 200, "\(String(describing: response.json))")
+                let statuses = response.json?["results"]?.arrayValue?.compactMap { $0["status"]?.stringValue } ?? []
+                #expect(!statuses.isEmpty && statuses.allSatisfy { $0 == "applied" }, "\(body) → \(String(describing: response.json))")
+            }
+            let state = try await http.state()
+            #expect(state["dailySummaries/2026-01-15"]?["data"]?["calories"] == 180)
+            #expect(state["inventory/milk"]?["household_id"] == "home")
+            #expect(try await http.state(user: "bob")["inventory/eggs"] != nil)
+        }
     }
 
     @Test func theReadmeSessionWorksAgainstAZeroSetupServer() async throws {
