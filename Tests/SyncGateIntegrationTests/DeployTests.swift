@@ -47,7 +47,7 @@ import Yams
         return names
     }
 
-    @Test func manifestsParseAndRunRealCommandsWithDocumentedSettings() throws {
+    @Test func manifestsParseAndRunRealCommandsWithDocumentedSettings() async throws {
         #expect(Self.manifestPaths.count >= 6)
         let readme = try Self.text("README.md")
         var commands: [[String]] = []
@@ -62,7 +62,7 @@ import Yams
         }
         #expect(Set(commands.compactMap(\.first)) == ["migrate", "serve", "worker"])
         for command in commands {
-            let help = try Self.help(command[0])
+            let help = try await Self.help(command[0])
             for flag in command.dropFirst() where flag.hasPrefix("--") {
                 #expect(help.contains("[\(flag) "), "`syncgate \(command[0])` has no \(flag)")
             }
@@ -85,20 +85,26 @@ import Yams
         #expect(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/syncgate\"]"))
     }
 
-    /// `syncgate help <command>` from the binary under test.
-    static func help(_ command: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try SyncGateProcess.binary())
-        process.arguments = ["help", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestEnvironmentError(description: "`syncgate help \(command)` failed: \(String(decoding: output, as: UTF8.self))")
+    /// `syncgate help <command>` from the binary under test (run off the cooperative pool, as it blocks).
+    static func help(_ command: String) async throws -> String {
+        let binary = try SyncGateProcess.binary()
+        let output = Locked("")
+        try await TemporaryPostgres.offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["help", command]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            let text = String(decoding: data, as: UTF8.self)
+            guard process.terminationStatus == 0 else {
+                throw TestEnvironmentError(description: "`syncgate help \(command)` failed: \(text)")
+            }
+            output.withLock { $0 = text }
         }
-        return String(decoding: output, as: UTF8.self)
+        return output.value
     }
 }

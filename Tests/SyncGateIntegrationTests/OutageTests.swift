@@ -11,10 +11,10 @@ import Testing
 /// Retry-After, /readyz fails, everything recovers by itself, and no accepted push is lost.
 @Suite(.serialized) struct OutageTests {
     @Test func aDatabaseRestartMidTrafficLosesNothing() async throws {
-        let server = try TemporaryPostgres()
-        defer { server.destroy() }
+        let server = try await TemporaryPostgres.make()
+        defer { server.destroyInBackground() }
         let url = DatabaseURL.postgres(server.location)
-        try await StoreHarness.withExisting(url) { harness in
+        try await StoreHarness.withExisting(url, productionDeadlines: true) { harness in
             let authority = await TokenAuthority(secret: HTTPHarness.secret)
             let router = buildRouter(store: harness.store, authority: authority, configuration: HTTPHarness.testConfiguration)
             let app = Application(router: router, logger: StoreHarness.logger)

@@ -32,12 +32,15 @@ struct StoreHarness: Sendable {
     }
 
     /// Runs `body` with a store on an existing database (one a test also gives to processes).
+    /// - Parameter productionDeadlines: give PostgreSQL calls the server's own deadlines instead
+    ///   of the tests' generous ones (for tests of what happens when the database goes away).
     static func withExisting<Result: Sendable>(
         _ url: DatabaseURL,
         collections: Collections = .default,
+        productionDeadlines: Bool = false,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
-        let (store, service) = try makeStore(url)
+        let (store, service) = try makeStore(url, productionDeadlines: productionDeadlines)
         return try await run(store: store, service: service, url: url, collections: collections, body)
     }
 
@@ -90,10 +93,18 @@ struct StoreHarness: Sendable {
         }
     }
 
-    static func makeStore(_ url: DatabaseURL) throws -> (any SyncStore, (@Sendable () async throws -> Void)?) {
+    static func makeStore(_ url: DatabaseURL, productionDeadlines: Bool = false) throws -> (any SyncStore, (@Sendable () async throws -> Void)?) {
         switch url {
         case .postgres(let location):
-            let store = PostgresStore(configuration: .init(location: location, maximumConnections: 16, requestTimeout: .seconds(2), jobTimeout: .seconds(10)), logger: logger)
+            // Unless asked for the production deadlines (5 s / 60 s), far longer ones: a fully
+            // parallel run on a 2-core CI machine stalls single calls for seconds, and most tests
+            // are not about deadlines.
+            var configuration = PostgresStore.Configuration(location: location, maximumConnections: 16)
+            if !productionDeadlines {
+                configuration.requestTimeout = .seconds(30)
+                configuration.jobTimeout = .seconds(90)
+            }
+            let store = PostgresStore(configuration: configuration, logger: logger)
             return (store, { try await store.run() })
         case .sqlite(let path):
             let store = try SQLiteStore(path: path, logger: logger)

@@ -17,7 +17,18 @@ final class TemporaryPostgres: @unchecked Sendable {
         DatabaseURL.PostgresLocation(host: "127.0.0.1", port: port, user: "postgres", password: nil, database: "postgres", tlsMode: "disable", socketDirectory: nil)
     }
 
-    init() throws {
+    /// Creates and starts a server; initdb and pg_ctl run off Swift's cooperative pool, whose
+    /// two threads on a CI machine every other test in the process shares.
+    static func make() async throws -> TemporaryPostgres {
+        let made = Locked<TemporaryPostgres?>(nil)
+        try await offThePool {
+            let server = try TemporaryPostgres()
+            made.withLock { $0 = server }
+        }
+        return made.value!
+    }
+
+    private init() throws {
         bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
         directory = NSTemporaryDirectory() + "syncgate-outage-\(UUID().uuidString.prefix(8))"
         port = SyncGateProcess.freePort()
@@ -55,6 +66,11 @@ final class TemporaryPostgres: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Stops the server at once and removes its folder, on a thread of its own.
+    func destroyInBackground() {
+        Thread.detachNewThread { self.destroy() }
     }
 
     func destroy() {
