@@ -17,7 +17,10 @@ public final class PostgresStore: SyncStore, Service {
         public var maximumConnections: Int
         /// How long the front waits for the database before answering `503 UNAVAILABLE`.
         public var requestTimeout: Duration
-        /// How long a worker waits for one claim, heartbeat, apply or failure record.
+        /// How long a worker waits for one claim, heartbeat, apply or failure record. It bounds
+        /// how long a lane stays stuck on a request lost when the database restarts (the heartbeat
+        /// keeps that job's lease alive meanwhile), so it is short: a 1,000-operation apply takes
+        /// well under a second, and a job cut off by it is only retried.
         public var jobTimeout: Duration
         /// How long a migration, retention or administration step may take.
         public var maintenanceTimeout: Duration
@@ -26,7 +29,7 @@ public final class PostgresStore: SyncStore, Service {
             location: DatabaseURL.PostgresLocation,
             maximumConnections: Int = 20,
             requestTimeout: Duration = .seconds(5),
-            jobTimeout: Duration = .seconds(60),
+            jobTimeout: Duration = .seconds(15),
             maintenanceTimeout: Duration = .seconds(1800)
         ) {
             self.location = location

@@ -47,8 +47,11 @@ import Testing
                             try await Task.sleep(for: .milliseconds(20))
                         }
                     }
+                    let clock = ContinuousClock.now
+                    func phase(_ name: String) { print("outage: \(name) at \(ContinuousClock.now - clock)") }
                     try await Task.sleep(for: .seconds(1))
                     try await server.stop()
+                    phase("database stopped")
                     // While it is down: pushes and pulls get 503, readiness fails, health does not.
                     try await eventually("an UNAVAILABLE push", timeout: .seconds(30)) { outageSeen.value }
                     let pull = try await http.pull()
@@ -56,13 +59,16 @@ import Testing
                     #expect(try await http.send(.get, "/readyz", headers: [:]).status == 503)
                     #expect(try await http.send(.get, "/healthz", headers: [:]).status == 200)
                     try await server.start()
+                    phase("database started")
                     try await eventually("readiness to recover", timeout: .seconds(60)) {
                         (try? await http.send(.get, "/readyz", headers: [:]).status) == 200
                     }
+                    phase("ready again")
                     let before = accepted.value.count
                     try await eventually("pushes to be accepted again", timeout: .seconds(60)) { accepted.value.count > before + 5 }
                     stopPushing.withLock { $0 = true }
                     try await pusher.value
+                    phase("pushes accepted again")
 
                     // Every push that was answered 200/202 is applied, exactly once.
                     let ids = accepted.value
@@ -70,6 +76,7 @@ import Testing
                         let job = try await harness.waitFinished(Int64(jobID)!, timeout: .seconds(60))
                         #expect(job.state == .done && job.results?.first?.outcome == "applied")
                     }
+                    phase("every accepted job finished")
                     let changes = try await harness.pullAll().changes
                     #expect(Set(changes.map(\.entityID)) == Set(ids.keys))
                     #expect(changes.count == ids.count)
