@@ -96,7 +96,7 @@ struct StoreHarness: Sendable {
     static func makeStore(_ url: DatabaseURL, productionDeadlines: Bool = false) throws -> (any SyncStore, (@Sendable () async throws -> Void)?) {
         switch url {
         case .postgres(let location):
-            // Unless asked for the production deadlines (5 s / 60 s), far longer ones: a fully
+            // Unless asked for the production deadlines (5 s / 15 s), far longer ones: a fully
             // parallel run on a 2-core CI machine stalls single calls for seconds, and most tests
             // are not about deadlines.
             var configuration = PostgresStore.Configuration(location: location, maximumConnections: 16)
