@@ -154,17 +154,7 @@ extension PostgresStore {
             )
             """
         ).collect(EntityRow.self)
-        var logs: [EntityKey: JSONObject] = [:]
-        var summaries: [String: EntityState] = [:]
-        for row in rows {
-            guard let state = Self.entityState(row) else { continue }
-            if state.key.entityType == DailySummaries.summaryType {
-                summaries[state.key.entityID] = state
-            } else if let data = state.data {
-                logs[state.key] = data
-            }
-        }
-        return (logs, summaries)
+        return DailySummaries.partition(rows.lazy.compactMap(Self.entityState))
     }
 
     // MARK: - Writes

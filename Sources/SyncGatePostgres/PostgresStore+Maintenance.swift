@@ -189,24 +189,13 @@ extension PostgresStore {
                         )
                         """
                     ).collect(EntityRow.self)
-                    var logs: [JSONObject] = []
-                    var summaries: [String: EntityState] = [:]
-                    for row in rows {
-                        guard let state = Self.entityState(row) else { continue }
-                        if state.key.entityType == DailySummaries.summaryType {
-                            summaries[state.key.entityID] = state
-                        } else if let data = state.data {
-                            logs.append(data)
-                        }
-                    }
-                    let days = Set(logs.compactMap(DailySummaries.day(of:))).union(summaries.filter { !$0.value.isDeleted }.keys)
-                    let writes = DailySummaries.plan(
-                        days: days, logs: logs, existing: summaries, userID: user,
+                    let (days, writes) = DailySummaries.rebuild(
+                        stored: rows.lazy.compactMap(Self.entityState), userID: user,
                         items: collections[DailySummaries.sourceType]?.items ?? .init(), now: now
                     )
                     try await self.writeEntities(writes, heads: &heads, on: transaction)
                     if !writes.isEmpty { try await self.notify([NotificationPayload.feedAdvanced(scope)], on: transaction) }
-                    return (days.count, writes.count)
+                    return (days, writes.count)
                 }
                 report.daysChecked += written.0
                 report.summariesWritten += written.1

@@ -148,17 +148,7 @@ extension SQLiteStore {
             """,
             [Scope.user(user).key, DailySummaries.sourceType, dayList, DailySummaries.summaryType, dayList]
         )
-        var logs: [EntityKey: JSONObject] = [:]
-        var summaries: [String: EntityState] = [:]
-        for row in rows {
-            guard let state = entityState(row) else { continue }
-            if state.key.entityType == DailySummaries.summaryType {
-                summaries[state.key.entityID] = state
-            } else if let data = state.data {
-                logs[state.key] = data
-            }
-        }
-        return (logs, summaries)
+        return DailySummaries.partition(rows.lazy.compactMap(entityState))
     }
 
     // MARK: - Writes

@@ -135,20 +135,9 @@ extension SQLiteStore {
                     """,
                     [scope.key, DailySummaries.sourceType, lower, upper, DailySummaries.summaryType, lower, upper]
                 )
-                var logs: [JSONObject] = []
-                var summaries: [String: EntityState] = [:]
-                for row in rows {
-                    guard let state = Self.entityState(row) else { continue }
-                    if state.key.entityType == DailySummaries.summaryType {
-                        summaries[state.key.entityID] = state
-                    } else if let data = state.data {
-                        logs.append(data)
-                    }
-                }
-                let days = Set(logs.compactMap(DailySummaries.day(of:))).union(summaries.filter { !$0.value.isDeleted }.keys)
-                let writes = DailySummaries.plan(days: days, logs: logs, existing: summaries, userID: user, items: items, now: now)
+                let (days, writes) = DailySummaries.rebuild(stored: rows.lazy.compactMap(Self.entityState), userID: user, items: items, now: now)
                 try Self.writeEntities(writes, heads: &heads, statements: statements)
-                return ((days.count, writes.count), writes.isEmpty ? [] : [.feedAdvanced(scope)])
+                return ((days, writes.count), writes.isEmpty ? [] : [.feedAdvanced(scope)])
             }
             report.daysChecked += days
             report.summariesWritten += written

@@ -74,6 +74,42 @@ import Testing
         #expect(writes[1].version == 1 && writes[1].data?["calories"] == 7)
     }
 
+    static func stored(_ type: String, _ id: String, _ data: JSONObject?, version: Int64 = 1) -> EntityState {
+        EntityState(
+            key: EntityKey(scope: .user("u"), entityType: type, entityID: id), version: version, data: data,
+            clientTimestamp: Fixture.now, updatedAt: Fixture.now
+        )
+    }
+
+    @Test func partitionSplitsLiveLogsFromSummariesByDay() {
+        let live = Self.stored("foodLogs", "a", Self.log("2026-01-15", [Self.item(1)]))
+        let deleted = Self.stored("foodLogs", "b", nil)
+        let summary = Self.stored("dailySummaries", "2026-01-15", ["calories": 1])
+        let gone = Self.stored("dailySummaries", "2026-01-14", nil)
+        let (logs, summaries) = DailySummaries.partition([live, deleted, summary, gone])
+        #expect(logs == [live.key: live.data!])
+        #expect(summaries == ["2026-01-15": summary, "2026-01-14": gone])
+    }
+
+    @Test func rebuildChecksDaysWithALiveLogOrALiveSummary() {
+        let stored = [
+            Self.stored("foodLogs", "a", Self.log("2026-01-15", [Self.item(100)])),
+            Self.stored("foodLogs", "b", Self.log("2026-01-15", [Self.item(20)])),
+            Self.stored("foodLogs", "c", nil),
+            // 16: a live summary whose logs are gone → a tombstone. 17: already a tombstone → not checked.
+            Self.stored("dailySummaries", "2026-01-16", ["date": "2026-01-16", "calories": 9], version: 4),
+            Self.stored("dailySummaries", "2026-01-17", nil, version: 2),
+        ]
+        let (checked, writes) = DailySummaries.rebuild(stored: stored, userID: "u", now: Fixture.now)
+        #expect(checked == 2)
+        #expect(writes.map(\.key.entityID) == ["2026-01-15", "2026-01-16"])
+        #expect(writes[0].data?["calories"] == 120 && writes[0].data?["meal_count"] == 2 && writes[0].version == 1)
+        #expect(writes[1].isDeleted && writes[1].version == 5)
+        // Rebuilding what it wrote changes nothing.
+        let (_, again) = DailySummaries.rebuild(stored: stored.filter { $0.key.entityType == "foodLogs" } + writes, userID: "u", now: Fixture.now)
+        #expect(again.isEmpty)
+    }
+
     @Test(arguments: [("2026-01-15", "2026-01-15" as String?), ("2026-1-15", nil), ("garbage", nil)])
     func dayOfALogRequiresAValidDate(_ value: String, _ expected: String?) {
         #expect(DailySummaries.day(of: ["loggedDate": .string(value)]) == expected)

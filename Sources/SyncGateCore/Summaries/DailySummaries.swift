@@ -51,6 +51,41 @@ public enum DailySummaries {
         return .double(hundredths / 100)
     }
 
+    /// Stored `foodLogs` and `dailySummaries` rows, split into the inputs of ``plan``: the live log
+    /// documents by key, and the summaries (live or tombstoned) by day.
+    public static func partition(_ stored: some Sequence<EntityState>) -> (logs: [EntityKey: JSONObject], summaries: [String: EntityState]) {
+        var logs: [EntityKey: JSONObject] = [:]
+        var summaries: [String: EntityState] = [:]
+        for state in stored {
+            if state.key.entityType == summaryType {
+                summaries[state.key.entityID] = state
+            } else if let data = state.data {
+                logs[state.key] = data
+            }
+        }
+        return (logs, summaries)
+    }
+
+    /// A rebuild from stored rows (`syncgate admin recompute-summaries`): every day with a live log
+    /// or a live summary (which goes when its logs are gone) is recomputed.
+    ///
+    /// - Parameter stored: the user's food logs and summaries in the rebuilt range.
+    /// - Returns: how many days were checked, and the writes for those whose totals changed.
+    public static func rebuild(
+        stored: some Sequence<EntityState>,
+        userID: String,
+        items: EntityTypeConfig.ItemsConfig = .init(),
+        now: Timestamp
+    ) -> (daysChecked: Int, writes: [EntityState]) {
+        let (logs, summaries) = partition(stored)
+        let days = Set(logs.values.compactMap(day(of:))).union(summaries.filter { !$0.value.isDeleted }.keys)
+        let writes = plan(
+            days: days, logs: logs.keys.sorted().compactMap { logs[$0] }, existing: summaries,
+            userID: userID, items: items, now: now
+        )
+        return (days.count, writes)
+    }
+
     /// The summary writes a set of changed days needs.
     ///
     /// - Parameters:
