@@ -85,26 +85,12 @@ import Yams
         #expect(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/syncgate\"]"))
     }
 
-    /// `syncgate help <command>` from the binary under test (run off the cooperative pool, as it blocks).
+    /// `syncgate help <command>` from the binary under test.
     static func help(_ command: String) async throws -> String {
-        let binary = try SyncGateProcess.binary()
-        let output = Locked("")
-        try await TemporaryPostgres.offThePool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["help", command]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            let text = String(decoding: data, as: UTF8.self)
-            guard process.terminationStatus == 0 else {
-                throw TestEnvironmentError(description: "`syncgate help \(command)` failed: \(text)")
-            }
-            output.withLock { $0 = text }
+        let process = try SyncGateProcess(["help", command], environment: [:])
+        guard await process.waitForExit(timeout: .seconds(30)) == 0 else {
+            throw TestEnvironmentError(description: "`syncgate help \(command)` failed: \(process.log)")
         }
-        return output.value
+        return process.log
     }
 }
