@@ -15,6 +15,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -24,12 +25,14 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML", "Logging"]),
     ],
     targets: [
         // The protocol model and every decision (policies, cursors, validation, summaries): no I/O.
         .target(
             name: "SyncGateCore",
             dependencies: [.product(name: "Yams", package: "Yams")],
+            resources: [.embedInCode("Resources/collections.yaml")],
             swiftSettings: swiftSettings
         ),
         // The storage driver interface and the in-process change notifier.
@@ -43,8 +46,11 @@ let package = Package(
             dependencies: [
                 "SyncGateStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [
+                .embedInCode("Migrations/0001_initial.sql"),
+                .embedInCode("Migrations/0002_group_keys.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -54,6 +60,10 @@ let package = Package(
                 "SyncGateStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [
+                .embedInCode("Migrations/0001_initial.sql"),
+                .embedInCode("Migrations/0002_group_keys.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -70,7 +80,22 @@ let package = Package(
             dependencies: [
                 "SyncGateStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The composition root: configuration, opening a store, and the processes built from them.
+        .target(
+            name: "SyncGateServer",
+            dependencies: [
+                "SyncGatePostgres",
+                "SyncGateSQLite",
+                "SyncGateWorker",
+                "SyncGateHTTP",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -78,8 +103,8 @@ let package = Package(
         .executableTarget(
             name: "syncgate",
             dependencies: [
-                "SyncGatePostgres",
-                "SyncGateSQLite",
+                "SyncGateServer",
+                .product(name: "Configuration", package: "swift-configuration"),
                 "SyncGateWorker",
                 "SyncGateHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -89,22 +114,48 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "SyncGateCoreTests",
-            dependencies: ["SyncGateCore", "SyncGateStorage"],
-            swiftSettings: swiftSettings
-        ),
-        // The conformance suite: storage, worker, HTTP and process behaviour, run on every driver.
-        .testTarget(
-            name: "SyncGateIntegrationTests",
+        // Tests: unit (Core, pure), conformance (the store, worker and HTTP front, once per driver),
+        // process (the real binary), and the support they share.
+        .target(
+            name: "SyncGateTestSupport",
             dependencies: [
+                "SyncGateServer",
                 "SyncGatePostgres",
                 "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateHTTP",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Tests/Support",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SyncGateCoreTests",
+            dependencies: ["SyncGateCore", "SyncGateStorage"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SyncGateConformanceTests",
+            dependencies: [
+                "SyncGateTestSupport",
+                "SyncGateServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SyncGateProcessTests",
+            dependencies: [
+                "SyncGateTestSupport",
+                "SyncGateServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Yams", package: "Yams"),

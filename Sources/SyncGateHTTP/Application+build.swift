@@ -1,27 +1,30 @@
 public import Hummingbird
-
+import HummingbirdAuth
 public import SyncGateStorage
 
-/// Builds the router every `serve` process and every HTTP test uses.
+/// Builds the router of the HTTP front: the public health routes, and every `/v1` route behind
+/// one ``BearerAuthenticator`` (a new route there cannot forget authentication).
 public func buildRouter(
-    store: any SyncStore,
+    store: any FrontStore,
     authority: TokenAuthority,
     configuration: FrontConfiguration
-) -> Router<BasicRequestContext> {
-    let router = Router()
-    // First, so it also covers unknown routes.
+) -> Router<SyncRequestContext> {
+    let router = Router(context: SyncRequestContext.self)
+    // First, so it also covers unknown routes and the authenticator.
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds))
 
     let live = LiveUpdates(store: store, pollInterval: configuration.pollInterval)
-    let sync = SyncRoutes(store: store, authority: authority, configuration: configuration, live: live)
-    let events = EventRoutes(store: store, authority: authority, configuration: configuration)
+    let sync = SyncRoutes(store: store, configuration: configuration, live: live)
+    let events = EventRoutes(store: store, configuration: configuration)
     let health = HealthRoutes(store: store, retryAfterSeconds: configuration.retryAfterSeconds)
 
     router.get("/healthz", use: health.health)
     router.get("/readyz", use: health.ready)
-    router.post("/v1/sync/push", use: sync.push)
-    router.get("/v1/jobs/:id", use: sync.jobStatus)
-    router.get("/v1/sync/pull", use: sync.pull)
-    router.get("/v1/sync/events", use: events.events)
+
+    let authenticated = router.group("v1").add(middleware: BearerAuthenticator(authority: authority))
+    authenticated.post("sync/push", use: sync.push)
+    authenticated.get("jobs/:id", use: sync.jobStatus)
+    authenticated.get("sync/pull", use: sync.pull)
+    authenticated.get("sync/events", use: events.events)
     return router
 }

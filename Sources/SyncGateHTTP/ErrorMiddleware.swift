@@ -1,12 +1,28 @@
 import HTTPTypes
 public import Hummingbird
 import Logging
-import SyncGateCore
+public import SyncGateCore
 import SyncGateStorage
 
-/// Turns every failure into the protocol's error body, `{"error": {code, message, retryable}}`,
-/// including unknown routes and framework errors; unexpected errors become `500 INTERNAL`
-/// without leaking their details.
+/// A protocol error renders itself: the status of its code and
+/// `{"error": {"code", "message", "retryable"}}`, with `Retry-After` for 429 and 503.
+extension ProtocolError: HTTPResponseError {
+    public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        response
+    }
+
+    var response: Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let seconds = retryAfterSeconds { headers[.retryAfter] = "\(seconds)" }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body.serialized())))
+    }
+}
+
+/// Turns every other failure into a protocol error: unknown routes, framework errors, cursor
+/// errors, an unreachable database (`503 UNAVAILABLE`) and bugs (`500 INTERNAL`, logged, without
+/// their details on the wire).
 public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let retryAfterSeconds: Int
 
@@ -22,7 +38,7 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
             if protocolError.code == .internal {
                 context.logger.error("request failed", metadata: ["syncgate.error": "\(String(reflecting: error))"])
             }
-            return Self.response(for: protocolError)
+            return protocolError.response
         }
     }
 
@@ -44,16 +60,6 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
         default:
             return ProtocolError(.internal, "internal error")
         }
-    }
-
-    static func response(for error: ProtocolError) -> Response {
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
-        if let seconds = error.retryAfterSeconds { headers[.retryAfter] = "\(seconds)" }
-        return Response(
-            status: HTTPResponse.Status(code: error.code.httpStatus),
-            headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(string: error.body.serialized()))
-        )
     }
 }
 

@@ -6,18 +6,6 @@ import SyncGateCore
 struct RequestReader {
     let request: Request
 
-    /// The user id of the request's bearer token.
-    func userID(authority: TokenAuthority) async throws(ProtocolError) -> String {
-        guard let header = request.headers[.authorization] else {
-            throw ProtocolError(.unauthenticated, "missing Authorization: Bearer <token>")
-        }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 8192 else {
-            throw ProtocolError(.unauthenticated, "Authorization must be 'Bearer <token>'")
-        }
-        return try await authority.verify(String(parts[1]))
-    }
-
     /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
     func deviceID() throws(ProtocolError) -> String {
         guard let value = request.headers[Self.deviceIDField] else {

@@ -44,8 +44,8 @@ struct PostgresListener: Sendable {
 
     /// Listens until the connection ends or stops answering; resets the reconnect delay once listening.
     private func listen(on connection: PostgresConnection, delay: inout Duration) async throws {
-        try await connection.listen(on: PostgresStore.channel) { notifications in
-            logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresStore.channel)"])
+        try await connection.listen(on: PostgresDriver.channel) { notifications in
+            logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresDriver.channel)"])
             // Anything sent before LISTEN took effect may have been missed.
             notifier.publish(.resynchronize)
             delay = .milliseconds(100)
@@ -73,7 +73,7 @@ struct PostgresListener: Sendable {
             let answered = Locked(false)
             let ping = Task {
                 _ = try? await connection.query("SELECT 1", logger: Logger(label: "syncgate.listener")).collect()
-                answered.set(true)
+                answered.update { $0 = true }
             }
             try await Task.sleep(for: .seconds(5))
             guard answered.value else {
@@ -104,13 +104,3 @@ struct PostgresListener: Sendable {
     }
 }
 
-/// A value shared between tasks.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-
-    init(_ value: Value) { mutex = Mutex(value) }
-
-    var value: Value { mutex.withLock { $0 } }
-
-    func set(_ value: Value) { mutex.withLock { $0 = value } }
-}

@@ -35,7 +35,7 @@ public struct MaintenanceReport: Sendable, Hashable {
 
 /// One maintenance pass: job and idempotency retention, compaction, then tombstone purge.
 public enum MaintenanceTasks {
-    public static func run(on store: any SyncStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
+    public static func run(on store: any MaintenanceStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
         var report = MaintenanceReport()
         report.deletedJobs = try await store.deleteFinishedJobs(olderThanMilliseconds: retention.finishedJobsMilliseconds)
         report.prunedIdempotencyRecords = try await store.pruneIdempotencyRecords(olderThanMilliseconds: retention.idempotencyMilliseconds)
@@ -48,12 +48,12 @@ public enum MaintenanceTasks {
 /// Runs ``MaintenanceTasks`` periodically in a worker process. Only the process holding the
 /// store's maintenance lock (a PostgreSQL advisory lock) runs a pass; the others skip it.
 public final class MaintenanceService: Service {
-    let store: any SyncStore
+    let store: any MaintenanceStore
     let retention: RetentionConfiguration
     let interval: Duration
     let logger: Logger
 
-    public init(store: any SyncStore, retention: RetentionConfiguration, interval: Duration = .seconds(60), logger: Logger) {
+    public init(store: any MaintenanceStore, retention: RetentionConfiguration, interval: Duration = .seconds(60), logger: Logger) {
         self.store = store
         self.retention = retention
         self.interval = interval

@@ -12,13 +12,13 @@ public import SyncGateStorage
 ///
 /// On graceful shutdown (SIGTERM) lanes stop claiming and finish the jobs in hand.
 public final class Worker: Service {
-    let store: any SyncStore
+    let store: any WorkerStore
     let collections: Collections
     let configuration: WorkerConfiguration
     let hooks: WorkerHooks
     let logger: Logger
 
-    public init(store: any SyncStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(), logger: Logger) {
+    public init(store: any WorkerStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(), logger: Logger) {
         self.store = store
         self.collections = collections
         self.configuration = configuration
@@ -124,12 +124,16 @@ public final class Worker: Service {
                 logger.warning("lease lost before the job committed; another worker owns it now")
             }
         } catch {
-            let next = configuration.retryPolicy.next(afterAttempts: job.attempts, jitter: Double.random(in: 0..<1))
-            logger.warning("job attempt failed", metadata: [
-                "syncgate.attempt": "\(job.attempts)", "syncgate.next": "\(next)", "syncgate.error": "\(error)",
+            // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
+            let permanent = error is any PermanentFailure
+            let settlement = configuration.retryPolicy.settle(
+                operations: job.operations, afterAttempts: job.attempts, permanent: permanent, jitter: Double.random(in: 0..<1)
+            )
+            logger.log(level: permanent ? .error : .warning, "job attempt failed", metadata: [
+                "syncgate.attempt": "\(job.attempts)", "syncgate.settlement": "\(settlement.summary)", "syncgate.error": "\(error)",
             ])
             do {
-                try await store.fail(job, error: String(describing: error), next: next)
+                try await store.fail(job, error: String(describing: error), settlement: settlement)
             } catch {
                 // The lease will expire and the rescuer will count the attempt instead.
                 logger.error("recording the failure failed", metadata: ["syncgate.error": "\(error)"])
@@ -150,6 +154,16 @@ public final class Worker: Service {
                 logger.debug("rescue failed", metadata: ["syncgate.error": "\(error)"])
             }
             await stop.sleep(for: configuration.rescueInterval)
+        }
+    }
+}
+
+extension JobSettlement {
+    /// For logs: the settlement without its results.
+    var summary: String {
+        switch self {
+        case .retry(let delay): "retry in \(delay) ms"
+        case .dead: "dead"
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncGateCore
+import SyncGateServer
 import SyncGateStorage
 import SyncGateWorker
 
@@ -15,12 +16,15 @@ struct AdminCommand: AsyncParsableCommand {
 
     /// Options every admin command shares.
     struct Common: ParsableArguments {
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var logging: LoggingOptions
+        @OptionGroup var options: CommonOptions
 
-        func withStore<Result: Sendable>(_ body: @Sendable (any SyncStore) async throws -> Result) async throws -> Result {
-            let logger = try logging.makeLogger()
-            return try await Runtime.withStore(try database.resolved(), logger: logger, body)
+        func withStore<Result: Sendable>(_ body: @Sendable (SyncStore) async throws -> Result) async throws -> Result {
+            let (configuration, logger) = try await options.configuration()
+            return try await OpenStore.with(configuration.database, logger: logger, body)
+        }
+
+        func configuration() async throws -> ServerConfiguration {
+            try await options.configuration().0
         }
     }
 
@@ -116,13 +120,13 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(name: .customLong("jobs-older-than")) var jobs: String?
 
         func run() async throws {
-            let retention = try Settings.fromEnvironment().retention
+            let retention = try await common.configuration().retention
             let none = tombstones == nil && idempotency == nil && jobs == nil
-            let tombstoneAge = try tombstones.map { try Environment.milliseconds($0, setting: "--tombstones-older-than") }
+            let tombstoneAge = try tombstones.map { try Self.milliseconds($0, option: "--tombstones-older-than") }
                 ?? (none ? retention.tombstonesMilliseconds : nil)
-            let idempotencyAge = try idempotency.map { try Environment.milliseconds($0, setting: "--idempotency-older-than") }
+            let idempotencyAge = try idempotency.map { try Self.milliseconds($0, option: "--idempotency-older-than") }
                 ?? (none ? retention.idempotencyMilliseconds : nil)
-            let jobAge = try jobs.map { try Environment.milliseconds($0, setting: "--jobs-older-than") }
+            let jobAge = try jobs.map { try Self.milliseconds($0, option: "--jobs-older-than") }
                 ?? (none ? retention.finishedJobsMilliseconds : nil)
             let lines = try await common.withStore { store -> [String] in
                 var lines: [String] = []
@@ -139,6 +143,13 @@ struct AdminCommand: AsyncParsableCommand {
                 return lines
             }
             lines.forEach { print($0) }
+        }
+
+        static func milliseconds(_ text: String, option: String) throws -> Int64 {
+            guard let value = DurationText.milliseconds(text) else {
+                throw ValidationError("\(option) must be a duration like 45s, 90m, 12h or 30d, got '\(text)'")
+            }
+            return value
         }
     }
 
@@ -168,20 +179,20 @@ struct AdminCommand: AsyncParsableCommand {
             abstract: "Rebuild daily summaries from food logs (idempotent: writes only summaries that change)."
         )
         @OptionGroup var common: Common
-        @OptionGroup var collections: CollectionsOptions
+        @OptionGroup var collectionsOption: CollectionsOption
         @Option(help: "Only this user") var user: String?
         @Option(help: "First day, YYYY-MM-DD") var from: String?
         @Option(help: "Last day, YYYY-MM-DD") var to: String?
 
         func run() async throws {
-            let from = try from.map(Self.day)
-            let to = try to.map(Self.day)
+            let from = try from.map(Self.day)?.iso8601
+            let to = try to.map(Self.day)?.iso8601
             let user = self.user
-            let collections = try self.collections.load()
+            let collections = try await common.options.configuration(collectionsOption.flags).0.collections
             let report = try await common.withStore {
-                try await $0.recomputeSummaries(userID: user, from: from, to: to, collections: collections, now: .now())
+                try await $0.recomputeDerived(userID: user, from: from, through: to, collections: collections, now: .now())
             }
-            print("checked \(report.daysChecked) day(s); wrote \(report.summariesWritten) summary change(s)")
+            print("checked \(report.groupsChecked) day(s); wrote \(report.written) summary change(s)")
         }
 
         static func day(_ text: String) throws -> CalendarDate {

@@ -7,6 +7,7 @@ import NIOHTTP1
 import Synchronization
 import SyncGateCore
 import SyncGateHTTP
+import SyncGateServer
 
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,12 +20,15 @@ struct LoadCommand: AsyncParsableCommand {
     /// Where the server is and how to mint tokens for its users.
     struct Target: ParsableArguments {
         @Option(help: "Base URL of the server") var url = "http://127.0.0.1:8080"
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var logging: LoggingOptions
+        @OptionGroup var common: CommonOptions
 
         func authority() async throws -> TokenAuthority {
-            let logger = try logging.makeLogger("syncgate.load")
-            return await TokenAuthority(secret: try Runtime.jwtSecret(for: try database.resolved(), logger: logger).value)
+            let (configuration, _) = try await common.configuration()
+            do {
+                return await TokenAuthority(secret: try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database).value)
+            } catch {
+                throw ValidationError(error.message)
+            }
         }
     }
 

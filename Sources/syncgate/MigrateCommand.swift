@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateServer
 import SyncGateStorage
 
 struct MigrateCommand: AsyncParsableCommand {
@@ -7,13 +8,11 @@ struct MigrateCommand: AsyncParsableCommand {
         abstract: "Apply pending schema migrations (safe to run from several processes at once)."
     )
 
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var common: CommonOptions
 
     func run() async throws {
-        let logger = try logging.makeLogger()
-        let url = try database.resolved()
-        let (applied, status) = try await Runtime.withStore(url, logger: logger) { store in
+        let (configuration, logger) = try await common.configuration()
+        let (applied, status) = try await OpenStore.with(configuration.database, logger: logger) { store in
             (try await store.migrate(logger: logger), try await store.schemaStatus())
         }
         if applied.isEmpty {

@@ -1,37 +1,40 @@
 import ArgumentParser
 import Foundation
+import Configuration
 import Logging
 import SyncGateCore
+import SyncGateServer
 import SyncGateStorage
 
-struct DatabaseOptions: ParsableArguments {
-    @Option(
-        name: .customLong("database-url"),
-        help: "postgres://user[:pass]@host:port/db or sqlite:PATH (env SYNCGATE_DATABASE_URL; default sqlite:./data/syncgate.sqlite)"
-    )
+/// Options every command that touches the database takes. Each option is also a setting of the
+/// layered configuration (flag > `SYNCGATE_*` environment > `--config` file > default).
+struct CommonOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"), help: "postgres://user[:pass]@host:port/db or sqlite:PATH (env SYNCGATE_DATABASE_URL; default sqlite:./data/syncgate.sqlite)")
     var databaseURL: String?
 
-    func resolved() throws -> DatabaseURL {
-        guard let text = databaseURL ?? Environment.string("SYNCGATE_DATABASE_URL") else { return .defaultSQLite }
-        do {
-            return try DatabaseURL(parsing: text)
-        } catch {
-            throw ValidationError("database URL: \(error)")
-        }
-    }
-}
+    @Option(name: .customLong("config"), help: "A YAML file of settings (keys as in the README, e.g. queueLimitPerUser: 50; env SYNCGATE_CONFIG)")
+    var configFile: String?
 
-struct LoggingOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SYNCGATE_LOG_LEVEL; default info)")
     var logLevel: String?
 
-    func makeLogger(_ label: String = "syncgate") throws -> Logger {
-        let text = logLevel ?? Environment.string("SYNCGATE_LOG_LEVEL") ?? "info"
-        guard let level = Logger.Level(rawValue: text) else { throw ValidationError("unknown log level '\(text)'") }
-        LoggingBootstrap.once(level: level)
-        var logger = Logger(label: label)
-        logger.logLevel = level
-        return logger
+    /// The configuration with these options and `extra` flags on top of environment and file.
+    func configuration(_ extra: [ServerConfiguration.Setting: String] = [:]) async throws -> (ServerConfiguration, Logger) {
+        var flags = extra
+        if let databaseURL { flags[.databaseURL] = databaseURL }
+        if let logLevel { flags[.logLevel] = logLevel }
+        // The log level first, so that reading every other setting can be logged (at debug, secrets redacted).
+        let levelName = try await ServerConfiguration.reader(flags: flags, configFile: configFile).string(forKey: "logLevel") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else {
+            throw ValidationError("unknown log level '\(levelName)' (--log-level, SYNCGATE_LOG_LEVEL)")
+        }
+        let logger = LoggingBootstrap.logger(level: level)
+        let reader = try await ServerConfiguration.reader(flags: flags, configFile: configFile, accessLogger: logger)
+        do {
+            return (try ServerConfiguration(reader: reader), logger)
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 }
 
@@ -39,35 +42,28 @@ enum LoggingBootstrap {
     private static let done = NSLock()
     nonisolated(unsafe) private static var bootstrapped = false
 
-    static func once(level: Logger.Level) {
+    static func logger(level: Logger.Level, label: String = "syncgate") -> Logger {
         done.lock()
-        defer { done.unlock() }
-        guard !bootstrapped else { return }
-        bootstrapped = true
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        if !bootstrapped {
+            bootstrapped = true
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
+        done.unlock()
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
     }
 }
 
-struct CollectionsOptions: ParsableArguments {
+struct CollectionsOption: ParsableArguments {
     @Option(name: .customLong("collections"), help: "Entity types YAML file (env SYNCGATE_COLLECTIONS; default: the built-in types)")
     var collectionsFile: String?
 
-    func load() throws -> Collections {
-        guard let path = collectionsFile ?? Environment.string("SYNCGATE_COLLECTIONS") else { return .default }
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ValidationError("cannot read entity types file \(path): \(error.localizedDescription)")
-        }
-        do {
-            return try Collections.parse(yaml: text, source: path)
-        } catch {
-            throw ValidationError(error.message)
-        }
+    var flags: [ServerConfiguration.Setting: String] {
+        collectionsFile.map { [.collections: $0] } ?? [:]
     }
 }

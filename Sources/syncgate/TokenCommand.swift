@@ -1,6 +1,7 @@
 import ArgumentParser
 import SyncGateCore
 import SyncGateHTTP
+import SyncGateServer
 
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,8 +15,7 @@ struct TokenCommand: AsyncParsableCommand {
     @Option(help: "Seconds until the token expires (default 86400)")
     var ttl: Int = 86_400
 
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var common: CommonOptions
 
     func validate() throws {
         guard IdentifierLimits.isValidUserID(user) else { throw ValidationError("--user must be 1 to 128 characters") }
@@ -23,8 +23,13 @@ struct TokenCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = try logging.makeLogger()
-        let secret = try Runtime.jwtSecret(for: try database.resolved(), logger: logger)
+        let (configuration, _) = try await common.configuration()
+        let secret: SigningSecret
+        do {
+            secret = try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database)
+        } catch {
+            throw ValidationError(error.message)
+        }
         print(try await TokenAuthority(secret: secret.value).issue(userID: user, ttlSeconds: ttl))
     }
 }

@@ -1,9 +1,8 @@
 import ArgumentParser
-import Logging
 import ServiceLifecycle
-import UnixSignals
+import SyncGateServer
 import SyncGateStorage
-import SyncGateWorker
+import UnixSignals
 
 struct WorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,29 +14,20 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Jobs applied at once (env SYNCGATE_WORKER_CONCURRENCY; default 4)")
     var concurrency: Int?
 
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var collections: CollectionsOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var collections: CollectionsOption
 
     func run() async throws {
-        let logger = try logging.makeLogger()
-        let url = try database.resolved()
-        if case .sqlite = url {
+        var flags = collections.flags
+        if let concurrency { flags[.workerConcurrency] = String(concurrency) }
+        let (configuration, logger) = try await common.configuration(flags)
+        if case .sqlite = configuration.database {
             throw ValidationError(
                 "SQLite serves one process: its workers run inside `syncgate serve` (see --workers). Use a postgres:// URL for separate worker processes."
             )
         }
-        let collections = try self.collections.load()
-        let settings = try Settings.fromEnvironment()
-        let concurrency = try concurrency ?? Environment.integer("SYNCGATE_WORKER_CONCURRENCY") ?? 4
-        guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
-
-        let store = try Runtime.makeStore(url, logger: logger, maximumConnections: 2 * concurrency + 4)
-        let worker = Worker(store: store, collections: collections, configuration: settings.workerConfiguration(concurrency: concurrency), logger: logger)
-        let maintenance = MaintenanceService(store: store, retention: settings.retention, interval: settings.maintenanceInterval, logger: logger)
-        let group = ServiceGroup(
-            configuration: .init(services: [store, worker, maintenance], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        )
+        let services = try buildWorkerServices(configuration, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

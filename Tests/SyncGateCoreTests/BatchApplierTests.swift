@@ -306,7 +306,9 @@ import Testing
             ],
             snapshot: .init(entities: [key: stored])
         )
-        #expect(outcome.summaryDays == ["2026-01-14", "2026-01-15", "2026-01-20"])
+        let groups = DailySummaries().groupsTouched(by: outcome.writes, original: [key: stored])
+        #expect(groups.map(\.key).sorted() == ["2026-01-14", "2026-01-15", "2026-01-20"])
+        #expect(groups.allSatisfy { $0.scope == .user("alice") })
     }
 
     @Test func summaryWritesCombineStoredLogsWithTheJobsWrites() {
@@ -322,18 +324,40 @@ import Testing
                 )
             ])
         )
-        let storedLogs: [EntityKey: JSONObject] = [
-            EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f1"): ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "c", "calories": 200]]],
+        func stored(_ type: String, _ id: String, _ data: JSONObject, version: Int64 = 1) -> EntityState {
+            EntityState(key: EntityKey(scope: .user("alice"), entityType: type, entityID: id), version: version, data: data, clientTimestamp: F.now, updatedAt: F.now)
+        }
+        let inputs = [
+            stored("foodLogs", "f1", ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "c", "calories": 200]]]),
             // The stored copy of f3 is superseded by the job's delete.
-            EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f3"): ["loggedDate": "2026-01-16", "mealType": "x", "items": [["id": "b", "calories": 5]]],
+            stored("foodLogs", "f3", ["loggedDate": "2026-01-16", "mealType": "x", "items": [["id": "b", "calories": 5]]]),
+            stored("dailySummaries", "2026-01-16", ["date": "2026-01-16"], version: 4),
         ]
-        let existing = EntityState(
-            key: EntityKey(scope: .user("alice"), entityType: "dailySummaries", entityID: "2026-01-16"), version: 4,
-            data: ["date": "2026-01-16"], clientTimestamp: F.now, updatedAt: F.now
-        )
-        let writes = Self.alice.summaryWrites(for: outcome, storedLogs: storedLogs, existingSummaries: ["2026-01-16": existing])
+        let groups: Set<DerivedGroup> = [.init(scope: .user("alice"), key: "2026-01-15"), .init(scope: .user("alice"), key: "2026-01-16")]
+        let writes = DailySummaries().plan(groups: groups, stored: inputs, writes: outcome.writes, now: F.now)
         #expect(writes.map(\.key.entityID) == ["2026-01-15", "2026-01-16"])
         #expect(writes[0].data?["calories"] == 500 && writes[0].data?["meal_count"] == 2)
         #expect(writes[1].isDeleted && writes[1].version == 5)
+    }
+}
+
+extension BatchApplierTests {
+    /// A job's changes enter the feed in the order of each entity's last write, whatever the ids
+    /// hash to: writes A, B, A, C go to the feed as B, A, C (a re-written parent never lands after
+    /// a child created after it).
+    @Test func feedOrderFollowsEachEntitysLastWriteDeterministically() {
+        for trial in 0..<64 {
+            let (a, b, c) = ("a\(trial)", "b\(trial)", "c\(trial)")
+            let outcome = Self.alice.apply(
+                [
+                    Self.op(.create, "weightLogs", a, data: ["kg": 1]),
+                    Self.op(.create, "weightLogs", b, data: ["kg": 2]),
+                    Self.op(.update, "weightLogs", a, base: 1, data: ["kg": 3]),
+                    Self.op(.create, "weightLogs", c, data: ["kg": 4]),
+                ],
+                snapshot: .init()
+            )
+            #expect(outcome.writes.map(\.key.entityID) == [b, a, c], "trial \(trial)")
+        }
     }
 }

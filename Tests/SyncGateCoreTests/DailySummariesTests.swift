@@ -46,26 +46,29 @@ import Testing
         #expect(DailySummaries.summarize(date: "2026-01-15", logs: []) == nil)
     }
 
-    @Test func planWritesOnlyChangedDays() {
-        let userScope = EntityKey(scope: .user("u"), entityType: "dailySummaries", entityID: "2026-01-15")
-        let existingSame = EntityState(
-            key: userScope, version: 2,
-            data: DailySummaries.summarize(date: "2026-01-15", logs: [Self.log("2026-01-15", [Self.item(100)])]),
+    static func stored(_ type: String, _ id: String, _ data: JSONObject?, version: Int64 = 1) -> EntityState {
+        EntityState(
+            key: EntityKey(scope: .user("u"), entityType: type, entityID: id), version: version, data: data,
             clientTimestamp: Fixture.now, updatedAt: Fixture.now
         )
-        var stale = existingSame
-        stale.key.entityID = "2026-01-16"
-        stale.data?["date"] = "2026-01-16"
-        stale.data?["calories"] = 5
-        var tombstone = stale
-        tombstone.key.entityID = "2026-01-17"
-        tombstone.data = nil
+    }
 
-        let writes = DailySummaries.plan(
-            days: ["2026-01-15", "2026-01-16", "2026-01-17", "2026-01-18"],
-            logs: [Self.log("2026-01-15", [Self.item(100)]), Self.log("2026-01-18", [Self.item(7)]), Self.log("2026-01-19", [Self.item(1)])],
-            existing: ["2026-01-15": existingSame, "2026-01-16": stale, "2026-01-17": tombstone],
-            userID: "u",
+    static func groups(_ days: String...) -> Set<DerivedGroup> {
+        Set(days.map { DerivedGroup(scope: .user("u"), key: $0) })
+    }
+
+    @Test func planWritesOnlyChangedDays() {
+        let same = Self.stored("dailySummaries", "2026-01-15", DailySummaries.summarize(date: "2026-01-15", logs: [Self.log("2026-01-15", [Self.item(100)])]), version: 2)
+        let stale = Self.stored("dailySummaries", "2026-01-16", ["date": "2026-01-16", "calories": 5], version: 2)
+        let tombstone = Self.stored("dailySummaries", "2026-01-17", nil, version: 2)
+        let logs = [
+            Self.stored("foodLogs", "a", Self.log("2026-01-15", [Self.item(100)])),
+            Self.stored("foodLogs", "b", Self.log("2026-01-18", [Self.item(7)])),
+            Self.stored("foodLogs", "c", Self.log("2026-01-19", [Self.item(1)])),
+        ]
+        let writes = DailySummaries().plan(
+            groups: Self.groups("2026-01-15", "2026-01-16", "2026-01-17", "2026-01-18"),
+            stored: logs + [same, stale, tombstone],
             now: Fixture.now
         )
         // 15: unchanged. 16: no logs left → tombstone v3. 17: still none → nothing. 18: new → v1. 19: not asked for.
@@ -74,21 +77,41 @@ import Testing
         #expect(writes[1].version == 1 && writes[1].data?["calories"] == 7)
     }
 
-    static func stored(_ type: String, _ id: String, _ data: JSONObject?, version: Int64 = 1) -> EntityState {
-        EntityState(
-            key: EntityKey(scope: .user("u"), entityType: type, entityID: id), version: version, data: data,
-            clientTimestamp: Fixture.now, updatedAt: Fixture.now
-        )
+    /// The batch's writes replace the stored members: a log moved to another day leaves its old group.
+    @Test func planUsesTheBatchsWritesOverStoredMembers() {
+        let before = Self.stored("foodLogs", "a", Self.log("2026-01-15", [Self.item(100)]))
+        var moved = before
+        moved.data?["loggedDate"] = "2026-01-16"
+        moved.version = 2
+        let summary = Self.stored("dailySummaries", "2026-01-15", DailySummaries.summarize(date: "2026-01-15", logs: [before.data!]))
+        let derivation = DailySummaries()
+        let groups = derivation.groupsTouched(by: [moved], original: [before.key: before])
+        #expect(groups == Self.groups("2026-01-15", "2026-01-16"))
+        let writes = derivation.plan(groups: groups, stored: [before, summary], writes: [moved], now: Fixture.now)
+        #expect(writes.map(\.key.entityID) == ["2026-01-15", "2026-01-16"])
+        #expect(writes[0].isDeleted && writes[0].version == 2)
+        #expect(writes[1].data?["calories"] == 100 && writes[1].version == 1)
     }
 
-    @Test func partitionSplitsLiveLogsFromSummariesByDay() {
-        let live = Self.stored("foodLogs", "a", Self.log("2026-01-15", [Self.item(1)]))
-        let deleted = Self.stored("foodLogs", "b", nil)
-        let summary = Self.stored("dailySummaries", "2026-01-15", ["calories": 1])
-        let gone = Self.stored("dailySummaries", "2026-01-14", nil)
-        let (logs, summaries) = DailySummaries.partition([live, deleted, summary, gone])
-        #expect(logs == [live.key: live.data!])
-        #expect(summaries == ["2026-01-15": summary, "2026-01-14": gone])
+    /// Only live documents of the source type with a valid date are members; tombstones have no group.
+    @Test func storedGroupKeysBelongToLiveSourceDocumentsOnly() {
+        let derivation = DailySummaries()
+        #expect(derivation.storedGroupKey(of: Self.stored("foodLogs", "a", Self.log("2026-01-15", []))) == "2026-01-15")
+        #expect(derivation.storedGroupKey(of: Self.stored("foodLogs", "b", nil)) == nil)
+        #expect(derivation.storedGroupKey(of: Self.stored("foodLogs", "c", Self.log("2026-02-30", []))) == nil)
+        #expect(derivation.storedGroupKey(of: Self.stored("weightLogs", "d", Self.log("2026-01-15", []))) == nil)
+    }
+
+    /// What the apply loads for the touched groups: their members by group key and their summaries by id.
+    @Test func inputsAreOneGroupQueryAndOneKeyQueryPerScope() {
+        let inputs = DailySummaries().inputs(for: Self.groups("2026-01-16", "2026-01-15"))
+        #expect(inputs == [
+            .groupMembers(scope: .user("u"), type: "foodLogs", groups: ["2026-01-15", "2026-01-16"]),
+            .keys([
+                EntityKey(scope: .user("u"), entityType: "dailySummaries", entityID: "2026-01-15"),
+                EntityKey(scope: .user("u"), entityType: "dailySummaries", entityID: "2026-01-16"),
+            ]),
+        ])
     }
 
     @Test func rebuildChecksDaysWithALiveLogOrALiveSummary() {
@@ -100,13 +123,13 @@ import Testing
             Self.stored("dailySummaries", "2026-01-16", ["date": "2026-01-16", "calories": 9], version: 4),
             Self.stored("dailySummaries", "2026-01-17", nil, version: 2),
         ]
-        let (checked, writes) = DailySummaries.rebuild(stored: stored, userID: "u", now: Fixture.now)
+        let (checked, writes) = DailySummaries().rebuild(stored: stored, now: Fixture.now)
         #expect(checked == 2)
         #expect(writes.map(\.key.entityID) == ["2026-01-15", "2026-01-16"])
         #expect(writes[0].data?["calories"] == 120 && writes[0].data?["meal_count"] == 2 && writes[0].version == 1)
         #expect(writes[1].isDeleted && writes[1].version == 5)
         // Rebuilding what it wrote changes nothing.
-        let (_, again) = DailySummaries.rebuild(stored: stored.filter { $0.key.entityType == "foodLogs" } + writes, userID: "u", now: Fixture.now)
+        let (_, again) = DailySummaries().rebuild(stored: stored.filter { $0.key.entityType == "foodLogs" } + writes, now: Fixture.now)
         #expect(again.isEmpty)
     }
 

@@ -105,10 +105,4 @@ import Testing
         #expect(IdentifierLimits.isValidDeviceID(id) == valid)
     }
 
-    @Test func payloadEncodingRoundTrips() throws {
-        let operations = try parse(
-            #"{"operations":[{"idempotency_key":"k1","entity_type":"inventory","entity_id":"i","intent":"update","base_version":3,"data":{"q":null,"n":2},"client_timestamp":"2026-01-15T10:00:00.123+01:00","household_id":"h1"},{"idempotency_key":"k2","entity_type":"t","entity_id":"e","intent":"delete"}]}"#
-        ).operations
-        #expect(try JobPayload.decode(JobPayload.encode(operations)) == operations)
-    }
 }

@@ -45,7 +45,7 @@ import Testing
         }
     }
 
-    @Test func resultsRoundTripThroughTheirWireForm() {
+    @Test func resultsRoundTripThroughTheirWireForm() throws {
         let results: [OperationResult] = [
             .init(idempotencyKey: "a", entityType: "t", entityID: "1", status: .applied, version: 4),
             .init(idempotencyKey: "b", entityType: "t", entityID: "1", status: .duplicate, version: 4),
@@ -55,7 +55,7 @@ import Testing
             .init(idempotencyKey: "f", entityType: "t", entityID: "1", status: .conflict(.merged), version: 8, mergedData: ["y": 2]),
             .rejected(Fixture.operation(.update), code: "PROJECT_ARCHIVED", message: "m", retryable: false),
         ]
-        #expect(JobPayload.decodeResults(JobPayload.encodeResults(results)) == results)
+        #expect(try JobCodec.decodeResults(JobCodec.encodeResults(results)) == results)
         // server_wins on a deleted entity says so explicitly.
         #expect(results[3].json["server_data"] == .null)
     }

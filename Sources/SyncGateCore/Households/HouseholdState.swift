@@ -43,3 +43,34 @@ public enum HouseholdIDs {
         return (household, user)
     }
 }
+
+/// One row of a household joined with one of its members (`nil` for a household without any):
+/// what drivers read, folded into ``HouseholdState`` values by ``HouseholdState/fold(_:)``.
+public struct HouseholdRow: Sendable, Hashable {
+    public var householdID: String
+    public var ownerID: String
+    public var archived: Bool
+    public var memberID: String?
+    public var role: String?
+
+    public init(householdID: String, ownerID: String, archived: Bool, memberID: String?, role: String?) {
+        self.householdID = householdID
+        self.ownerID = ownerID
+        self.archived = archived
+        self.memberID = memberID
+        self.role = role
+    }
+}
+
+extension HouseholdState {
+    /// Households from their joined rows, by id.
+    public static func fold(_ rows: some Sequence<HouseholdRow>) -> [String: HouseholdState] {
+        var households: [String: HouseholdState] = [:]
+        for row in rows {
+            var household = households[row.householdID] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)
+            if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[member] = role }
+            households[row.householdID] = household
+        }
+        return households
+    }
+}

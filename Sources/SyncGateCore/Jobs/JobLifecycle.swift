@@ -63,39 +63,30 @@ extension OperationResult {
     }
 }
 
-/// A job's operations as stored in its payload column.
-public enum JobPayload {
-    public static func encode(_ operations: [SyncOperation]) -> String {
-        JSONValue.array(operations.map(\.json)).serialized()
-    }
 
-    public static func decode(_ text: String) throws(ProtocolError) -> [SyncOperation] {
-        let document: JSONValue
-        do {
-            document = try JSONParser(maximumDepth: 1024).parse(text)
-        } catch {
-            throw ProtocolError(.internal, "stored job payload is not JSON: \(error)")
+/// What becomes of a job whose attempt failed (the worker's failure, or a lease that expired).
+public enum JobSettlement: Sendable, Hashable {
+    /// Back to `retrying`, claimable again after the delay.
+    case retry(afterMilliseconds: Int64)
+    /// Finished as `dead`, answering these results.
+    case dead(results: [OperationResult])
+}
+
+extension RetryPolicy {
+    /// Settles a failed attempt of a job holding `operations`.
+    ///
+    /// - Parameter permanent: the failure cannot go away by retrying (a stored document or payload
+    ///   that does not decode): the job is dead at once.
+    public func settle(operations: [SyncOperation], afterAttempts attempts: Int, permanent: Bool = false, jitter: Double) -> JobSettlement {
+        switch permanent ? .dead : next(afterAttempts: attempts, jitter: jitter) {
+        case .retry(let delay): return .retry(afterMilliseconds: delay)
+        case .dead: return .dead(results: OperationResult.deadJob(operations, attempts: attempts))
         }
-        guard let operations = document.arrayValue else { throw ProtocolError(.internal, "stored job payload is not an array") }
-        var decoded: [SyncOperation] = []
-        for (index, value) in operations.enumerated() {
-            // Stored payloads were validated on the way in; the timestamp is always present.
-            decoded.append(try PushRequest.parseOperation(value, index: index, limits: .unlimited, receivedAt: Timestamp(millisecondsSinceEpoch: 0)))
-        }
-        return decoded
-    }
-
-    public static func encodeResults(_ results: [OperationResult]) -> String {
-        JSONValue.array(results.map(\.json)).serialized()
-    }
-
-    public static func decodeResults(_ text: String) -> [OperationResult] {
-        guard let array = (try? JSONParser(maximumDepth: 1024).parse(text))?.arrayValue else { return [] }
-        return array.compactMap(OperationResult.init(json:))
     }
 }
 
-extension PushLimits {
-    /// For re-reading stored payloads, which passed the configured limits when they were pushed.
-    static let unlimited = PushLimits(maximumOperations: .max, maximumDataBytes: .max, maximumDataDepth: 1000)
-}
+/// A failure that retrying cannot fix (a stored payload or document that does not decode): the
+/// job it hits goes `dead` at once instead of using up its attempts.
+public protocol PermanentFailure: Error {}
+
+extension JobPayloadError: PermanentFailure {}

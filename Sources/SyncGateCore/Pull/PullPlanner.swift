@@ -1,10 +1,10 @@
 /// Turns a pull request into feed reads and the reads into a page: the cursor rules of PROTOCOL.md,
 /// free of I/O so both drivers serve cursors identically.
 ///
-/// A driver, inside one read snapshot:
+/// The store:
 /// 1. reads the user's active households, the resync epoch, and the head and floor of each feed;
 /// 2. calls ``plan(_:households:resyncEpoch:feeds:)``;
-/// 3. reads each planned feed in order with ``PullPlan/FeedRead/after`` and a limit of the
+/// 3. reads each planned feed in order after ``PullPlan/FeedRead/after``, with a limit of the
 ///    remaining page size plus one, stopping once the page is full;
 /// 4. calls ``PullPlan/assemble(pages:deviceWatermark:)``.
 public enum PullPlanner {
@@ -23,7 +23,7 @@ public enum PullPlanner {
                 query: query,
                 resyncEpoch: resyncEpoch,
                 feeds: feeds,
-                reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0) },
+                reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0, resumes: false) },
                 added: readable.compactMap(\.householdID),
                 removed: [],
                 forceResync: false
@@ -41,7 +41,7 @@ public enum PullPlanner {
         for scope in readable {
             guard let position = cursor.positions[scope] else {
                 // Joined since the cursor was issued: read it from the beginning.
-                reads.append(.init(scope: scope, after: 0))
+                reads.append(.init(scope: scope, after: 0, resumes: false))
                 if let household = scope.householdID { added.append(household) }
                 continue
             }
@@ -49,7 +49,7 @@ public enum PullPlanner {
             guard position <= feed.head else { throw .ahead(scope) }
             // Tombstones up to the floor were purged: a reader behind it may have missed a delete.
             guard position >= feed.floor else { throw .expired(scope) }
-            reads.append(.init(scope: scope, after: position))
+            reads.append(.init(scope: scope, after: position, resumes: true))
         }
         let removed = cursor.positions.keys.filter { !readable.contains($0) }.compactMap(\.householdID).sorted()
         return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: reads, added: added, removed: removed, forceResync: false)
@@ -72,6 +72,15 @@ public struct PullPlan: Sendable {
         public var scope: Scope
         /// Read changes with a sequence number greater than this.
         public var after: Int64
+        /// It continues from a position the client holds, so the feed's floor must not pass it
+        /// (a bootstrap or a newly joined household starts from nothing and sees what is left).
+        public var resumes: Bool
+
+        public init(scope: Scope, after: Int64, resumes: Bool) {
+            self.scope = scope
+            self.after = after
+            self.resumes = resumes
+        }
     }
 
     public var query: PullQuery
@@ -107,8 +116,9 @@ public struct PullPlan: Sendable {
                 hasMore = true
                 positions[read.scope] = taken.last?.sequence ?? read.after
             } else {
-                // Every matching row up to the head was returned: skip past filtered-out rows too.
-                positions[read.scope] = max(read.after, head)
+                // Every matching row was returned: skip past filtered-out rows up to the head, and
+                // past rows committed since the head was read.
+                positions[read.scope] = max(read.after, head, taken.last?.sequence ?? 0)
             }
         }
         return PullPage(

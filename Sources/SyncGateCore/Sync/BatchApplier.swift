@@ -1,11 +1,12 @@
 /// Decides a whole job in memory, operation by operation, in push order.
 ///
-/// A driver applies a job in one transaction with a constant number of round trips:
-/// 1. ``requirements(for:)`` names what to lock and load (feeds, entities, idempotency keys, households);
-/// 2. ``parentKeys(for:loaded:)`` names the parent entities the parent-archived rules need;
+/// The storage orchestration applies a job in one transaction with a constant number of round trips:
+/// 1. ``requirements(for:)`` names what to lock and load (feeds, entities, idempotency keys,
+///    households, and the parents the pushed documents name);
+/// 2. ``parentKeys(for:loaded:)`` names the parents only the stored documents name;
 /// 3. ``apply(_:snapshot:)`` decides every operation (conflict policy, field rules, permissions);
-/// 4. ``summaryWrites(for:storedLogs:existingSummaries:)`` derives the daily summaries;
-/// 5. the driver writes ``BatchOutcome`` back with set-based statements.
+/// 4. the collections' derivations add the derived writes (see ``Derivation``);
+/// 5. the writes go back with set-based statements.
 public struct BatchApplier: Sendable {
     public var userID: String
     public var collections: Collections
@@ -44,6 +45,7 @@ public struct BatchApplier: Sendable {
                 }
             }
         }
+        keys.formUnion(parentKeys(for: operations, loaded: [:]))
         return Requirements(
             scopes: scopes.sorted(),
             entityKeys: keys,
@@ -87,34 +89,7 @@ public struct BatchApplier: Sendable {
         for operation in operations {
             run.results.append(run.apply(operation))
         }
-        return run.outcome(original: snapshot.entities)
-    }
-
-    // MARK: - Stage 4: derived summaries
-
-    /// Summary writes for the days the outcome touched.
-    ///
-    /// - Parameters:
-    ///   - storedLogs: live `foodLogs` of the user on ``BatchOutcome/summaryDays`` as stored before this job.
-    ///   - existingSummaries: stored `dailySummaries` of those days, by day.
-    public func summaryWrites(
-        for outcome: BatchOutcome,
-        storedLogs: [EntityKey: JSONObject],
-        existingSummaries: [String: EntityState]
-    ) -> [EntityState] {
-        guard !outcome.summaryDays.isEmpty else { return [] }
-        var logs = storedLogs
-        for state in outcome.writes where state.key.entityType == DailySummaries.sourceType && state.key.scope == userScope {
-            logs[state.key] = state.data
-        }
-        return DailySummaries.plan(
-            days: outcome.summaryDays,
-            logs: logs.keys.sorted().compactMap { logs[$0] },
-            existing: existingSummaries,
-            userID: userID,
-            items: collections[DailySummaries.sourceType]?.items ?? .init(),
-            now: now
-        )
+        return run.outcome()
     }
 
     // MARK: - Targets
@@ -179,8 +154,6 @@ public struct BatchOutcome: Sendable {
     public var households: [HouseholdState]
     /// Users whose set of readable households changed: their live waiters must be woken.
     public var wakeUsers: Set<String>
-    /// Days whose daily summaries must be recomputed.
-    public var summaryDays: Set<String>
 
     /// The feeds the job advances.
     public var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
@@ -196,7 +169,9 @@ extension BatchApplier {
         var results: [OperationResult] = []
         var newRecords: [(key: String, version: Int64?)] = []
         var writes: [EntityKey: EntityState] = [:]
+        /// When each entity was last written, counting every write: the feed order.
         var writeOrder: [EntityKey: Int] = [:]
+        var writeCount = 0
         var touchedHouseholds: Set<String> = []
         var wakeUsers: Set<String> = []
 
@@ -282,7 +257,8 @@ extension BatchApplier {
         mutating func record(_ state: EntityState) {
             entities[state.key] = state
             writes[state.key] = state
-            writeOrder[state.key] = writeOrder.count
+            writeOrder[state.key] = writeCount
+            writeCount += 1
         }
 
         func checkParent(_ operation: SyncOperation, type: EntityTypeConfig, key: EntityKey, document: JSONObject?) -> OperationResult? {
@@ -408,20 +384,13 @@ extension BatchApplier {
             return sideEffects
         }
 
-        func outcome(original: [EntityKey: EntityState]) -> BatchOutcome {
-            let ordered = writes.values.sorted { writeOrder[$0.key]! < writeOrder[$1.key]! }
-            var days: Set<String> = []
-            for state in ordered where state.key.entityType == DailySummaries.sourceType && state.key.scope == applier.userScope {
-                if let day = DailySummaries.day(of: original[state.key]?.data) { days.insert(day) }
-                if let day = DailySummaries.day(of: state.data) { days.insert(day) }
-            }
-            return BatchOutcome(
+        func outcome() -> BatchOutcome {
+            BatchOutcome(
                 results: results,
-                writes: ordered,
+                writes: writes.values.sorted { writeOrder[$0.key]! < writeOrder[$1.key]! },
                 recorded: newRecords,
                 households: touchedHouseholds.sorted().compactMap { households[$0] },
-                wakeUsers: wakeUsers,
-                summaryDays: days
+                wakeUsers: wakeUsers
             )
         }
     }

@@ -9,7 +9,7 @@ import SyncGateStorage
 /// least every `pollInterval`, so a lost notification only delays the answer. On graceful
 /// shutdown every wait ends at once with the current state.
 struct LiveUpdates: Sendable {
-    let store: any SyncStore
+    let store: any FrontStore
     let pollInterval: Duration
 
     /// The job once it is finished, or as it is when `timeout` passes; `nil` if it is not the user's.

@@ -8,13 +8,12 @@ import SyncGateStorage
 /// `GET /v1/sync/events`: server-sent `poke` events whenever a feed the caller reads advances,
 /// and a comment line every keep-alive interval. Clients pull on a poke.
 struct EventRoutes: Sendable {
-    let store: any SyncStore
-    let authority: TokenAuthority
+    let store: any FrontStore
     let configuration: FrontConfiguration
 
-    func events(_ request: Request, context: some RequestContext) async throws -> Response {
+    func events(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let reader = RequestReader(request: request)
-        let userID = try await reader.userID(authority: authority)
+        let userID = try context.userID()
         _ = try reader.deviceID()
         _ = try reader.query(allowed: [])
         let initialScopes = try await store.readableScopes(userID: userID)
@@ -30,7 +29,7 @@ struct EventRoutes: Sendable {
         })
     }
 
-    static func stream(to writer: inout any ResponseBodyWriter, userID: String, scopes initial: [Scope], store: any SyncStore, keepAlive: Duration) async throws {
+    static func stream(to writer: inout any ResponseBodyWriter, userID: String, scopes initial: [Scope], store: any FrontStore, keepAlive: Duration) async throws {
         var scopes = Set(initial).union([.user(userID)])
         let subscription = CurrentSubscription(store.notifier.subscribe(.init(scopes: scopes)))
         try await writer.write(ByteBuffer(string: ": connected\nretry: 3000\n\n"))

@@ -4,7 +4,7 @@ import SyncGateStorage
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers and its schema is current).
 struct HealthRoutes: Sendable {
-    let store: any SyncStore
+    let store: any FrontStore
     let retryAfterSeconds: Int
 
     func health(_ request: Request, context: some RequestContext) async throws -> Response {

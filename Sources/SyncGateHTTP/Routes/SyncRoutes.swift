@@ -9,14 +9,13 @@ import SyncGateStorage
 /// The front only authenticates, checks shapes and limits, makes each push a durable job and
 /// waits for its result: it never applies operations itself.
 struct SyncRoutes: Sendable {
-    let store: any SyncStore
-    let authority: TokenAuthority
+    let store: any FrontStore
     let configuration: FrontConfiguration
     let live: LiveUpdates
 
-    func push(_ request: Request, context: some RequestContext) async throws -> Response {
+    func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let reader = RequestReader(request: request)
-        let userID = try await reader.userID(authority: authority)
+        let userID = try context.userID()
         let deviceID = try reader.deviceID()
         let query = try reader.query(allowed: ["wait"])
         let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: configuration.defaultPushWaitMilliseconds)
@@ -61,9 +60,9 @@ struct SyncRoutes: Sendable {
         return .json(.object(accepted), status: .accepted, headers: [.location: statusURL])
     }
 
-    func jobStatus(_ request: Request, context: some RequestContext) async throws -> Response {
+    func jobStatus(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let reader = RequestReader(request: request)
-        let userID = try await reader.userID(authority: authority)
+        let userID = try context.userID()
         let query = try reader.query(allowed: ["wait"])
         let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: 0)
         // Any id that is not one of the caller's jobs is simply not found.
@@ -77,9 +76,9 @@ struct SyncRoutes: Sendable {
         return .json(Self.jobBody(job))
     }
 
-    func pull(_ request: Request, context: some RequestContext) async throws -> Response {
+    func pull(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let reader = RequestReader(request: request)
-        let userID = try await reader.userID(authority: authority)
+        let userID = try context.userID()
         let deviceID = try reader.deviceID()
         let parameters = try reader.query(allowed: ["cursor", "limit", "entity_types", "wait"])
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)

@@ -1,0 +1,145 @@
+import Foundation
+import PostgresNIO
+public import SyncGateCore
+public import SyncGateStorage
+
+extension PostgresDriver {
+    /// Session advisory lock held by the one process running periodic maintenance.
+    static let maintenanceLockKey: Int64 = 0x5347_4D41_494E  // "SGMAIN"
+
+    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+        let logger = self.logger
+        return try await withConnection("maintenance lock", .maintenance) { connection in
+            // A session lock on a connection held for the whole pass; the work uses other connections.
+            let locked = try await connection.query("SELECT pg_try_advisory_lock(\(Self.maintenanceLockKey))", logger: logger).collect(Bool.self)
+            guard locked.first == true else { return nil }
+            do {
+                let result = try await body()
+                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.maintenanceLockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// A DELETE … RETURNING 1 wrapped to count its rows.
+    func deleteCounting(_ operation: String, _ query: PostgresQuery) async throws -> Int {
+        try await self.query(operation, .maintenance, query, as: Int.self).first ?? 0
+    }
+
+    public func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await deleteCounting(
+            "delete finished jobs",
+            """
+            WITH gone AS (
+                DELETE FROM jobs WHERE id IN (
+                    SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < \(cutoff.date) LIMIT \(limit)
+                ) RETURNING 1
+            ) SELECT count(*)::int FROM gone
+            """
+        )
+    }
+
+    public func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await deleteCounting(
+            "prune idempotency records",
+            """
+            WITH gone AS (
+                DELETE FROM applied_operations WHERE (user_id, idempotency_key) IN (
+                    SELECT user_id, idempotency_key FROM applied_operations WHERE applied_at < \(cutoff.date) LIMIT \(limit)
+                ) RETURNING 1
+            ) SELECT count(*)::int FROM gone
+            """
+        )
+    }
+
+    public func deleteSupersededChanges(limit: Int) async throws -> Int {
+        try await deleteCounting(
+            "compact feeds",
+            """
+            WITH gone AS (
+                DELETE FROM changes WHERE (scope, seq) IN (
+                    SELECT c.scope, c.seq FROM changes c
+                    WHERE EXISTS (
+                        SELECT 1 FROM changes later
+                        WHERE later.scope = c.scope AND later.entity_type = c.entity_type
+                          AND later.entity_id = c.entity_id AND later.seq > c.seq
+                    )
+                    LIMIT \(limit)
+                ) RETURNING 1
+            ) SELECT count(*)::int FROM gone
+            """
+        )
+    }
+
+    public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
+        try await query(
+            "purge tombstones", .maintenance,
+            "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch) ORDER BY 1",
+            as: String.self
+        ).compactMap(Scope.init(key:))
+    }
+
+    public func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
+        try await query(
+            "derived data", .maintenance,
+            "SELECT DISTINCT scope FROM entities WHERE entity_type = ANY(\(types)::text[]) ORDER BY 1",
+            as: String.self
+        ).compactMap(Scope.init(key:))
+    }
+
+    public func stats(now: Timestamp?) async throws -> StoreStats {
+        let logger = self.logger
+        return try await withConnection("stats", .maintenance) { connection in
+            var stats = StoreStats()
+            for (state, count) in try await connection.query("SELECT state, count(*)::int FROM jobs GROUP BY state", logger: logger).collect((String, Int).self) {
+                if let state = JobState(rawValue: state) { stats.jobsByState[state] = count }
+            }
+            let counts = try await connection.query(
+                """
+                SELECT (SELECT count(*)::int FROM entities), (SELECT count(*)::int FROM changes), (SELECT count(*)::int FROM feeds),
+                       (SELECT count(*)::int FROM applied_operations), (SELECT count(*)::int FROM households),
+                       (SELECT (extract(epoch FROM coalesce(\(now.date)::timestamptz, now()) - min(created_at)) * 1000)::bigint
+                        FROM jobs WHERE state IN ('queued', 'retrying'))
+                """,
+                logger: logger
+            ).collect((Int, Int, Int, Int, Int, Int64?).self)
+            if let (entities, changes, feeds, records, households, oldest) = counts.first {
+                stats.entities = entities
+                stats.changes = changes
+                stats.feeds = feeds
+                stats.idempotencyRecords = records
+                stats.households = households
+                stats.oldestQueuedAgeMilliseconds = oldest
+            }
+            return stats
+        }
+    }
+
+    public func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+        try await query(
+            "list jobs", .maintenance,
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM jobs
+            WHERE (\(filter.state?.rawValue)::text IS NULL OR state = \(filter.state?.rawValue))
+              AND (\(filter.userID)::text IS NULL OR user_id = \(filter.userID))
+            ORDER BY id DESC LIMIT \(filter.limit)
+            """,
+            as: JobColumns.self
+        ).map(Self.jobRow)
+    }
+
+    public func householdRows(userID: String?) async throws -> [HouseholdRow] {
+        try await query(
+            "list households", .maintenance,
+            """
+            SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
+            FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+            WHERE \(userID)::text IS NULL OR h.household_id IN (SELECT household_id FROM household_members WHERE user_id = \(userID))
+            """,
+            as: HouseholdColumns.self
+        ).map(Self.householdRow)
+    }
+}

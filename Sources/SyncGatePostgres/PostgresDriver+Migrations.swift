@@ -1,0 +1,72 @@
+public import Logging
+import PostgresNIO
+public import SyncGateStorage
+
+extension PostgresDriver {
+    /// The migrations of `Migrations/`, embedded in the binary, in order. A test checks that the
+    /// folder and this list agree (every file embedded, numbered without gaps).
+    public static let migrations: [Migration] = [
+        Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
+        Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
+    ]
+
+    /// Session advisory lock serialising migrations across processes starting together.
+    static let migrationLockKey: Int64 = 0x5347_4D49_4752  // "SGMIGR"
+
+    public func migrate(logger: Logger) async throws -> [Int] {
+        try await withConnection("migrate", .maintenance) { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+            do {
+                let applied = try await Self.applyPendingMigrations(on: connection, logger: logger)
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+                return applied
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static func applyPendingMigrations(on connection: PostgresConnection, logger: Logger) async throws -> [Int] {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS syncgate_migrations (
+                version    integer     PRIMARY KEY,
+                name       text        NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            logger: logger
+        )
+        let done = Set(try await connection.query("SELECT version FROM syncgate_migrations", logger: logger).collect(Int.self))
+        var applied: [Int] = []
+        for migration in migrations where !done.contains(migration.version) {
+            logger.info("applying migration", metadata: ["syncgate.migration": "\(migration.version)_\(migration.name)"])
+            // One transaction per migration; PostgresNIO runs one statement per query.
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                for statement in SQLScript.statements(migration.sql) {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    "INSERT INTO syncgate_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                    logger: logger
+                )
+                try await connection.query("COMMIT", logger: logger)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+            applied.append(migration.version)
+        }
+        return applied
+    }
+
+    public func schemaStatus() async throws -> SchemaStatus {
+        let latest = Self.migrations.last?.version ?? 0
+        let exists = try await query("schema status", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
+        guard exists.first == true else { return SchemaStatus(applied: 0, latest: latest) }
+        let applied = try await query("schema status", .request, "SELECT coalesce(max(version), 0) FROM syncgate_migrations", as: Int.self)
+        return SchemaStatus(applied: applied.first ?? 0, latest: latest)
+    }
+}

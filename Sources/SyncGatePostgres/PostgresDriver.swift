@@ -1,0 +1,317 @@
+import Foundation
+public import Logging
+import NIOCore
+import PostgresNIO
+public import ServiceLifecycle
+import Synchronization
+public import SyncGateCore
+public import SyncGateStorage
+
+/// The PostgreSQL driver: production and horizontally scaled deployments.
+///
+/// Run it as a `Service` (it owns the connection pool and the LISTEN connection); every front and
+/// worker process has one.
+public final class PostgresDriver: StorageDriver, Service {
+    public struct Configuration: Sendable {
+        public var location: DatabaseURL.PostgresLocation
+        public var maximumConnections: Int
+        /// How long the front waits for the database before answering `503 UNAVAILABLE`.
+        public var requestTimeout: Duration
+        /// How long a worker waits for one claim, heartbeat or transaction. It bounds how long a
+        /// lane stays stuck on a request lost when the database restarts (the heartbeat keeps that
+        /// job's lease alive meanwhile), so it is short: a 1,000-operation apply takes well under a
+        /// second, and a job cut off by it is only retried.
+        public var jobTimeout: Duration
+        /// How long a migration, retention or administration statement may take.
+        public var maintenanceTimeout: Duration
+        /// How long the global queue depth (the `OVERLOADED` check) may be reused before it is read again.
+        public var queueDepthCacheDuration: Duration
+
+        public init(
+            location: DatabaseURL.PostgresLocation,
+            maximumConnections: Int = 20,
+            requestTimeout: Duration = .seconds(5),
+            jobTimeout: Duration = .seconds(15),
+            maintenanceTimeout: Duration = .seconds(1800),
+            queueDepthCacheDuration: Duration = .seconds(1)
+        ) {
+            self.location = location
+            self.maximumConnections = maximumConnections
+            self.requestTimeout = requestTimeout
+            self.jobTimeout = jobTimeout
+            self.maintenanceTimeout = maintenanceTimeout
+            self.queueDepthCacheDuration = queueDepthCacheDuration
+        }
+    }
+
+    public let name = "postgres"
+    public let notifier: ChangeNotifier
+    let configuration: Configuration
+    let client: PostgresClient
+    let logger: Logger
+    /// The global queue depth and when it was read (see `globalQueueDepth()`).
+    let depthCache = Mutex<(depth: Int, at: ContinuousClock.Instant)?>(nil)
+
+    /// The NOTIFY channel every event travels on.
+    static let channel = "syncgate_events"
+
+    public init(configuration: Configuration, notifier: ChangeNotifier = ChangeNotifier(), logger: Logger) {
+        self.configuration = configuration
+        self.notifier = notifier
+        self.logger = logger
+        var clientConfiguration = Self.clientConfiguration(configuration.location)
+        clientConfiguration.options.maximumConnections = configuration.maximumConnections
+        clientConfiguration.options.connectTimeout = .seconds(5)
+        // The pool logs every failed connection attempt at info and warns when a query races its
+        // start-up; SyncGate reports outages itself, so keep the pool quiet unless debugging.
+        var background = logger
+        if logger.logLevel > .debug { background.logLevel = .error }
+        self.client = PostgresClient(configuration: clientConfiguration, backgroundLogger: background)
+    }
+
+    static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {
+        if let directory = location.socketDirectory {
+            return PostgresClient.Configuration(
+                unixSocketPath: "\(directory)/.s.PGSQL.\(location.port)",
+                username: location.user,
+                password: location.password,
+                database: location.database
+            )
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch location.tlsMode {
+        case "require": tls = .require(.makeClientConfiguration())
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        default: tls = .disable
+        }
+        return PostgresClient.Configuration(
+            host: location.host,
+            port: location.port,
+            username: location.user,
+            password: location.password,
+            database: location.database,
+            tls: tls
+        )
+    }
+
+    /// Runs the connection pool and the notification listener until cancelled or shut down.
+    ///
+    /// Put the store first in a `ServiceGroup`: services shut down in reverse order, so the
+    /// connections close only after the HTTP server and the workers have drained.
+    public func run() async throws {
+        let listener = PostgresListener(configuration: Self.clientConfiguration(configuration.location), notifier: notifier, logger: logger)
+        try await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.client.run() }
+                group.addTask { await listener.run() }
+            }
+        }
+        notifier.close()
+    }
+
+    // MARK: - Running statements
+
+    /// How long an operation may take before its caller stops waiting for it.
+    enum DeadlineKind {
+        /// The front's calls: past it, clients get `503 UNAVAILABLE` instead of a hanging request.
+        case request
+        /// A worker's claim, heartbeat or transaction.
+        case job
+        /// Migrations, retention, compaction and administration.
+        case maintenance
+    }
+
+    /// Runs `body` on a pooled connection with a deadline; connection failures become
+    /// ``StoreUnavailableError``.
+    func withConnection<Result: Sendable>(
+        _ operation: String,
+        _ kind: DeadlineKind,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withDeadline(operation, kind) { [client] in
+            // A failure before the closure runs is the pool's: no connection could be had.
+            let leased = Locked(false)
+            do {
+                return try await client.withConnection { connection in
+                    leased.update { $0 = true }
+                    return try await body(connection)
+                }
+            } catch where !leased.value && !(error is CancellationError) {
+                throw StoreUnavailableError("\(operation): no database connection")
+            }
+        }
+    }
+
+    /// One query on a pooled connection, every row collected.
+    func query<each Column: PostgresDecodable>(
+        _ operation: String, _ kind: DeadlineKind, _ query: PostgresQuery, as columns: (repeat each Column).Type
+    ) async throws -> [(repeat each Column)] where repeat each Column: Sendable {
+        let logger = self.logger
+        return try await withConnection(operation, kind) { connection in
+            try await connection.query(query, logger: logger).collect(columns)
+        }
+    }
+
+    /// One statement on a pooled connection, rows ignored.
+    func execute(_ operation: String, _ kind: DeadlineKind, _ query: PostgresQuery) async throws {
+        let logger = self.logger
+        try await withConnection(operation, kind) { connection in
+            _ = try await connection.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs `body` in a READ COMMITTED transaction on one connection; rolls back when it throws.
+    public func transaction<Result: Sendable>(
+        now: Timestamp?,
+        _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
+    ) async throws -> Result {
+        let logger = self.logger
+        return try await withConnection("transaction", .job) { connection in
+            let transaction = PostgresTransaction(connection: connection, now: now, logger: logger)
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let result = try await body(transaction)
+                try await connection.query("COMMIT", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Runs a database operation with a deadline.
+    ///
+    /// The work runs in a task of its own and is abandoned (and cancelled) at the deadline, rather
+    /// than awaited: PostgresNIO can lose a request that was in flight when the server went away,
+    /// leaving it suspended for good even under cancellation. Without a deadline every caller of
+    /// such a request — a worker lane, a pull — would hang with it. (The pool replaces the dead
+    /// connection, so an abandoned request does not keep a connection.)
+    func withDeadline<Result: Sendable>(
+        _ operation: String,
+        _ kind: DeadlineKind,
+        _ body: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        let timeout: Duration
+        switch kind {
+        case .request: timeout = configuration.requestTimeout
+        case .job: timeout = configuration.jobTimeout
+        case .maintenance: timeout = configuration.maintenanceTimeout
+        }
+        let race = DeadlineRace<Result>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation)
+                let work = Task {
+                    do {
+                        race.finish(.success(try await body()))
+                    } catch {
+                        race.finish(.failure(Self.availabilityError(error, operation: operation)))
+                    }
+                }
+                let timer = Task {
+                    try await Task.sleep(for: timeout)
+                    race.finish(.failure(StoreUnavailableError("\(operation) took longer than \(timeout)")))
+                }
+                race.onFinish {
+                    timer.cancel()
+                    work.cancel()
+                }
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// Connection-level failures become ``StoreUnavailableError``; anything else passes through.
+    static func availabilityError(_ error: any Error, operation: String) -> any Error {
+        guard let error = error as? PSQLError, isConnectionFailure(error) else { return error }
+        return StoreUnavailableError("\(operation): \(error.code)")
+    }
+
+    static func isConnectionFailure(_ error: PSQLError) -> Bool {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .sslUnsupported:
+            return true
+        case .server:
+            // 08xxx: connection exceptions; 57P0x: the server is shutting down or starting up.
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || state.hasPrefix("57P")
+        default:
+            return false
+        }
+    }
+}
+
+extension PostgresRowSequence {
+    /// All rows of a one-column result, decoded.
+    func collect<Column: PostgresDecodable>(_ column: Column.Type) async throws -> [Column] {
+        var values: [Column] = []
+        for try await row in self {
+            values.append(try row.decode(Column.self))
+        }
+        return values
+    }
+
+    /// All rows, decoded.
+    func collect<each Column: PostgresDecodable>(_ columns: (repeat each Column).Type) async throws -> [(repeat each Column)] {
+        var rows: [(repeat each Column)] = []
+        for try await row in self {
+            rows.append(try row.decode(columns))
+        }
+        return rows
+    }
+}
+
+extension Optional where Wrapped == Timestamp {
+    /// The instant as a PostgreSQL parameter: bound as `timestamptz`, `NULL` for the database's clock.
+    var date: Date? { map(\.date) }
+}
+
+extension Timestamp {
+    var date: Date { Date(timeIntervalSince1970: Double(millisecondsSinceEpoch) / 1000) }
+
+    init(_ date: Date) {
+        self.init(millisecondsSinceEpoch: Int64((date.timeIntervalSince1970 * 1000).rounded()))
+    }
+}
+
+/// The first of a piece of work and its deadline to finish resumes the waiting caller.
+final class DeadlineRace<Result: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result, any Error>?
+        var outcome: Swift.Result<Result, any Error>?
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<Result, any Error>) {
+        let early = state.withLock { state -> Swift.Result<Result, any Error>? in
+            if let outcome = state.outcome { return outcome }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let done = state.withLock { state -> Bool in
+            if state.outcome != nil { return true }
+            state.onFinish = action
+            return false
+        }
+        if done { action() }
+    }
+
+    func finish(_ outcome: Swift.Result<Result, any Error>) {
+        let (continuation, action) = state.withLock { state -> (CheckedContinuation<Result, any Error>?, (@Sendable () -> Void)?) in
+            guard state.outcome == nil else { return (nil, nil) }
+            state.outcome = outcome
+            defer { state.continuation = nil; state.onFinish = nil }
+            return (state.continuation, state.onFinish)
+        }
+        continuation?.resume(with: outcome)
+        action?()
+    }
+}

@@ -1,0 +1,329 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncGateCore
+import SyncGateStorage
+
+/// One open transaction on one connection: its statements, counted (a job's apply must not need
+/// more statements for more operations).
+final class PostgresTransaction: StorageTransaction {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// The transaction's "now": `NULL` binds the database's clock.
+    let now: Date?
+    /// BEGIN and COMMIT count too.
+    private(set) var statementCount = 2
+
+    init(connection: PostgresConnection, now: Timestamp?, logger: Logger) {
+        self.connection = connection
+        self.now = now.date
+        self.logger = logger
+    }
+
+    @discardableResult
+    func query(_ query: PostgresQuery, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        statementCount += 1
+        return try await connection.query(query, logger: logger, file: file, line: line)
+    }
+
+    func lockJob(_ lease: JobLease) async throws -> Bool {
+        let held = try await query(
+            "SELECT id FROM jobs WHERE id = \(lease.id) AND state = 'running' AND lease_token = \(lease.token) FOR UPDATE"
+        ).collect(Int64.self)
+        return !held.isEmpty
+    }
+
+    func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
+        let keys = scopes.map(\.key)
+        try await query("INSERT INTO feeds (scope) SELECT unnest(\(keys)::text[]) ORDER BY 1 ON CONFLICT DO NOTHING")
+        // Locks in the given (sorted) order, so two writers of the same feeds never deadlock.
+        let rows = try await query(
+            "SELECT scope, head FROM feeds WHERE scope = ANY(\(keys)::text[]) ORDER BY scope FOR UPDATE"
+        ).collect((String, Int64).self)
+        var heads: [Scope: Int64] = [:]
+        for (key, head) in rows {
+            if let scope = Scope(key: key) { heads[scope] = head }
+        }
+        return heads
+    }
+
+    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?] {
+        guard !keys.isEmpty else { return [:] }
+        let rows = try await query(
+            "SELECT idempotency_key, version FROM applied_operations WHERE user_id = \(userID) AND idempotency_key = ANY(\(keys)::text[])"
+        ).collect((String, Int64?).self)
+        var recorded: [String: Int64?] = [:]
+        for (key, version) in rows { recorded[key] = .some(version) }
+        return recorded
+    }
+
+    func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow] {
+        let queries = queries.filter { !$0.isEmpty }
+        guard !queries.isEmpty else { return [] }
+        // One statement however many queries: a UNION ALL of one indexed probe each.
+        var builder = QueryBuilder()
+        for (index, entityQuery) in queries.enumerated() {
+            if index > 0 { builder.append(" UNION ALL ") }
+            builder.append("SELECT \(PostgresDriver.entityColumns) FROM entities e WHERE ")
+            switch entityQuery {
+            case .keys(let keys):
+                builder.append("(e.scope, e.entity_type, e.entity_id) IN (SELECT * FROM unnest(\(builder.bind(keys.map(\.scope.key)))::text[], ")
+                builder.append("\(builder.bind(keys.map(\.entityType)))::text[], \(builder.bind(keys.map(\.entityID)))::text[]))")
+            case .groupMembers(let scope, let type, let groups):
+                builder.append("e.scope = \(builder.bind(scope.key)) AND e.entity_type = \(builder.bind(type)) ")
+                builder.append("AND e.group_key = ANY(\(builder.bind(groups))::text[]) AND e.data IS NOT NULL")
+            case .groupRange(let scope, let type, let from, let through):
+                builder.append("e.scope = \(builder.bind(scope.key)) AND e.entity_type = \(builder.bind(type)) AND e.group_key IS NOT NULL ")
+                builder.append("AND (\(builder.bind(from))::text IS NULL OR e.group_key >= \(builder.bind(from))) ")
+                builder.append("AND (\(builder.bind(through))::text IS NULL OR e.group_key <= \(builder.bind(through))) AND e.data IS NOT NULL")
+            case .idRange(let scope, let type, let from, let through):
+                builder.append("e.scope = \(builder.bind(scope.key)) AND e.entity_type = \(builder.bind(type)) ")
+                builder.append("AND (\(builder.bind(from))::text IS NULL OR e.entity_id >= \(builder.bind(from))) ")
+                builder.append("AND (\(builder.bind(through))::text IS NULL OR e.entity_id <= \(builder.bind(through)))")
+            }
+        }
+        return try await query(builder.query).collect(PostgresDriver.EntityColumns.self).map(PostgresDriver.entityRow)
+    }
+
+    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow] {
+        guard !ids.isEmpty else { return [] }
+        return try await query(
+            """
+            SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
+            FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+            WHERE h.household_id = ANY(\(ids)::text[])
+            """
+        ).collect(PostgresDriver.HouseholdColumns.self).map(PostgresDriver.householdRow)
+    }
+
+    func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
+        guard !entities.isEmpty else { return }
+        let scopes = entities.map(\.scope), types = entities.map(\.entityType), ids = entities.map(\.entityID)
+        let versions = entities.map(\.version), sequences = entities.map(\.sequence)
+        // Arrays cannot carry SQL NULLs here: the JSON text `null` stands for "no document", and
+        // an empty group key for none.
+        let documents = entities.map { $0.data ?? "null" }, metas = entities.map { $0.meta ?? "null" }
+        let groups = entities.map { $0.groupKey ?? "" }
+        let clientTimestamps = entities.map(\.clientTimestamp), updatedAts = entities.map(\.updatedAt)
+        try await query(
+            """
+            INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
+            SELECT s, t, i, v, nullif(d, 'null')::jsonb, nullif(m, 'null')::jsonb, c, u, nullif(g, '')
+            FROM unnest(\(scopes)::text[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
+                        \(documents)::text[], \(metas)::text[], \(clientTimestamps)::bigint[], \(updatedAts)::bigint[], \(groups)::text[])
+                 AS w(s, t, i, v, d, m, c, u, g)
+            ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
+                version = excluded.version, data = excluded.data, meta = excluded.meta,
+                client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
+            """
+        )
+        try await query(
+            """
+            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at)
+            SELECT s, q, t, i, v, nullif(d, 'null')::jsonb, u
+            FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
+                        \(documents)::text[], \(updatedAts)::bigint[])
+                 AS w(s, q, t, i, v, d, u)
+            """
+        )
+        let advanced = heads.sorted { $0.key < $1.key }
+        try await query(
+            """
+            UPDATE feeds SET head = h.head
+            FROM unnest(\(advanced.map(\.key.key))::text[], \(advanced.map(\.value))::bigint[]) AS h(scope, head)
+            WHERE feeds.scope = h.scope
+            """
+        )
+    }
+
+    /// A plain INSERT: a key recorded concurrently (which per-user ordering rules out) aborts the
+    /// transaction instead of applying twice; the retry then answers `duplicate`.
+    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws {
+        guard !records.isEmpty else { return }
+        try await query(
+            """
+            INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
+            SELECT \(userID), k, nullif(v, -1), coalesce(\(now)::timestamptz, now())
+            FROM unnest(\(records.map(\.key))::text[], \(records.map { $0.version ?? -1 })::bigint[]) AS r(k, v)
+            """
+        )
+    }
+
+    func writeHouseholds(_ households: [HouseholdState]) async throws {
+        guard !households.isEmpty else { return }
+        let ids = households.map(\.id)
+        try await query(
+            """
+            INSERT INTO households (household_id, owner_id, archived)
+            SELECT * FROM unnest(\(ids)::text[], \(households.map(\.ownerID))::text[], \(households.map(\.archived))::boolean[])
+            ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = now()
+            """
+        )
+        var memberHouseholds: [String] = [], memberUsers: [String] = [], memberRoles: [String] = []
+        for household in households {
+            for (user, role) in household.members.sorted(by: { $0.key < $1.key }) {
+                memberHouseholds.append(household.id)
+                memberUsers.append(user)
+                memberRoles.append(role.rawValue)
+            }
+        }
+        try await query(
+            """
+            DELETE FROM household_members m
+            WHERE m.household_id = ANY(\(ids)::text[])
+              AND (m.household_id, m.user_id) NOT IN (SELECT * FROM unnest(\(memberHouseholds)::text[], \(memberUsers)::text[]))
+            """
+        )
+        try await query(
+            """
+            INSERT INTO household_members (household_id, user_id, role)
+            SELECT * FROM unnest(\(memberHouseholds)::text[], \(memberUsers)::text[], \(memberRoles)::text[])
+            ON CONFLICT (household_id, user_id) DO UPDATE SET role = excluded.role
+            """
+        )
+    }
+
+    func finishJob(_ finish: JobFinish) async throws {
+        try await query(
+            """
+            UPDATE jobs SET state = \(finish.state.rawValue), results = \(finish.results), last_error = \(finish.lastError),
+                finished_at = coalesce(\(now)::timestamptz, now()), updated_at = coalesce(\(now)::timestamptz, now()),
+                lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+            WHERE id = \(finish.id)
+            """
+        )
+        try await query(
+            """
+            INSERT INTO devices (user_id, device_id, last_finished_job_id) VALUES (\(finish.userID), \(finish.deviceID), \(finish.id))
+            ON CONFLICT (user_id, device_id) DO UPDATE
+            SET last_finished_job_id = greatest(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = now()
+            """
+        )
+    }
+
+    func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws {
+        try await query(
+            """
+            UPDATE jobs SET state = 'retrying', last_error = \(error),
+                run_at = coalesce(\(now)::timestamptz, now()) + \(delayMilliseconds) * interval '1 millisecond',
+                lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = coalesce(\(now)::timestamptz, now())
+            WHERE id = \(id)
+            """
+        )
+    }
+
+    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow] {
+        // SKIP LOCKED: a locked row is being applied right now by a live worker.
+        try await query(
+            """
+            SELECT id, user_id, device_id, attempts, payload FROM jobs
+            WHERE state = 'running' AND lease_expires_at < coalesce(\(now)::timestamptz, now())
+            ORDER BY id LIMIT \(limit)
+            FOR UPDATE SKIP LOCKED
+            """
+        ).collect((Int64, String, String, Int, String).self).map { row in
+            let (id, user, device, attempts, payload) = row
+            return ExpiredJobRow(id: id, userID: user, deviceID: device, attempts: attempts, payload: payload)
+        }
+    }
+
+    func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
+        try await query(
+            """
+            WITH retried AS (
+                UPDATE jobs SET state = 'queued', attempts = 0, run_at = coalesce(\(now)::timestamptz, now()), results = NULL,
+                    finished_at = NULL, last_error = 'retried by an operator after: ' || coalesce(last_error, ''),
+                    updated_at = coalesce(\(now)::timestamptz, now())
+                WHERE state = 'dead' AND (\(ids == nil) OR id = ANY(\(ids ?? [])::bigint[]))
+                RETURNING 1
+            ) SELECT count(*)::int FROM retried
+            """
+        ).collect(Int.self).first ?? 0
+    }
+
+    func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int {
+        let rows = try await query(
+            """
+            DELETE FROM changes WHERE (scope, seq) IN (
+                SELECT scope, seq FROM changes
+                WHERE scope = \(scope.key) AND data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch)
+                ORDER BY seq LIMIT \(limit)
+            )
+            RETURNING seq, entity_type, entity_id, version
+            """
+        ).collect((Int64, String, String, Int64).self)
+        guard let newest = rows.map(\.0).max() else { return 0 }
+        // Older changes of a purged entity must go too, or a new reader would see it alive.
+        try await query(
+            """
+            DELETE FROM changes c USING unnest(\(rows.map(\.1))::text[], \(rows.map(\.2))::text[], \(rows.map(\.0))::bigint[]) AS p(t, i, q)
+            WHERE c.scope = \(scope.key) AND c.entity_type = p.t AND c.entity_id = p.i AND c.seq < p.q
+            """
+        )
+        try await query("UPDATE feeds SET floor = greatest(floor, \(newest)) WHERE scope = \(scope.key)")
+        try await query(
+            """
+            DELETE FROM entities e USING unnest(\(rows.map(\.1))::text[], \(rows.map(\.2))::text[], \(rows.map(\.3))::bigint[]) AS p(t, i, v)
+            WHERE e.scope = \(scope.key) AND e.entity_type = p.t AND e.entity_id = p.i AND e.version = p.v AND e.data IS NULL
+            """
+        )
+        return rows.count
+    }
+
+    func bumpResyncEpoch(userID: String?) async throws {
+        if let userID {
+            try await query(
+                """
+                INSERT INTO users (user_id, resync_epoch) VALUES (\(userID), 1)
+                ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1
+                """
+            )
+        } else {
+            try await query("UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'")
+        }
+    }
+
+    /// Queues the notifications; PostgreSQL delivers them when the transaction commits.
+    func announce(_ events: [StoreEvent]) async throws {
+        guard !events.isEmpty else { return }
+        try await query(
+            "SELECT pg_notify(\(PostgresDriver.channel), payload)::text FROM unnest(\(events.map(NotificationPayload.encode))::text[]) AS payload"
+        )
+    }
+}
+
+extension EntityQuery {
+    /// A query that cannot match anything (no keys, no groups).
+    var isEmpty: Bool {
+        switch self {
+        case .keys(let keys): keys.isEmpty
+        case .groupMembers(_, _, let groups): groups.isEmpty
+        case .groupRange, .idRange: false
+        }
+    }
+}
+
+/// SQL assembled piece by piece with numbered parameters, for statements whose shape depends on
+/// the request (one UNION ALL branch per entity query).
+struct QueryBuilder {
+    private var sql = ""
+    private var bindings = PostgresBindings()
+
+    mutating func append(_ text: String) {
+        sql += text
+    }
+
+    /// Adds a parameter; returns its placeholder (`$n`).
+    mutating func bind<Value: PostgresDynamicTypeEncodable>(_ value: Value) -> String {
+        bindings.append(value)
+        return "$\(bindings.count)"
+    }
+
+    /// Adds a parameter that may be NULL.
+    mutating func bind<Value: PostgresDynamicTypeEncodable>(_ value: Value?) -> String {
+        bindings.append(value)
+        return "$\(bindings.count)"
+    }
+
+    var query: PostgresQuery { PostgresQuery(unsafeSQL: sql, binds: bindings) }
+}

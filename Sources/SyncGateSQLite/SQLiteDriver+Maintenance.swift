@@ -1,0 +1,127 @@
+import GRDB
+import Synchronization
+public import SyncGateCore
+public import SyncGateStorage
+
+extension SQLiteDriver {
+    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+        let acquired = maintenanceRunning.withLock { running in
+            defer { running = true }
+            return !running
+        }
+        guard acquired else { return nil }
+        defer { maintenanceRunning.withLock { $0 = false } }
+        return try await body()
+    }
+
+    /// One bounded DELETE in its own transaction; returns how many rows went.
+    func deleteBatch(_ sql: String, _ arguments: StatementArguments) async throws -> Int {
+        try await write { db in
+            try db.execute(sql: sql, arguments: arguments)
+            return db.changesCount
+        }
+    }
+
+    public func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await deleteBatch(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? LIMIT ?)",
+            [cutoff.millisecondsSinceEpoch, limit]
+        )
+    }
+
+    public func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await deleteBatch(
+            """
+            DELETE FROM applied_operations WHERE (user_id, idempotency_key) IN (
+                SELECT user_id, idempotency_key FROM applied_operations WHERE applied_at < ? LIMIT ?
+            )
+            """,
+            [cutoff.millisecondsSinceEpoch, limit]
+        )
+    }
+
+    public func deleteSupersededChanges(limit: Int) async throws -> Int {
+        try await deleteBatch(
+            """
+            DELETE FROM changes WHERE (scope, seq) IN (
+                SELECT c.scope, c.seq FROM changes c
+                WHERE EXISTS (
+                    SELECT 1 FROM changes later
+                    WHERE later.scope = c.scope AND later.entity_type = c.entity_type AND later.entity_id = c.entity_id AND later.seq > c.seq
+                )
+                LIMIT ?
+            )
+            """,
+            [limit]
+        )
+    }
+
+    public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
+        try await read { db in
+            try String.fetchAll(
+                db, sql: "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < ? ORDER BY 1", arguments: [cutoff.millisecondsSinceEpoch]
+            ).compactMap(Scope.init(key:))
+        }
+    }
+
+    public func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
+        try await read { db in
+            try String.fetchAll(
+                db, sql: "SELECT DISTINCT scope FROM entities WHERE entity_type IN (SELECT value FROM json_each(?)) ORDER BY 1",
+                arguments: [JSONValue.strings(types)]
+            ).compactMap(Scope.init(key:))
+        }
+    }
+
+    public func stats(now: Timestamp?) async throws -> StoreStats {
+        let now = (now ?? .now()).millisecondsSinceEpoch
+        return try await read { db in
+            var stats = StoreStats()
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM jobs GROUP BY state") {
+                if let state = JobState(rawValue: row["state"]) { stats.jobsByState[state] = row["n"] }
+            }
+            if let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT (SELECT count(*) FROM entities) AS entities, (SELECT count(*) FROM changes) AS changes,
+                           (SELECT count(*) FROM feeds) AS feeds, (SELECT count(*) FROM applied_operations) AS records,
+                           (SELECT count(*) FROM households) AS households,
+                           (SELECT ? - min(created_at) FROM jobs WHERE state IN ('queued', 'retrying')) AS oldest
+                    """,
+                arguments: [now]
+            ) {
+                stats.entities = row["entities"]
+                stats.changes = row["changes"]
+                stats.feeds = row["feeds"]
+                stats.idempotencyRecords = row["records"]
+                stats.households = row["households"]
+                stats.oldestQueuedAgeMilliseconds = row["oldest"]
+            }
+            return stats
+        }
+    }
+
+    public func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT \(Self.jobColumns) FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR user_id = ?) ORDER BY id DESC LIMIT ?",
+                arguments: [filter.state?.rawValue, filter.state?.rawValue, filter.userID, filter.userID, filter.limit]
+            ).map(Self.jobRow)
+        }
+    }
+
+    public func householdRows(userID: String?) async throws -> [HouseholdRow] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
+                    FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+                    WHERE ? IS NULL OR h.household_id IN (SELECT household_id FROM household_members WHERE user_id = ?)
+                    """,
+                arguments: [userID, userID]
+            ).map(Self.householdRow)
+        }
+    }
+}

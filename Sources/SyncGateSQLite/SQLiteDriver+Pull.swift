@@ -1,0 +1,126 @@
+import GRDB
+public import SyncGateCore
+public import SyncGateStorage
+
+extension SQLiteDriver {
+    static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data, e.meta, e.client_ts, e.updated_at"
+
+    static func entityRow(_ row: Row) -> StoredEntityRow {
+        StoredEntityRow(
+            scope: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], meta: row[5],
+            clientTimestamp: row[6], updatedAt: row[7]
+        )
+    }
+
+    static func householdRow(_ row: Row) -> HouseholdRow {
+        HouseholdRow(householdID: row[0], ownerID: row[1], archived: row[2], memberID: row[3], role: row[4])
+    }
+
+    /// One SELECT for `queries`: a UNION ALL of one indexed probe per query.
+    static func entitySelect(_ queries: [EntityQuery]) -> (String, StatementArguments) {
+        var branches: [String] = []
+        var arguments: [(any DatabaseValueConvertible)?] = []
+        for query in queries {
+            switch query {
+            case .keys(let keys):
+                guard !keys.isEmpty else { continue }
+                // CROSS JOIN keeps the key list as the outer loop, probing the primary key.
+                branches.append(
+                    """
+                    SELECT \(entityColumns) FROM json_each(?) k CROSS JOIN entities e
+                    ON e.scope = json_extract(k.value, '$[0]') AND e.entity_type = json_extract(k.value, '$[1]') AND e.entity_id = json_extract(k.value, '$[2]')
+                    """
+                )
+                arguments.append(JSONValue.rows(keys.map { [.string($0.scope.key), .string($0.entityType), .string($0.entityID)] }))
+            case .groupMembers(let scope, let type, let groups):
+                guard !groups.isEmpty else { continue }
+                branches.append(
+                    "SELECT \(entityColumns) FROM entities e WHERE e.scope = ? AND e.entity_type = ? AND e.group_key IN (SELECT value FROM json_each(?)) AND e.data IS NOT NULL"
+                )
+                arguments += [scope.key, type, JSONValue.strings(groups)]
+            case .groupRange(let scope, let type, let from, let through):
+                branches.append(
+                    """
+                    SELECT \(entityColumns) FROM entities e WHERE e.scope = ? AND e.entity_type = ? AND e.group_key IS NOT NULL
+                      AND (? IS NULL OR e.group_key >= ?) AND (? IS NULL OR e.group_key <= ?) AND e.data IS NOT NULL
+                    """
+                )
+                arguments += [scope.key, type, from, from, through, through]
+            case .idRange(let scope, let type, let from, let through):
+                branches.append(
+                    "SELECT \(entityColumns) FROM entities e WHERE e.scope = ? AND e.entity_type = ? AND (? IS NULL OR e.entity_id >= ?) AND (? IS NULL OR e.entity_id <= ?)"
+                )
+                arguments += [scope.key, type, from, from, through, through]
+            }
+        }
+        return (branches.joined(separator: " UNION ALL "), StatementArguments(arguments))
+    }
+
+    public func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
+        try await read { db in
+            let households = try Self.activeHouseholds(of: userID, db)
+            let epoch = try Int64.fetchOne(
+                db,
+                sql: "SELECT coalesce((SELECT resync_epoch FROM users WHERE user_id = ?), 0) + (SELECT value FROM settings WHERE key = 'resync_epoch')",
+                arguments: [userID]
+            ) ?? 0
+            let watermark = try Int64.fetchOne(
+                db, sql: "SELECT last_finished_job_id FROM devices WHERE user_id = ? AND device_id = ?", arguments: [userID, deviceID]
+            ) ?? 0
+            let scopes = Set([Scope.user(userID)] + households.map(Scope.household) + extraScopes)
+            var feeds: [Scope: FeedInfo] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT scope, head, floor FROM feeds WHERE scope IN (SELECT value FROM json_each(?))",
+                arguments: [JSONValue.strings(scopes.map(\.key))]
+            ) {
+                if let scope = Scope(key: row["scope"]) { feeds[scope] = FeedInfo(head: row["head"], floor: row["floor"]) }
+            }
+            return PullContext(households: households, resyncEpoch: epoch, deviceWatermark: watermark, feeds: feeds)
+        }
+    }
+
+    public func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
+        let typeList = types.map { JSONValue.strings($0.sorted()) }
+        return try await read { db in
+            var page = FeedPage()
+            var remaining = limit
+            for read in reads where remaining > 0 {
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT seq, entity_type, entity_id, version, data, updated_at FROM changes
+                        WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
+                        ORDER BY seq LIMIT ?
+                        """,
+                    arguments: [read.scope.key, read.after, typeList, typeList ?? "[]", remaining + 1]
+                ).map { row in
+                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5])
+                }
+                page.rows[read.scope] = rows
+                remaining -= min(rows.count, remaining)
+            }
+            for row in try Row.fetchAll(
+                db, sql: "SELECT scope, floor FROM feeds WHERE scope IN (SELECT value FROM json_each(?))",
+                arguments: [JSONValue.strings(reads.map(\.scope.key))]
+            ) {
+                if let scope = Scope(key: row["scope"]) { page.floors[scope] = row["floor"] }
+            }
+            return page
+        }
+    }
+
+    public func activeHouseholds(userID: String) async throws -> [String] {
+        try await read { db in try Self.activeHouseholds(of: userID, db) }
+    }
+
+    static func activeHouseholds(of user: String, _ db: Database) throws -> [String] {
+        try String.fetchAll(
+            db,
+            sql: """
+                SELECT m.household_id FROM household_members m JOIN households h ON h.household_id = m.household_id
+                WHERE m.user_id = ? AND h.archived = 0 ORDER BY m.household_id
+                """,
+            arguments: [user]
+        )
+    }
+}

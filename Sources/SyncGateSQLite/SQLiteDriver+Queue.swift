@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+public import SyncGateCore
+public import SyncGateStorage
+
+extension SQLiteDriver {
+    static let unfinished = "('queued', 'running', 'retrying')"
+    static let jobColumns = "id, user_id, device_id, state, attempts, max_attempts, operation_count, results, last_error, created_at, finished_at"
+
+    static func jobRow(_ row: Row) -> JobRow {
+        JobRow(
+            id: row["id"], userID: row["user_id"], deviceID: row["device_id"], state: row["state"], attempts: row["attempts"],
+            maximumAttempts: row["max_attempts"], operationCount: row["operation_count"], results: row["results"], lastError: row["last_error"],
+            createdAt: Timestamp(millisecondsSinceEpoch: row["created_at"]),
+            finishedAt: (row["finished_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+        )
+    }
+
+    public func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
+        let now = (now ?? .now()).millisecondsSinceEpoch
+        let result = try await write { db -> EnqueueResult in
+            // One writer at a time: the counts and the insert cannot interleave with another push.
+            let depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM jobs WHERE state IN \(Self.unfinished)") ?? 0
+            if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
+            let queued = try Int.fetchOne(db, sql: "SELECT count(*) FROM jobs WHERE user_id = ? AND state IN \(Self.unfinished)", arguments: [job.userID]) ?? 0
+            if queued >= limits.maximumQueuedPerUser { return .rateLimited(queued: queued) }
+            try db.execute(
+                sql: """
+                    INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [job.userID, job.deviceID, job.maximumAttempts, job.operationCount, job.payload, now, now, now]
+            )
+            return .accepted(jobID: db.lastInsertedRowID)
+        }
+        if case .accepted = result { notifier.publish(.jobsAvailable) }
+        return result
+    }
+
+    public func job(id: Int64, userID: String) async throws -> JobRow? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRow)
+        }
+    }
+
+    /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all finished.
+    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
+        let now = (now ?? .now()).millisecondsSinceEpoch
+        let token = UUID().uuidString
+        return try await write { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
+                        lease_expires_at = ?, updated_at = ?
+                    WHERE id IN (
+                        SELECT j.id FROM jobs j
+                        WHERE j.state IN ('queued', 'retrying') AND j.run_at <= ?
+                          AND NOT EXISTS (
+                              SELECT 1 FROM jobs earlier
+                              WHERE earlier.user_id = j.user_id AND earlier.id < j.id AND earlier.state IN \(Self.unfinished)
+                          )
+                        ORDER BY j.id LIMIT ?
+                    )
+                    RETURNING id, lease_token, user_id, device_id, attempts, max_attempts, payload
+                    """,
+                arguments: [workerID, token, now + leaseMilliseconds, now, now, limit]
+            ).map { row in
+                ClaimedJobRow(
+                    id: row["id"], leaseToken: row["lease_token"], userID: row["user_id"], deviceID: row["device_id"],
+                    attempts: row["attempts"], maximumAttempts: row["max_attempts"], payload: row["payload"]
+                )
+            }.sorted { $0.id < $1.id }
+        }
+    }
+
+    public func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
+        let now = (now ?? .now()).millisecondsSinceEpoch
+        let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE jobs SET lease_expires_at = ?, updated_at = ?
+                    WHERE state = 'running' AND EXISTS (
+                        SELECT 1 FROM json_each(?) l WHERE json_extract(l.value, '$[0]') = jobs.id AND json_extract(l.value, '$[1]') = jobs.lease_token
+                    )
+                    """,
+                arguments: [now + leaseMilliseconds, now, list]
+            )
+        }
+    }
+}

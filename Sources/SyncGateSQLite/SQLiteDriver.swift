@@ -1,0 +1,121 @@
+import Foundation
+import GRDB
+public import Logging
+public import ServiceLifecycle
+import Synchronization
+public import SyncGateCore
+public import SyncGateStorage
+
+/// The SQLite driver: the embedded default. One process, WAL, in-process change signals.
+///
+/// Writes go through GRDB's single writer connection in IMMEDIATE transactions, one transaction at
+/// a time (``AsyncLock``); reads use WAL snapshots and never block writes.
+public final class SQLiteDriver: StorageDriver, Service {
+    public let name = "sqlite"
+    public let notifier: ChangeNotifier
+    let pool: DatabasePool
+    let path: String
+    let logger: Logger
+    let writer = AsyncLock()
+    /// Only one maintenance pass at a time (the PostgreSQL driver uses an advisory lock).
+    let maintenanceRunning = Mutex(false)
+
+    /// Opens (creating if needed) the database file at `path`.
+    public init(path: String, notifier: ChangeNotifier = ChangeNotifier(), logger: Logger) throws {
+        self.path = path
+        self.notifier = notifier
+        self.logger = logger
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.label = "syncgate"
+        // A transaction stays open across several accesses to the writer (see `transaction`).
+        configuration.allowsUnsafeTransactions = true
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        self.pool = try DatabasePool(path: path, configuration: configuration)
+    }
+
+    /// The driver needs no background work of its own: it waits for shutdown, then closes the
+    /// notifier so waiting requests end.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        notifier.close()
+    }
+
+    /// Sends jobs left `running` back to the rescuer at once: SQLite serves one process, so they
+    /// belong to a previous run of it. Only the serving process calls this, at start; a command
+    /// like `syncgate admin` opening the same file must not touch a live server's leases.
+    public func releaseLeasesOfEarlierRuns() async throws {
+        try await write { db in
+            if try db.tableExists("jobs") {
+                try db.execute(sql: "UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'")
+            }
+        }
+    }
+
+    // MARK: - Access
+
+    /// Runs `body` on the writer connection, outside any transaction GRDB would open. Not
+    /// cancellable: once queued it runs, so a transaction is never left half-ended.
+    func onWriter<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            pool.asyncWriteWithoutTransaction { db in
+                continuation.resume(with: Swift.Result { try body(db) })
+            }
+        }
+    }
+
+    /// One IMMEDIATE write transaction run in one access to the writer.
+    func write<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        try await writer.withLock {
+            try await onWriter { db in
+                var result: Result?
+                try db.inTransaction(.immediate) {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        }
+    }
+
+    /// A read in one WAL snapshot.
+    func read<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        try await pool.read(body)
+    }
+
+    /// A write transaction spanning several accesses: the writer lock keeps every other write out
+    /// until it commits or rolls back; its announcements are published only after the commit.
+    public func transaction<Result: Sendable>(
+        now: Timestamp?,
+        _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
+    ) async throws -> Result {
+        try await writer.withLock {
+            try await onWriter { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            let transaction = SQLiteTransaction(driver: self, now: now ?? .now())
+            do {
+                let result = try await body(transaction)
+                try await onWriter { try $0.execute(sql: "COMMIT") }
+                notifier.publish(transaction.events)
+                return result
+            } catch {
+                _ = try? await onWriter { try $0.execute(sql: "ROLLBACK") }
+                throw error
+            }
+        }
+    }
+}
+
+extension JSONValue {
+    /// A JSON array of rows, the one parameter multi-row statements read with `json_each`.
+    static func rows(_ rows: [[JSONValue]]) -> String {
+        JSONValue.array(rows.map(JSONValue.array)).serialized()
+    }
+
+    /// A JSON array of strings.
+    static func strings(_ values: some Sequence<String>) -> String {
+        JSONValue.array(values.map(JSONValue.string)).serialized()
+    }
+}

@@ -1,0 +1,300 @@
+import GRDB
+import SyncGateCore
+import SyncGateStorage
+
+/// One open IMMEDIATE transaction: each step is one access to the writer connection, and the
+/// announcements wait for the commit.
+final class SQLiteTransaction: StorageTransaction {
+    let driver: SQLiteDriver
+    /// Milliseconds since the epoch: SQLite has no clock of its own here.
+    let now: Int64
+    /// BEGIN and COMMIT count too.
+    private(set) var statementCount = 2
+    private(set) var events: [StoreEvent] = []
+
+    init(driver: SQLiteDriver, now: Timestamp) {
+        self.driver = driver
+        self.now = now.millisecondsSinceEpoch
+    }
+
+    /// Runs one step's statements on the writer, counting them.
+    private func step<Result: Sendable>(statements: Int, _ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        statementCount += statements
+        return try await driver.onWriter(body)
+    }
+
+    func lockJob(_ lease: JobLease) async throws -> Bool {
+        // The IMMEDIATE transaction already excludes every other writer: checking is locking.
+        try await step(statements: 1) { db in
+            try Int64.fetchOne(db, sql: "SELECT id FROM jobs WHERE id = ? AND state = 'running' AND lease_token = ?", arguments: [lease.id, lease.token]) != nil
+        }
+    }
+
+    func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
+        let keys = JSONValue.strings(scopes.map(\.key))
+        return try await step(statements: 2) { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO feeds (scope) SELECT value FROM json_each(?)", arguments: [keys])
+            var heads: [Scope: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [keys]) {
+                if let scope = Scope(key: row["scope"]) { heads[scope] = row["head"] }
+            }
+            return heads
+        }
+    }
+
+    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?] {
+        guard !keys.isEmpty else { return [:] }
+        let list = JSONValue.strings(keys)
+        return try await step(statements: 1) { db in
+            var recorded: [String: Int64?] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT idempotency_key, version FROM applied_operations WHERE user_id = ? AND idempotency_key IN (SELECT value FROM json_each(?))",
+                arguments: [userID, list]
+            ) {
+                recorded[row["idempotency_key"]] = .some(row["version"])
+            }
+            return recorded
+        }
+    }
+
+    func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow] {
+        let (sql, arguments) = SQLiteDriver.entitySelect(queries)
+        guard !sql.isEmpty else { return [] }
+        return try await step(statements: 1) { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map(SQLiteDriver.entityRow)
+        }
+    }
+
+    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow] {
+        guard !ids.isEmpty else { return [] }
+        let list = JSONValue.strings(ids)
+        return try await step(statements: 1) { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
+                    FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+                    WHERE h.household_id IN (SELECT value FROM json_each(?))
+                    """,
+                arguments: [list]
+            ).map(SQLiteDriver.householdRow)
+        }
+    }
+
+    func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
+        guard !entities.isEmpty else { return }
+        let list = JSONValue.rows(entities.map { entity in
+            [
+                .string(entity.scope), .string(entity.entityType), .string(entity.entityID), .int(entity.version),
+                entity.data.map(JSONValue.string) ?? .null, entity.meta.map(JSONValue.string) ?? .null,
+                .int(entity.clientTimestamp), .int(entity.updatedAt), .int(entity.sequence), entity.groupKey.map(JSONValue.string) ?? .null,
+            ]
+        })
+        let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })
+        try await step(statements: 3) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+                           json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
+                           json_extract(value, '$[9]')
+                    FROM json_each(?) WHERE true
+                    ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
+                        version = excluded.version, data = excluded.data, meta = excluded.meta,
+                        client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
+                    """,
+                arguments: [list]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at)
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]')
+                    FROM json_each(?)
+                    """,
+                arguments: [list]
+            )
+            try db.execute(
+                sql: """
+                    UPDATE feeds SET head = (SELECT json_extract(value, '$[1]') FROM json_each(?) WHERE json_extract(value, '$[0]') = feeds.scope)
+                    WHERE scope IN (SELECT json_extract(value, '$[0]') FROM json_each(?))
+                    """,
+                arguments: [headRows, headRows]
+            )
+        }
+    }
+
+    /// A plain INSERT, as on PostgreSQL: a key recorded twice aborts the transaction.
+    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws {
+        guard !records.isEmpty else { return }
+        let list = JSONValue.rows(records.map { [.string($0.key), $0.version.map(JSONValue.int) ?? .null] })
+        let now = self.now
+        try await step(statements: 1) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
+                    SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), ? FROM json_each(?)
+                    """,
+                arguments: [userID, now, list]
+            )
+        }
+    }
+
+    func writeHouseholds(_ households: [HouseholdState]) async throws {
+        guard !households.isEmpty else { return }
+        let now = self.now
+        let list = JSONValue.rows(households.map { [.string($0.id), .string($0.ownerID), .bool($0.archived)] })
+        let members = JSONValue.rows(households.flatMap { household in
+            household.members.sorted { $0.key < $1.key }.map { [.string(household.id), .string($0.key), .string($0.value.rawValue)] }
+        })
+        let ids = JSONValue.strings(households.map(\.id))
+        try await step(statements: 3) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO households (household_id, owner_id, archived, created_at, updated_at)
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, ? FROM json_each(?) WHERE true
+                    ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = excluded.updated_at
+                    """,
+                arguments: [now, now, list]
+            )
+            try db.execute(
+                sql: """
+                    DELETE FROM household_members
+                    WHERE household_id IN (SELECT value FROM json_each(?))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM json_each(?) m
+                          WHERE json_extract(m.value, '$[0]') = household_members.household_id AND json_extract(m.value, '$[1]') = household_members.user_id
+                      )
+                    """,
+                arguments: [ids, members]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO household_members (household_id, user_id, role, joined_at)
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?) WHERE true
+                    ON CONFLICT (household_id, user_id) DO UPDATE SET role = excluded.role
+                    """,
+                arguments: [now, members]
+            )
+        }
+    }
+
+    func finishJob(_ finish: JobFinish) async throws {
+        let now = self.now
+        try await step(statements: 2) { db in
+            try db.execute(
+                sql: """
+                    UPDATE jobs SET state = ?, results = ?, last_error = ?, finished_at = ?, updated_at = ?,
+                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+                    WHERE id = ?
+                    """,
+                arguments: [finish.state.rawValue, finish.results, finish.lastError, now, now, finish.id]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO devices (user_id, device_id, last_finished_job_id, updated_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (user_id, device_id) DO UPDATE
+                    SET last_finished_job_id = max(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = excluded.updated_at
+                    """,
+                arguments: [finish.userID, finish.deviceID, finish.id, now]
+            )
+        }
+    }
+
+    func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws {
+        let now = self.now
+        try await step(statements: 1) { db in
+            try db.execute(
+                sql: """
+                    UPDATE jobs SET state = 'retrying', run_at = ?, last_error = ?, lease_owner = NULL, lease_token = NULL,
+                        lease_expires_at = NULL, updated_at = ?
+                    WHERE id = ?
+                    """,
+                arguments: [now + delayMilliseconds, error, now, id]
+            )
+        }
+    }
+
+    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow] {
+        let now = self.now
+        return try await step(statements: 1) { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT id, user_id, device_id, attempts, payload FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
+                arguments: [now, limit]
+            ).map { row in
+                ExpiredJobRow(id: row["id"], userID: row["user_id"], deviceID: row["device_id"], attempts: row["attempts"], payload: row["payload"])
+            }
+        }
+    }
+
+    func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
+        let now = self.now
+        let list = JSONValue.array((ids ?? []).map(JSONValue.int)).serialized()
+        return try await step(statements: 1) { db in
+            try db.execute(
+                sql: """
+                    UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?, results = NULL, finished_at = NULL,
+                        last_error = 'retried by an operator after: ' || coalesce(last_error, ''), updated_at = ?
+                    WHERE state = 'dead' AND (? OR id IN (SELECT value FROM json_each(?)))
+                    """,
+                arguments: [now, now, ids == nil, list]
+            )
+            return db.changesCount
+        }
+    }
+
+    func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await step(statements: 5) { db in
+            let purged = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, entity_type, entity_id, version FROM changes
+                    WHERE scope = ? AND data IS NULL AND updated_at < ? ORDER BY seq LIMIT ?
+                    """,
+                arguments: [scope.key, cutoff.millisecondsSinceEpoch, limit]
+            )
+            guard let newest = purged.map({ $0["seq"] as Int64 }).max() else { return 0 }
+            let list = JSONValue.rows(purged.map { [.string($0["entity_type"]), .string($0["entity_id"]), .int($0["seq"]), .int($0["version"])] })
+            // The tombstones and every older change of their entities: a new reader must not see them alive.
+            try db.execute(
+                sql: """
+                    DELETE FROM changes WHERE (scope, seq) IN (
+                        SELECT c.scope, c.seq FROM json_each(?) p CROSS JOIN changes c
+                        ON c.scope = ? AND c.entity_type = json_extract(p.value, '$[0]') AND c.entity_id = json_extract(p.value, '$[1]')
+                           AND c.seq <= json_extract(p.value, '$[2]')
+                    )
+                    """,
+                arguments: [list, scope.key]
+            )
+            try db.execute(
+                sql: """
+                    DELETE FROM entities WHERE (scope, entity_type, entity_id) IN (
+                        SELECT ?, json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]') FROM json_each(?) p
+                    ) AND data IS NULL AND version IN (SELECT json_extract(p.value, '$[3]') FROM json_each(?) p
+                        WHERE json_extract(p.value, '$[0]') = entities.entity_type AND json_extract(p.value, '$[1]') = entities.entity_id)
+                    """,
+                arguments: [scope.key, list, list]
+            )
+            try db.execute(sql: "UPDATE feeds SET floor = max(floor, ?) WHERE scope = ?", arguments: [newest, scope.key])
+            return purged.count
+        }
+    }
+
+    func bumpResyncEpoch(userID: String?) async throws {
+        try await step(statements: 1) { db in
+            if let userID {
+                try db.execute(
+                    sql: "INSERT INTO users (user_id, resync_epoch) VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1",
+                    arguments: [userID]
+                )
+            } else {
+                try db.execute(sql: "UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'")
+            }
+        }
+    }
+
+    func announce(_ events: [StoreEvent]) async throws {
+        self.events += events
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+public import Logging
+public import ServiceLifecycle
+import SyncGatePostgres
+import SyncGateSQLite
+public import SyncGateCore
+public import SyncGateStorage
+
+/// A store and the service that keeps its driver running (connection pool and listener).
+public struct OpenStore: Sendable {
+    public let store: SyncStore
+    public let service: any Service
+
+    public init(store: SyncStore, service: any Service) {
+        self.store = store
+        self.service = service
+    }
+
+    /// Opens the database at `url`.
+    public static func open(_ url: DatabaseURL, maximumConnections: Int = 20, clock: StoreClock = .database, logger: Logger) throws(ConfigurationError) -> OpenStore {
+        switch url {
+        case .postgres(let location):
+            let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: maximumConnections), logger: logger)
+            return OpenStore(store: SyncStore(driver: driver, clock: clock, logger: logger), service: driver)
+        case .sqlite(let path):
+            try ensureFolder(of: path)
+            do {
+                let driver = try SQLiteDriver(path: path, logger: logger)
+                return OpenStore(store: SyncStore(driver: driver, clock: clock, logger: logger), service: driver)
+            } catch {
+                throw ConfigurationError("cannot open SQLite database \(path): \(error)")
+            }
+        }
+    }
+
+    /// Runs `body` against a running store, for commands that do one thing and exit.
+    public static func with<Result: Sendable>(
+        _ url: DatabaseURL,
+        logger: Logger,
+        _ body: @Sendable (SyncStore) async throws -> Result
+    ) async throws -> Result {
+        let opened = try open(url, maximumConnections: 4, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await opened.service.run() }
+            defer { group.cancelAll() }
+            return try await body(opened.store)
+        }
+    }
+
+    static func ensureFolder(of path: String) throws(ConfigurationError) {
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw ConfigurationError("cannot create the data folder \(folder): \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,170 @@
+public import Configuration
+import Foundation
+public import Logging
+public import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateWorker
+import SystemPackage
+
+extension ServerConfiguration {
+    /// One setting: its key in a configuration file and, with the `SYNCGATE_` prefix, its
+    /// environment variable (`queueLimitPerUser` ↔ `SYNCGATE_QUEUE_LIMIT_PER_USER`).
+    public struct Setting: Sendable, Hashable {
+        public var key: String
+        public var isSecret: Bool
+
+        public init(_ key: String, isSecret: Bool = false) {
+            self.key = key
+            self.isSecret = isSecret
+        }
+
+        /// The environment variable that sets it.
+        public var environmentName: String {
+            var name = "SYNCGATE_"
+            for character in key {
+                if character.isUppercase { name += "_" }
+                name += character.uppercased()
+            }
+            return name
+        }
+
+        public static let databaseURL = Setting("databaseUrl", isSecret: true)
+        public static let jwtSecret = Setting("jwtSecret", isSecret: true)
+        public static let host = Setting("host")
+        public static let port = Setting("port")
+        public static let workers = Setting("workers")
+        public static let workerConcurrency = Setting("workerConcurrency")
+        public static let collections = Setting("collections")
+        public static let logLevel = Setting("logLevel")
+        public static let maxBodyBytes = Setting("maxBodyBytes")
+        public static let maxOperations = Setting("maxOperations")
+        public static let maxDataBytes = Setting("maxDataBytes")
+        public static let maxDataDepth = Setting("maxDataDepth")
+        public static let queueLimitPerUser = Setting("queueLimitPerUser")
+        public static let queueLimitTotal = Setting("queueLimitTotal")
+        public static let maxAttempts = Setting("maxAttempts")
+        public static let lease = Setting("lease")
+        public static let pollInterval = Setting("pollInterval")
+        public static let jobRetention = Setting("jobRetention")
+        public static let tombstoneRetention = Setting("tombstoneRetention")
+        public static let idempotencyRetention = Setting("idempotencyRetention")
+        public static let maintenanceInterval = Setting("maintenanceInterval")
+
+        /// Every setting, for the README's table and the tests that keep it complete.
+        public static let all: [Setting] = [
+            databaseURL, jwtSecret, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
+            maxDataBytes, maxDataDepth, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
+            tombstoneRetention, idempotencyRetention, maintenanceInterval,
+        ]
+    }
+
+    /// The layered sources of settings: `flags` (highest), then `SYNCGATE_*` environment variables,
+    /// then the YAML file at `configFile` (or `SYNCGATE_CONFIG`), then the defaults.
+    ///
+    /// - Parameter accessLogger: logs every setting read, with its source, at debug level; secrets
+    ///   (the database URL, the signing secret) appear as `<REDACTED>`.
+    public static func reader(
+        flags: [Setting: String], configFile: String? = nil, environment: [String: String]? = nil, accessLogger: Logger? = nil
+    ) async throws -> ConfigReader {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (setting, value) in flags {
+            values[AbsoluteConfigKey([setting.key])] = ConfigValue(.string(value), isSecret: setting.isSecret)
+        }
+        let secrets = Set(Setting.all.filter(\.isSecret).map(\.environmentName))
+        var providers: [any ConfigProvider] = [
+            InMemoryProvider(name: "command line", values: values),
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(secrets)).prefixKeys(with: "syncgate"),
+        ]
+        if let path = configFile ?? environment["SYNCGATE_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            do {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(path)))
+            } catch {
+                throw ConfigurationError("configuration file \(path): \(error)")
+            }
+        }
+        return ConfigReader(providers: providers, accessReporter: accessLogger.map { AccessLogger(logger: $0) })
+    }
+
+    /// Reads and checks every setting; a bad value names its setting and variable.
+    public init(reader: ConfigReader) throws(ConfigurationError) {
+        self.init()
+        let values = SettingValues(reader: reader)
+        if let text = values.string(.databaseURL) {
+            do {
+                database = try DatabaseURL(parsing: text)
+            } catch {
+                throw ConfigurationError("\(Setting.databaseURL.describe): \(error)")
+            }
+        }
+        jwtSecret = values.string(.jwtSecret)
+        logLevel = values.string(.logLevel) ?? logLevel
+        host = values.string(.host) ?? host
+        port = try values.integer(.port, in: 1...65535) ?? port
+        workers = try values.integer(.workers, in: 0...1024) ?? workers
+        workerConcurrency = try values.integer(.workerConcurrency, in: 1...1024) ?? workerConcurrency
+        if let path = values.string(.collections) {
+            let text: String
+            do {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw ConfigurationError("cannot read entity types file \(path): \(error.localizedDescription)")
+            }
+            collections = try Collections.parse(yaml: text, source: path)
+        }
+
+        front.maximumBodyBytes = try values.integer(.maxBodyBytes, in: 1...Int.max) ?? front.maximumBodyBytes
+        front.pushLimits.maximumOperations = try values.integer(.maxOperations, in: 1...Int.max) ?? front.pushLimits.maximumOperations
+        front.pushLimits.maximumDataBytes = try values.integer(.maxDataBytes, in: 1...Int.max) ?? front.pushLimits.maximumDataBytes
+        front.pushLimits.maximumDataDepth = try values.integer(.maxDataDepth, in: 1...512) ?? front.pushLimits.maximumDataDepth
+        front.queueLimits.maximumQueuedPerUser = try values.integer(.queueLimitPerUser, in: 1...Int.max) ?? front.queueLimits.maximumQueuedPerUser
+        front.queueLimits.maximumQueuedTotal = try values.integer(.queueLimitTotal, in: 1...Int.max) ?? front.queueLimits.maximumQueuedTotal
+        front.maximumAttempts = try values.integer(.maxAttempts, in: 1...1000) ?? front.maximumAttempts
+        worker.retryPolicy.maximumAttempts = front.maximumAttempts
+        if let poll = try values.milliseconds(.pollInterval) {
+            front.pollInterval = .milliseconds(max(poll, 10))
+            worker.pollInterval = front.pollInterval
+        }
+        if let lease = try values.milliseconds(.lease) {
+            worker.leaseMilliseconds = max(lease, 1000)
+            worker.heartbeatInterval = .milliseconds(max(worker.leaseMilliseconds / 3, 100))
+        }
+        retention.finishedJobsMilliseconds = try values.milliseconds(.jobRetention) ?? retention.finishedJobsMilliseconds
+        retention.tombstonesMilliseconds = try values.milliseconds(.tombstoneRetention) ?? retention.tombstonesMilliseconds
+        retention.idempotencyMilliseconds = try values.milliseconds(.idempotencyRetention) ?? retention.idempotencyMilliseconds
+        if let interval = try values.milliseconds(.maintenanceInterval) { maintenanceInterval = .milliseconds(max(interval, 100)) }
+    }
+}
+
+extension ServerConfiguration.Setting {
+    /// `key (SYNCGATE_KEY)`, for error messages.
+    var describe: String { "\(key) (\(environmentName))" }
+}
+
+/// Typed reads of settings, each value read as text and checked here so a bad one is an error
+/// that names it (a reader method would quietly fall back to the default).
+struct SettingValues {
+    let reader: ConfigReader
+
+    func string(_ setting: ServerConfiguration.Setting) -> String? {
+        guard let value = reader.string(forKey: ConfigKey(setting.key), isSecret: setting.isSecret), !value.isEmpty else { return nil }
+        return value
+    }
+
+    func integer(_ setting: ServerConfiguration.Setting, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let text = string(setting) else { return nil }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw ConfigurationError("\(setting.describe) must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
+        }
+        return value
+    }
+
+    func milliseconds(_ setting: ServerConfiguration.Setting) throws(ConfigurationError) -> Int64? {
+        guard let text = string(setting) else { return nil }
+        guard let value = DurationText.milliseconds(text) else {
+            throw ConfigurationError("\(setting.describe) must be a duration like 45s, 90m, 12h or 30d, got '\(text)'")
+        }
+        return value
+    }
+}

@@ -1,0 +1,30 @@
+import Foundation
+public import SyncGateCore
+public import SyncGateStorage
+
+/// The HS256 signing secret and where it came from.
+public struct SigningSecret: Sendable {
+    public var value: String
+    /// Set when it is the generated development secret: the file that keeps it.
+    public var developmentFile: String?
+
+    /// The configured secret; without one, in embedded (SQLite) mode, a development secret generated
+    /// once and kept beside the database, so `serve` and `token` agree across restarts.
+    public static func resolve(configured: String?, database: DatabaseURL) throws(ConfigurationError) -> SigningSecret {
+        if let configured { return SigningSecret(value: configured) }
+        guard case .sqlite(let path) = database else {
+            throw ConfigurationError("SYNCGATE_JWT_SECRET is not set: export a long random secret (e.g. `openssl rand -hex 32`)")
+        }
+        let file = (URL(fileURLWithPath: path).deletingLastPathComponent().path as NSString).appendingPathComponent("jwt-secret")
+        if let stored = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !stored.isEmpty {
+            return SigningSecret(value: stored, developmentFile: file)
+        }
+        try OpenStore.ensureFolder(of: file)
+        var generator = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+        guard FileManager.default.createFile(atPath: file, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ConfigurationError("cannot write the development secret to \(file)")
+        }
+        return SigningSecret(value: secret, developmentFile: file)
+    }
+}

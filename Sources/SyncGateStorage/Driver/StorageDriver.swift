@@ -1,0 +1,316 @@
+public import Logging
+public import SyncGateCore
+
+/// A database as SyncGate uses it: single statements and transactions of statements, with SQL
+/// and row decoding only. Every sequence of steps and every decision lives above the driver, in
+/// ``SyncStore``, written once for every driver.
+///
+/// To add a driver, implement this protocol and ``StorageTransaction``, and pass the conformance
+/// suite (`Tests/SyncGateConformanceTests`); see docs/storage-drivers.md.
+///
+/// Time: calls that compare against the current time take `now`. `nil` means the database's own
+/// clock where it has one (PostgreSQL's `now()`, one clock for every process), the process clock
+/// otherwise; tests pass a fixed instant instead of sleeping.
+public protocol StorageDriver: Sendable {
+    /// `postgres` or `sqlite`.
+    var name: String { get }
+    /// Where committed changes are announced: fed by NOTIFY (PostgreSQL) or by the driver after
+    /// each commit (SQLite).
+    var notifier: ChangeNotifier { get }
+
+    // MARK: Schema
+
+    func migrate(logger: Logger) async throws -> [Int]
+    func schemaStatus() async throws -> SchemaStatus
+
+    // MARK: Queue
+
+    /// Inserts a job unless its user has `maximumQueuedPerUser` unfinished jobs or the queue
+    /// `maximumQueuedTotal`; announces `jobsAvailable` with the insert.
+    func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult
+    func job(id: Int64, userID: String) async throws -> JobRow?
+    /// Moves up to `limit` runnable jobs to `running` under fresh lease tokens: oldest first, only
+    /// a user's oldest unfinished job, skipping rows other workers are claiming.
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow]
+    /// Extends the leases still held; a job locked by its apply is skipped (it is alive).
+    func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws
+
+    // MARK: Pull (each call reads one consistent snapshot)
+
+    /// The user's active households, resync epoch, the device's watermark, and the head and floor
+    /// of the user's feed, their households' feeds and `extraScopes`.
+    func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext
+    /// Reads the feeds in order, each after its position, `limit` rows in all at most (fewer feeds
+    /// once it is reached), with the feeds' current floors.
+    func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage
+    /// The ids of the households `userID` is an active member of, sorted.
+    func activeHouseholds(userID: String) async throws -> [String]
+
+    // MARK: Maintenance and administration
+
+    /// Runs `body` while holding the cluster-wide maintenance lock; `nil` when another process holds it.
+    func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result?
+    /// Deletes up to `limit` finished jobs that finished before `cutoff`; returns how many.
+    func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int
+    /// Deletes up to `limit` idempotency records made before `cutoff`; returns how many.
+    func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int
+    /// Deletes up to `limit` changes that a later change of the same entity in the same feed supersedes.
+    func deleteSupersededChanges(limit: Int) async throws -> Int
+    /// Feeds holding tombstones older than `cutoff`.
+    func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope]
+    /// Scopes holding entities of any of `types` (a rebuild of derived data).
+    func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope]
+    func stats(now: Timestamp?) async throws -> StoreStats
+    func listJobs(_ filter: JobFilter) async throws -> [JobRow]
+    func householdRows(userID: String?) async throws -> [HouseholdRow]
+
+    /// Runs `body` in one write transaction; commits when it returns, rolls back when it throws.
+    /// Announcements made in it reach the notifier only if it commits.
+    func transaction<Result: Sendable>(now: Timestamp?, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result) async throws -> Result
+}
+
+/// The statements of one open write transaction.
+public protocol StorageTransaction: AnyObject {
+    /// Statements run so far (a job's apply must not need more for more operations).
+    var statementCount: Int { get }
+
+    /// Locks the job if it is still `running` under `lease`; false when the lease was lost.
+    func lockJob(_ lease: JobLease) async throws -> Bool
+    /// Creates missing feeds, locks them in the given order and returns their heads.
+    func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64]
+    /// The idempotency records of `keys`, with the version each answered.
+    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?]
+    func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow]
+    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow]
+
+    /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
+    func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws
+    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws
+    func writeHouseholds(_ households: [HouseholdState]) async throws
+    /// Finishes a job (`done` or `dead`) with its results and advances its device's watermark.
+    func finishJob(_ finish: JobFinish) async throws
+    /// Returns a running job to `retrying`, claimable after `delayMilliseconds`.
+    func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws
+    /// Up to `limit` running jobs whose lease has expired, locked, skipping rows an apply holds.
+    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow]
+    /// Queues dead jobs again with fresh attempts (all of them when `ids` is nil); returns how many.
+    func requeueDeadJobs(ids: [Int64]?) async throws -> Int
+    /// Deletes up to `limit` of the feed's tombstones older than `cutoff` (oldest first), every
+    /// older change of their entities and the tombstoned entities, and raises the feed's floor to
+    /// the newest purged sequence number; returns how many tombstones went. Lock the feed first.
+    func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int
+    /// Raises the resync epoch of one user, or of everyone.
+    func bumpResyncEpoch(userID: String?) async throws
+    /// Announces events when (and only if) the transaction commits.
+    func announce(_ events: [StoreEvent]) async throws
+}
+
+// MARK: - Rows
+
+/// A push to insert: its operations already in their storage format (``JobCodec``).
+public struct JobInsert: Sendable, Hashable {
+    public var userID: String
+    public var deviceID: String
+    public var maximumAttempts: Int
+    public var operationCount: Int
+    public var payload: String
+
+    public init(userID: String, deviceID: String, maximumAttempts: Int, operationCount: Int, payload: String) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.maximumAttempts = maximumAttempts
+        self.operationCount = operationCount
+        self.payload = payload
+    }
+}
+
+/// A job row; results still in their stored form.
+public struct JobRow: Sendable, Hashable {
+    public var id: Int64
+    public var userID: String
+    public var deviceID: String
+    public var state: String
+    public var attempts: Int
+    public var maximumAttempts: Int
+    public var operationCount: Int
+    public var results: String?
+    public var lastError: String?
+    public var createdAt: Timestamp
+    public var finishedAt: Timestamp?
+
+    public init(
+        id: Int64, userID: String, deviceID: String, state: String, attempts: Int, maximumAttempts: Int, operationCount: Int,
+        results: String?, lastError: String?, createdAt: Timestamp, finishedAt: Timestamp?
+    ) {
+        self.id = id
+        self.userID = userID
+        self.deviceID = deviceID
+        self.state = state
+        self.attempts = attempts
+        self.maximumAttempts = maximumAttempts
+        self.operationCount = operationCount
+        self.results = results
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
+    }
+}
+
+/// A job just claimed; its payload still in its stored form.
+public struct ClaimedJobRow: Sendable, Hashable {
+    public var id: Int64
+    public var leaseToken: String
+    public var userID: String
+    public var deviceID: String
+    public var attempts: Int
+    public var maximumAttempts: Int
+    public var payload: String
+
+    public init(id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, payload: String) {
+        self.id = id
+        self.leaseToken = leaseToken
+        self.userID = userID
+        self.deviceID = deviceID
+        self.attempts = attempts
+        self.maximumAttempts = maximumAttempts
+        self.payload = payload
+    }
+}
+
+/// A running job whose lease expired.
+public struct ExpiredJobRow: Sendable, Hashable {
+    public var id: Int64
+    public var userID: String
+    public var deviceID: String
+    public var attempts: Int
+    public var payload: String
+
+    public init(id: Int64, userID: String, deviceID: String, attempts: Int, payload: String) {
+        self.id = id
+        self.userID = userID
+        self.deviceID = deviceID
+        self.attempts = attempts
+        self.payload = payload
+    }
+}
+
+/// A job's end: `done` or `dead`, with its results in their stored form.
+public struct JobFinish: Sendable, Hashable {
+    public var id: Int64
+    public var userID: String
+    public var deviceID: String
+    public var state: JobState
+    public var results: String
+    public var lastError: String?
+
+    public init(id: Int64, userID: String, deviceID: String, state: JobState, results: String, lastError: String?) {
+        self.id = id
+        self.userID = userID
+        self.deviceID = deviceID
+        self.state = state
+        self.results = results
+        self.lastError = lastError
+    }
+}
+
+/// An entity row as stored: its JSON columns still text.
+public struct StoredEntityRow: Sendable, Hashable {
+    public var scope: String
+    public var entityType: String
+    public var entityID: String
+    public var version: Int64
+    public var data: String?
+    public var meta: String?
+    public var clientTimestamp: Int64
+    public var updatedAt: Int64
+
+    public init(scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?, clientTimestamp: Int64, updatedAt: Int64) {
+        self.scope = scope
+        self.entityType = entityType
+        self.entityID = entityID
+        self.version = version
+        self.data = data
+        self.meta = meta
+        self.clientTimestamp = clientTimestamp
+        self.updatedAt = updatedAt
+    }
+}
+
+/// An entity to upsert, and the change it appends to its feed (same version, document and time).
+public struct EntityRowWrite: Sendable, Hashable {
+    public var scope: String
+    public var entityType: String
+    public var entityID: String
+    public var version: Int64
+    /// The document as JSON text; `nil` for a tombstone.
+    public var data: String?
+    public var meta: String?
+    public var clientTimestamp: Int64
+    public var updatedAt: Int64
+    /// The group a derivation files the entity under (see ``Derivation``).
+    public var groupKey: String?
+    /// The change's sequence number in the scope's feed.
+    public var sequence: Int64
+
+    public init(
+        scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?,
+        clientTimestamp: Int64, updatedAt: Int64, groupKey: String?, sequence: Int64
+    ) {
+        self.scope = scope
+        self.entityType = entityType
+        self.entityID = entityID
+        self.version = version
+        self.data = data
+        self.meta = meta
+        self.clientTimestamp = clientTimestamp
+        self.updatedAt = updatedAt
+        self.groupKey = groupKey
+        self.sequence = sequence
+    }
+}
+
+/// What a pull plans with: read in one snapshot.
+public struct PullContext: Sendable, Hashable {
+    public var households: [String]
+    public var resyncEpoch: Int64
+    public var deviceWatermark: Int64
+    public var feeds: [Scope: FeedInfo]
+
+    public init(households: [String], resyncEpoch: Int64, deviceWatermark: Int64, feeds: [Scope: FeedInfo]) {
+        self.households = households
+        self.resyncEpoch = resyncEpoch
+        self.deviceWatermark = deviceWatermark
+        self.feeds = feeds
+    }
+}
+
+/// A change row as stored.
+public struct ChangeRow: Sendable, Hashable {
+    public var sequence: Int64
+    public var entityType: String
+    public var entityID: String
+    public var version: Int64
+    public var data: String?
+    public var updatedAt: Int64
+
+    public init(sequence: Int64, entityType: String, entityID: String, version: Int64, data: String?, updatedAt: Int64) {
+        self.sequence = sequence
+        self.entityType = entityType
+        self.entityID = entityID
+        self.version = version
+        self.data = data
+        self.updatedAt = updatedAt
+    }
+}
+
+/// The rows a pull read, per feed (a feed is absent when the page filled before it), and the
+/// feeds' floors as of that read.
+public struct FeedPage: Sendable, Hashable {
+    public var rows: [Scope: [ChangeRow]]
+    public var floors: [Scope: Int64]
+
+    public init(rows: [Scope: [ChangeRow]] = [:], floors: [Scope: Int64] = [:]) {
+        self.rows = rows
+        self.floors = floors
+    }
+}

@@ -1,0 +1,225 @@
+public import SyncGateCore
+
+// The values the store's roles exchange with their callers.
+
+public struct SchemaStatus: Sendable, Hashable {
+    public var applied: Int
+    public var latest: Int
+
+    public init(applied: Int, latest: Int) {
+        self.applied = applied
+        self.latest = latest
+    }
+
+    public var isCurrent: Bool { applied == latest }
+}
+
+/// A numbered schema migration (a driver's `Migrations/NNNN_name.sql`, embedded in the binary).
+public struct Migration: Sendable, Hashable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+
+    /// A migration from its embedded file.
+    public init(version: Int, name: String, bytes: [UInt8]) {
+        self.init(version: version, name: name, sql: String(decoding: bytes, as: UTF8.self))
+    }
+}
+
+// MARK: - Jobs
+
+public struct NewJob: Sendable {
+    public var userID: String
+    public var deviceID: String
+    public var operations: [SyncOperation]
+    public var maximumAttempts: Int
+
+    public init(userID: String, deviceID: String, operations: [SyncOperation], maximumAttempts: Int) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.operations = operations
+        self.maximumAttempts = maximumAttempts
+    }
+}
+
+public struct QueueLimits: Sendable, Hashable {
+    /// Unfinished jobs one user may have before pushes get 429.
+    public var maximumQueuedPerUser: Int
+    /// Unfinished jobs in all before pushes get 503 `OVERLOADED`.
+    public var maximumQueuedTotal: Int
+
+    public init(maximumQueuedPerUser: Int = 100, maximumQueuedTotal: Int = 100_000) {
+        self.maximumQueuedPerUser = maximumQueuedPerUser
+        self.maximumQueuedTotal = maximumQueuedTotal
+    }
+}
+
+public enum EnqueueResult: Sendable, Hashable {
+    case accepted(jobID: Int64)
+    case rateLimited(queued: Int)
+    case overloaded(depth: Int)
+}
+
+public struct JobSnapshot: Sendable, Hashable {
+    public var id: Int64
+    public var userID: String
+    public var deviceID: String
+    public var state: JobState
+    public var attempts: Int
+    public var maximumAttempts: Int
+    public var operationCount: Int
+    public var results: [OperationResult]?
+    public var lastError: String?
+    public var createdAt: Timestamp
+    public var finishedAt: Timestamp?
+
+    public init(
+        id: Int64, userID: String, deviceID: String, state: JobState, attempts: Int, maximumAttempts: Int,
+        operationCount: Int, results: [OperationResult]?, lastError: String?, createdAt: Timestamp, finishedAt: Timestamp?
+    ) {
+        self.id = id
+        self.userID = userID
+        self.deviceID = deviceID
+        self.state = state
+        self.attempts = attempts
+        self.maximumAttempts = maximumAttempts
+        self.operationCount = operationCount
+        self.results = results
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
+    }
+}
+
+/// A job a worker holds: the lease token fences every write it makes.
+public struct ClaimedJob: Sendable, Hashable {
+    public var id: Int64
+    public var leaseToken: String
+    public var userID: String
+    public var deviceID: String
+    public var attempts: Int
+    public var maximumAttempts: Int
+    public var operations: [SyncOperation]
+
+    public init(id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, operations: [SyncOperation]) {
+        self.id = id
+        self.leaseToken = leaseToken
+        self.userID = userID
+        self.deviceID = deviceID
+        self.attempts = attempts
+        self.maximumAttempts = maximumAttempts
+        self.operations = operations
+    }
+
+    public var lease: JobLease { JobLease(id: id, token: leaseToken) }
+}
+
+public struct JobLease: Sendable, Hashable {
+    public var id: Int64
+    public var token: String
+
+    public init(id: Int64, token: String) {
+        self.id = id
+        self.token = token
+    }
+}
+
+public enum ApplyOutcome: Sendable, Hashable {
+    /// Committed. `statements` counts the database statements the transaction needed, which does
+    /// not grow with the job's number of operations.
+    case done([OperationResult], statements: Int)
+    /// The lease expired and the job was rescued (or finished) elsewhere; nothing was written.
+    case leaseLost
+}
+
+public struct RescueReport: Sendable, Hashable {
+    public var requeued: Int
+    public var dead: Int
+
+    public init(requeued: Int = 0, dead: Int = 0) {
+        self.requeued = requeued
+        self.dead = dead
+    }
+}
+
+public struct JobFilter: Sendable, Hashable {
+    public var state: JobState?
+    public var userID: String?
+    public var limit: Int
+
+    public init(state: JobState? = nil, userID: String? = nil, limit: Int = 50) {
+        self.state = state
+        self.userID = userID
+        self.limit = limit
+    }
+}
+
+// MARK: - Maintenance reports
+
+public struct CompactionReport: Sendable, Hashable {
+    public var deletedChanges: Int
+    public init(deletedChanges: Int = 0) { self.deletedChanges = deletedChanges }
+}
+
+public struct PurgeReport: Sendable, Hashable {
+    public var purgedTombstones: Int
+    /// Feeds whose purge floor rose (cursors below it now get `CURSOR_INVALID`).
+    public var raisedFloors: Int
+    public init(purgedTombstones: Int = 0, raisedFloors: Int = 0) {
+        self.purgedTombstones = purgedTombstones
+        self.raisedFloors = raisedFloors
+    }
+}
+
+/// What a rebuild of derived data (`syncgate admin recompute-summaries`) did.
+public struct DerivationReport: Sendable, Hashable {
+    /// Groups (days, for the daily summaries) whose derived entity was checked.
+    public var groupsChecked: Int
+    /// Derived entities written because they had changed.
+    public var written: Int
+    public init(groupsChecked: Int = 0, written: Int = 0) {
+        self.groupsChecked = groupsChecked
+        self.written = written
+    }
+}
+
+public struct StoreStats: Sendable, Hashable {
+    public var jobsByState: [JobState: Int]
+    public var entities: Int
+    public var changes: Int
+    public var feeds: Int
+    public var idempotencyRecords: Int
+    public var households: Int
+    public var oldestQueuedAgeMilliseconds: Int64?
+
+    public init(
+        jobsByState: [JobState: Int] = [:], entities: Int = 0, changes: Int = 0, feeds: Int = 0,
+        idempotencyRecords: Int = 0, households: Int = 0, oldestQueuedAgeMilliseconds: Int64? = nil
+    ) {
+        self.jobsByState = jobsByState
+        self.entities = entities
+        self.changes = changes
+        self.feeds = feeds
+        self.idempotencyRecords = idempotencyRecords
+        self.households = households
+        self.oldestQueuedAgeMilliseconds = oldestQueuedAgeMilliseconds
+    }
+
+    /// Jobs that are not finished.
+    public var queueDepth: Int {
+        (jobsByState[.queued] ?? 0) + (jobsByState[.running] ?? 0) + (jobsByState[.retrying] ?? 0)
+    }
+}
+
+/// A storage failure the front reports as `503 UNAVAILABLE`.
+public struct StoreUnavailableError: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "database unavailable: \(reason)" }
+}

@@ -1,0 +1,70 @@
+public import Logging
+public import SyncGateCore
+
+// The store seen by each of its users, as PowerSync splits bucket storage and River its driver:
+// each consumer depends only on the role it uses. ``SyncStore`` plays every role.
+
+/// What the HTTP front needs: make pushes durable, answer job status, serve pulls.
+public protocol FrontStore: Sendable {
+    /// A short name for logs and `/readyz`: `postgres` or `sqlite`.
+    var driverName: String { get }
+    /// Where committed changes are announced (NOTIFY or in-process signals).
+    var notifier: ChangeNotifier { get }
+
+    /// Makes a push durable as one job, unless the caller or the queue is over its limit.
+    func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult
+    /// A job of `userID`, or `nil` when there is none (or it is another user's).
+    func job(id: Int64, userID: String) async throws -> JobSnapshot?
+    /// One page of the user's feeds after the query's cursor.
+    func pull(_ query: PullQuery) async throws -> PullPage
+    /// The feeds a user reads now: their own and their households'.
+    func readableScopes(userID: String) async throws -> [Scope]
+    /// The applied and the known schema versions, for readiness.
+    func schemaStatus() async throws -> SchemaStatus
+}
+
+/// What a worker needs: claim jobs, keep their leases, apply them, settle failures.
+public protocol WorkerStore: Sendable {
+    var notifier: ChangeNotifier { get }
+
+    /// Claims up to `limit` runnable jobs, at most one per user, oldest first, leased for `leaseMilliseconds`.
+    /// A claimed job whose payload does not decode goes `dead` on its own and is not returned.
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob]
+    /// Extends the leases of jobs this worker still holds.
+    func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws
+    /// Applies a claimed job in one transaction: effects, feeds, derived data, idempotency records, results.
+    /// Returns ``ApplyOutcome/leaseLost`` (and changes nothing) when the job is no longer this worker's.
+    func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome
+    /// Records a failed attempt: back to `retrying` with a delay, or `dead` with every operation answered `INTERNAL`.
+    /// Returns false when the job was no longer this worker's.
+    @discardableResult
+    func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool
+    /// Settles expired leases (workers that died) as failed attempts.
+    func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport
+    /// The applied and the known schema versions: a worker waits for migrations.
+    func schemaStatus() async throws -> SchemaStatus
+}
+
+/// Retention, repair and inspection: the periodic maintenance pass and `syncgate admin`.
+public protocol MaintenanceStore: Sendable {
+    /// Runs `body` while holding the cluster-wide maintenance lock; `nil` if another process holds it.
+    func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result?
+    func deleteFinishedJobs(olderThanMilliseconds: Int64) async throws -> Int
+    func pruneIdempotencyRecords(olderThanMilliseconds: Int64) async throws -> Int
+    func compactFeeds() async throws -> CompactionReport
+    func purgeTombstones(olderThanMilliseconds: Int64) async throws -> PurgeReport
+    func forceResync(userID: String?) async throws
+    func recomputeDerived(userID: String?, from: String?, through: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport
+    func stats() async throws -> StoreStats
+    func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot]
+    func retryDeadJobs(ids: [Int64]?) async throws -> Int
+    func households(userID: String?) async throws -> [HouseholdState]
+}
+
+/// The schema: migrations and their status.
+public protocol SchemaStore: Sendable {
+    /// Applies pending migrations (safe when several processes start together); returns the versions applied.
+    @discardableResult
+    func migrate(logger: Logger) async throws -> [Int]
+    func schemaStatus() async throws -> SchemaStatus
+}

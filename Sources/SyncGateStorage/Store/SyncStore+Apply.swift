@@ -1,0 +1,55 @@
+public import SyncGateCore
+
+extension SyncStore {
+    /// Applies a job in one transaction whose statement count does not grow with its operations:
+    ///
+    /// 1. lock the job, still `running` under this worker's lease (else: lease lost, nothing written);
+    /// 2. create and lock the feeds it writes, in sorted order: writers of a feed serialise here,
+    ///    so sequence numbers follow commit order;
+    /// 3. load idempotency records, entities (with the parents the pushed documents name) and
+    ///    households; then the parents only the stored documents name;
+    /// 4. decide every operation in memory (``BatchApplier``);
+    /// 5. load each derivation's inputs for the groups the writes touch and derive;
+    /// 6. write entities and changes, feed heads, idempotency records, households, the job's
+    ///    results and the device watermark, and announce what committed.
+    public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        let applier = BatchApplier(userID: job.userID, collections: collections, now: now)
+        let derivations = collections.derivations
+        let requirements = applier.requirements(for: job.operations)
+        return try await driver.transaction(now: clock.now()) { transaction in
+            guard try await transaction.lockJob(job.lease) else { return .leaseLost }
+            var heads = try await transaction.lockFeeds(requirements.scopes)
+
+            var snapshot = BatchApplier.Snapshot()
+            snapshot.recorded = try await transaction.loadRecorded(userID: job.userID, keys: requirements.idempotencyKeys)
+            snapshot.entities = try await transaction.entities([.keys(requirements.entityKeys.sorted())])
+            snapshot.households = HouseholdState.fold(try await transaction.loadHouseholds(requirements.householdIDs.sorted()))
+            let parents = applier.parentKeys(for: job.operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
+            if !parents.isEmpty {
+                snapshot.entities.merge(try await transaction.entities([.keys(parents.sorted())])) { stored, _ in stored }
+            }
+
+            var outcome = applier.apply(job.operations, snapshot: snapshot)
+            for derivation in derivations {
+                let groups = derivation.groupsTouched(by: outcome.writes, original: snapshot.entities)
+                guard !groups.isEmpty else { continue }
+                let inputs = try await transaction.entities(derivation.inputs(for: groups))
+                outcome.writes += derivation.plan(groups: groups, stored: Array(inputs.values), writes: outcome.writes, now: now)
+            }
+
+            let rows = EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
+            let advanced = outcome.scopes
+            try await transaction.writeEntities(rows, heads: heads.filter { advanced.contains($0.key) })
+            try await transaction.recordIdempotency(userID: job.userID, outcome.recorded)
+            try await transaction.writeHouseholds(outcome.households)
+            try await transaction.finishJob(
+                JobFinish(id: job.id, userID: job.userID, deviceID: job.deviceID, state: .done, results: JobCodec.encodeResults(outcome.results), lastError: nil)
+            )
+            var events: [StoreEvent] = [.jobFinished(job.id)]
+            events += advanced.sorted().map(StoreEvent.feedAdvanced)
+            events += outcome.wakeUsers.sorted().map { StoreEvent.feedAdvanced(.user($0)) }
+            try await transaction.announce(events)
+            return .done(outcome.results, statements: transaction.statementCount)
+        }
+    }
+}

@@ -1,0 +1,115 @@
+public import SyncGateCore
+
+extension SyncStore {
+    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+        try await driver.withMaintenanceLock(body)
+    }
+
+    public func deleteFinishedJobs(olderThanMilliseconds age: Int64) async throws -> Int {
+        let cutoff = clock.wallNow().adding(milliseconds: -age)
+        return try await inBatches { try await driver.deleteFinishedJobs(before: cutoff, limit: $0) }
+    }
+
+    public func pruneIdempotencyRecords(olderThanMilliseconds age: Int64) async throws -> Int {
+        let cutoff = clock.wallNow().adding(milliseconds: -age)
+        return try await inBatches { try await driver.deleteIdempotencyRecords(before: cutoff, limit: $0) }
+    }
+
+    /// Deletes every change that a later change of the same entity in the same feed supersedes.
+    /// Readers lose nothing: whoever has not read the old row will read the newer one.
+    public func compactFeeds() async throws -> CompactionReport {
+        CompactionReport(deletedChanges: try await inBatches { try await driver.deleteSupersededChanges(limit: $0) })
+    }
+
+    /// Purges tombstones older than `age` feed by feed, a batch per transaction (each under the
+    /// feed's lock, which orders it with the feed's writers), raising each feed's floor: cursors
+    /// behind it get `CURSOR_INVALID`.
+    public func purgeTombstones(olderThanMilliseconds age: Int64) async throws -> PurgeReport {
+        let cutoff = clock.wallNow().adding(milliseconds: -age)
+        var report = PurgeReport()
+        for scope in try await driver.scopesWithTombstones(before: cutoff) {
+            let purged = try await inBatches { limit in
+                try await driver.transaction(now: clock.now()) { transaction in
+                    _ = try await transaction.lockFeeds([scope])
+                    return try await transaction.purgeTombstones(scope: scope, before: cutoff, limit: limit)
+                }
+            }
+            if purged > 0 {
+                report.purgedTombstones += purged
+                report.raisedFloors += 1
+            }
+        }
+        return report
+    }
+
+    public func forceResync(userID: String?) async throws {
+        try await driver.transaction(now: clock.now()) { transaction in
+            try await transaction.bumpResyncEpoch(userID: userID)
+            try await transaction.announce([userID.map { .feedAdvanced(.user($0)) } ?? .resynchronize])
+        }
+    }
+
+    /// Rebuilds derived data (the daily summaries) from the stored documents, for one user or
+    /// everyone, between two group keys (days) inclusive, writing feed entries only for derived
+    /// entities that change.
+    public func recomputeDerived(userID: String?, from lower: String?, through upper: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport {
+        let derivations = collections.derivations
+        let scopes: [Scope]
+        if let userID {
+            scopes = [.user(userID)]
+        } else {
+            scopes = try await driver.scopesHoldingEntities(ofTypes: derivations.flatMap { [$0.sourceType, $0.derivedType] })
+        }
+        var report = DerivationReport()
+        for scope in scopes {
+            for derivation in derivations {
+                let (checked, written) = try await driver.transaction(now: clock.now()) { transaction in
+                    var heads = try await transaction.lockFeeds([scope])
+                    let stored = try await transaction.entities(derivation.rebuildInputs(scope: scope, from: lower, through: upper))
+                    let (checked, writes) = derivation.rebuild(stored: Array(stored.values), now: now)
+                    if !writes.isEmpty {
+                        let rows = EntityRowWrite.rows(writes, heads: &heads, derivations: derivations)
+                        try await transaction.writeEntities(rows, heads: heads)
+                        try await transaction.announce([.feedAdvanced(scope)])
+                    }
+                    return (checked, writes.count)
+                }
+                report.groupsChecked += checked
+                report.written += written
+            }
+        }
+        return report
+    }
+
+    public func stats() async throws -> StoreStats {
+        try await driver.stats(now: clock.now())
+    }
+
+    /// Recent jobs, newest first; listings carry no results.
+    public func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot] {
+        try await driver.listJobs(filter).map { try JobSnapshot(row: $0, withResults: false) }
+    }
+
+    public func retryDeadJobs(ids: [Int64]?) async throws -> Int {
+        try await driver.transaction(now: clock.now()) { transaction in
+            let count = try await transaction.requeueDeadJobs(ids: ids)
+            if count > 0 { try await transaction.announce([.jobsAvailable]) }
+            return count
+        }
+    }
+
+    public func households(userID: String?) async throws -> [HouseholdState] {
+        let households = HouseholdState.fold(try await driver.householdRows(userID: userID))
+        return households.keys.sorted().compactMap { households[$0] }
+    }
+
+    /// Repeats a bounded step until it does less than a full batch; returns the total.
+    func inBatches(_ step: (Int) async throws -> Int) async throws -> Int {
+        var total = 0
+        while true {
+            let done = try await step(batchSize)
+            total += done
+            if done < batchSize { return total }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+public import Logging
+public import SyncGateCore
+
+/// The store: every role (``FrontStore``, ``WorkerStore``, ``MaintenanceStore``, ``SchemaStore``)
+/// over one ``StorageDriver``.
+///
+/// This is the one place where the steps of an apply, of a job's transitions, of a pull and of a
+/// maintenance pass are sequenced, calling the decisions of `SyncGateCore`; the drivers below it
+/// only run statements and decode rows, so both drivers behave alike by construction.
+public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore {
+    public let driver: any StorageDriver
+    public let clock: StoreClock
+    let logger: Logger
+
+    /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
+    /// holds a lock (or SQLite's writer) for long.
+    public var batchSize = 5000
+
+    public init(driver: any StorageDriver, clock: StoreClock = .database, logger: Logger) {
+        self.driver = driver
+        self.clock = clock
+        self.logger = logger
+    }
+
+    public var driverName: String { driver.name }
+    public var notifier: ChangeNotifier { driver.notifier }
+
+    // MARK: - Schema
+
+    @discardableResult
+    public func migrate(logger: Logger) async throws -> [Int] {
+        try await driver.migrate(logger: logger)
+    }
+
+    public func schemaStatus() async throws -> SchemaStatus {
+        try await driver.schemaStatus()
+    }
+}
+
+/// Where the store's notion of "now" comes from.
+///
+/// In production the queue's times (claims, leases, backoff) use the database's clock where it has
+/// one, so every process agrees; tests use a ``ManualClock`` to move time instead of sleeping.
+public struct StoreClock: Sendable {
+    let read: @Sendable () -> Timestamp?
+
+    /// The database's clock (PostgreSQL's `now()`), or the process clock for SQLite.
+    public static let database = StoreClock { nil }
+
+    /// A clock a test moves by hand.
+    public static func manual(_ clock: ManualClock) -> StoreClock {
+        StoreClock { clock.now }
+    }
+
+    /// The instant to pass to drivers: `nil` for the database's own clock.
+    public func now() -> Timestamp? { read() }
+
+    /// The instant retention cutoffs count back from.
+    public func wallNow() -> Timestamp { read() ?? .now() }
+}
+
+/// A clock that moves only when told to.
+public final class ManualClock: Sendable {
+    private let instant: Locked<Timestamp>
+
+    public init(_ start: Timestamp = .now()) {
+        instant = Locked(start)
+    }
+
+    public var now: Timestamp { instant.value }
+
+    public func advance(milliseconds: Int64) {
+        instant.update { $0 = $0.adding(milliseconds: milliseconds) }
+    }
+}

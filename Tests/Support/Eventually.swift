@@ -1,0 +1,15 @@
+/// Polls `condition` until it holds, failing the test with `what` when `timeout` passes first.
+///
+/// For conditions that depend on other processes: a fixed sleep followed by one check is flaky on
+/// a loaded machine, while a deadline only fails when the condition never holds.
+public func eventually(
+    _ what: String, timeout: Duration, every interval: Duration = .milliseconds(100),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: interval)
+    }
+    throw TestEnvironmentError(description: "timed out waiting for \(what)")
+}

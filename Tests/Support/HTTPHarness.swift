@@ -1,0 +1,136 @@
+import Foundation
+public import HTTPTypes
+import Hummingbird
+public import HummingbirdTesting
+import Logging
+import NIOCore
+public import SyncGateCore
+public import SyncGateHTTP
+public import SyncGateServer
+import SyncGateStorage
+import SyncGateWorker
+
+/// The production application (``buildApplication(_:store:logger:)``) on a fresh store, for HTTP tests.
+public struct HTTPHarness: Sendable {
+    public static let secret = "test-secret-test-secret-test-secret-0123"
+
+    public let store: StoreHarness
+    public let authority: TokenAuthority
+    public let client: any TestClientProtocol
+
+    /// Runs `body` against the application: `.router` in memory, or `.live` on a real socket.
+    /// - Parameter workers: in-process worker lanes (0: a front only).
+    public static func with<Result: Sendable>(
+        _ driver: Driver,
+        setup: TestingSetup = .router,
+        configuration: FrontConfiguration = HTTPHarness.testConfiguration,
+        collections: Collections = .default,
+        workers: Int = 2,
+        _ body: @Sendable (HTTPHarness) async throws -> Result
+    ) async throws -> Result {
+        try await StoreHarness.with(driver, collections: collections) { store in
+            try await run(store: store, setup: setup, configuration: configuration, workers: workers, body)
+        }
+    }
+
+    /// Runs `body` against the application on an existing store harness.
+    public static func run<Result: Sendable>(
+        store: StoreHarness,
+        setup: TestingSetup = .router,
+        configuration: FrontConfiguration = HTTPHarness.testConfiguration,
+        workers: Int = 2,
+        _ body: @Sendable (HTTPHarness) async throws -> Result
+    ) async throws -> Result {
+        let app = try await buildApplication(serverConfiguration(store: store, front: configuration, workers: workers), store: store.store, logger: StoreHarness.logger)
+        let authority = await TokenAuthority(secret: secret)
+        return try await app.test(setup) { client in
+            try await body(HTTPHarness(store: store, authority: authority, client: client))
+        }
+    }
+
+    /// The server configuration the tests run: the store's database, the test secret, short intervals.
+    public static func serverConfiguration(store: StoreHarness, front: FrontConfiguration, workers: Int) -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.database = store.url
+        configuration.jwtSecret = secret
+        configuration.front = front
+        configuration.collections = store.collections
+        configuration.workers = workers
+        configuration.worker = StoreHarness.workerConfiguration(concurrency: workers)
+        return configuration
+    }
+
+    public static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
+
+    public func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
+        try await authority.issue(userID: user, ttlSeconds: ttl)
+    }
+
+    public func headers(_ user: String = "alice", device: String? = "d1") async throws -> HTTPFields {
+        var fields: HTTPFields = [.authorization: "Bearer \(try await token(user))", .contentType: "application/json"]
+        if let device { fields[HTTPField.Name("X-Device-Id")!] = device }
+        return fields
+    }
+
+    /// A request; the body is parsed as JSON when it is JSON.
+    public func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        let response = try await client.executeRequest(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        let json = try? JSONParser().parse(Array(response.body.readableBytesView))
+        return (Int(response.status.code), json, response.headers)
+    }
+
+    public func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1", wait: Int? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
+        let query = wait.map { "?wait=\($0)" } ?? ""
+        return try await send(.post, "/v1/sync/push\(query)", headers: try await headers(user, device: device), body: body)
+    }
+
+    public func pull(user: String = "alice", device: String = "d1", query: String = "") async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        try await send(.get, "/v1/sync/pull\(query.isEmpty ? "" : "?" + query)", headers: try await headers(user, device: device))
+    }
+
+    /// Pushes and waits for the results (fails the test if the job does not finish).
+    public func results(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [JSONValue] {
+        let response = try await push(operations, user: user, device: device, wait: 20_000)
+        guard response.status == 200, let results = response.json?["results"]?.arrayValue else {
+            throw TestEnvironmentError(description: "push answered \(response.status): \(String(describing: response.json))")
+        }
+        return results
+    }
+
+    /// The current change of each entity a user can pull, keyed `type/id`.
+    public func state(user: String = "alice") async throws -> [String: JSONValue] {
+        var latest: [String: JSONValue] = [:]
+        for change in try await pullAll(user: user, device: "state-reader").changes {
+            let key = "\(change["entity_type"]?.stringValue ?? "")/\(change["entity_id"]?.stringValue ?? "")"
+            latest[key] = change
+        }
+        return latest
+    }
+
+    /// Pulls until has_more is false; returns the changes and the last cursor.
+    public func pullAll(user: String = "alice", device: String = "d1", cursor: String? = nil) async throws -> (changes: [JSONValue], cursor: String, last: JSONValue) {
+        var cursor = cursor
+        var changes: [JSONValue] = []
+        while true {
+            let query = cursor.map { "cursor=\($0)" } ?? ""
+            let response = try await pull(user: user, device: device, query: query)
+            guard response.status == 200, let json = response.json else {
+                throw TestEnvironmentError(description: "pull answered \(response.status): \(String(describing: response.json))")
+            }
+            changes += json["changes"]?.arrayValue ?? []
+            cursor = json["cursor"]?.stringValue
+            if json["has_more"] != .bool(true) { return (changes, cursor ?? "", json) }
+        }
+    }
+}
+
+extension JSONValue {
+    /// `error.code` of a protocol error body.
+    public var errorCode: String? { self["error"]?["code"]?.stringValue }
+
+    public subscript(index: Int) -> JSONValue? {
+        guard let array = arrayValue, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+}

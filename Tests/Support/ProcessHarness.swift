@@ -1,0 +1,168 @@
+import AsyncHTTPClient
+public import Foundation
+import NIOCore
+public import NIOHTTP1
+public import PostgresNIO
+public import SyncGateCore
+public import SyncGateStorage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `syncgate` process started by a test.
+public final class SyncGateProcess: @unchecked Sendable {
+    public let process: Process
+    public let logPath: String
+
+    /// The binary under test: `SYNCGATE_BINARY` (set by scripts/test) or the debug build.
+    public static func binary() throws -> String {
+        if let path = ProcessInfo.processInfo.environment["SYNCGATE_BINARY"], !path.isEmpty {
+            return path
+        }
+        let fallback = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug/syncgate").path
+        guard FileManager.default.isExecutableFile(atPath: fallback) else {
+            throw TestEnvironmentError(description: "no syncgate binary: run scripts/test (or set SYNCGATE_BINARY)")
+        }
+        return fallback
+    }
+
+    /// - Parameter replaceEnvironment: use `environment` as the whole environment instead of
+    ///   adding it to the test process's.
+    public init(executable: String? = nil, _ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable ?? Self.binary())
+        process.arguments = arguments
+        var merged = replaceEnvironment ? [:] : ProcessInfo.processInfo.environment
+        merged.merge(environment) { _, new in new }
+        process.environment = merged
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        logPath = NSTemporaryDirectory() + "syncgate-\(UUID().uuidString).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+    }
+
+    /// Runs a shell script (`bash`) with exactly `environment`, its output in ``log``.
+    public static func shell(_ script: String, in directory: String, environment: [String: String]) throws -> SyncGateProcess {
+        try SyncGateProcess(executable: "/bin/bash", [script], environment: environment, directory: directory, replaceEnvironment: true)
+    }
+
+    deinit {
+        // Never leak a server or worker past its test.
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    public var isRunning: Bool { process.isRunning }
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    public func signal(_ number: Int32) {
+        kill(process.processIdentifier, number)
+    }
+
+    /// Waits for the process to exit; returns its status, or nil on timeout.
+    public func waitForExit(timeout: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > deadline { return nil }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationStatus
+    }
+
+    public func stop() async {
+        guard process.isRunning else { return }
+        signal(SIGKILL)
+        _ = await waitForExit(timeout: .seconds(5))
+    }
+
+    /// A free TCP port on 127.0.0.1.
+    public static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = bind(descriptor, $0, length) }
+        }
+        withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A tiny HTTP client for process tests.
+public struct ProcessClient: Sendable {
+    public let base: String
+
+    public init(base: String) {
+        self.base = base
+    }
+
+    public func request(_ method: HTTPMethod, _ path: String, token: String? = nil, device: String? = "d1", body: String? = nil, timeout: Duration = .seconds(40)) async throws -> (status: Int, json: JSONValue?) {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let device { request.headers.add(name: "X-Device-Id", value: device) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
+        let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
+        return (Int(response.status.code), try? JSONParser().parse(Array(bytes.readableBytesView)))
+    }
+
+    /// Polls `/readyz` until it answers 200.
+    public func waitUntilReady(_ process: SyncGateProcess, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            guard process.isRunning else { throw TestEnvironmentError(description: "syncgate exited: \(process.log)") }
+            if let response = try? await request(.GET, "/readyz", device: nil, timeout: .seconds(2)), response.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestEnvironmentError(description: "syncgate did not become ready: \(process.log)")
+    }
+
+    public static func pushBody(_ operations: [SyncOperation]) -> String {
+        JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
+    }
+}
+
+extension DatabaseURL.PostgresLocation {
+    public var urlString: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+}
+
+/// A plain connection for tests that hold locks or inspect tables.
+public func withConnection<Result: Sendable>(_ location: DatabaseURL.PostgresLocation, _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+    let configuration = PostgresConnection.Configuration(
+        host: location.host, port: location.port, username: location.user, password: location.password, database: location.database, tls: .disable
+    )
+    let connection = try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 1...1_000_000), logger: TestDatabases.logger)
+    do {
+        let result = try await body(connection)
+        try? await connection.close()
+        return result
+    } catch {
+        try? await connection.close()
+        throw error
+    }
+}
+
+extension PostgresConnection {
+    /// The first column of the first row, as an integer.
+    public func integer(_ sql: String) async throws -> Int {
+        for try await row in try await query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) {
+            return try row.decode(Int.self)
+        }
+        return 0
+    }
+}

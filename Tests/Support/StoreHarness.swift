@@ -1,0 +1,246 @@
+import Foundation
+import GRDB
+public import Logging
+import PostgresNIO
+public import SyncGateCore
+import SyncGatePostgres
+import SyncGateSQLite
+public import SyncGateStorage
+public import SyncGateWorker
+
+/// A running store on a fresh database, for one test.
+public struct StoreHarness: Sendable {
+    public let driver: Driver
+    public let store: SyncStore
+    public let url: DatabaseURL
+    public let collections: Collections
+    /// The store's clock when the test moves time by hand.
+    public let clock: ManualClock?
+
+    public static let logger = TestDatabases.logger
+
+    /// Runs `body` with a fresh store of `driver`; tears it down afterwards.
+    ///
+    /// - Parameter clock: a clock the test moves instead of sleeping (claims, leases, backoff, retention).
+    public static func with<Result: Sendable>(
+        _ driver: Driver,
+        collections: Collections = .default,
+        clock: ManualClock? = nil,
+        _ body: @Sendable (StoreHarness) async throws -> Result
+    ) async throws -> Result {
+        let url: DatabaseURL
+        switch driver {
+        case .postgres: url = .postgres(try await TestDatabases.shared.freshPostgres())
+        case .sqlite: url = .sqlite(path: try TestDatabases.freshSQLitePath())
+        }
+        return try await withExisting(url, collections: collections, clock: clock, body)
+    }
+
+    /// Runs `body` with a store on an existing database (one a test also gives to processes).
+    /// - Parameter productionDeadlines: give PostgreSQL calls the server's own deadlines instead
+    ///   of the tests' generous ones (for tests of what happens when the database goes away).
+    public static func withExisting<Result: Sendable>(
+        _ url: DatabaseURL,
+        collections: Collections = .default,
+        clock: ManualClock? = nil,
+        productionDeadlines: Bool = false,
+        _ body: @Sendable (StoreHarness) async throws -> Result
+    ) async throws -> Result {
+        let (store, service) = try makeStore(url, clock: clock, productionDeadlines: productionDeadlines)
+        let harness = StoreHarness(driver: Driver(for: url), store: store, url: url, collections: collections, clock: clock)
+        do {
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service() }
+                defer { group.cancelAll() }
+                try await store.migrate(logger: logger)
+                return try await body(harness)
+            }
+        } catch let error as PSQLError {
+            // PSQLError hides its details from `description`; tests want them.
+            throw TestEnvironmentError(description: String(reflecting: error))
+        }
+    }
+
+    /// A second store on the same database: another process's view (PostgreSQL), or the file
+    /// opened again as after a restart (SQLite).
+    public func sibling() throws -> (SyncStore, @Sendable () async throws -> Void) {
+        try Self.makeStore(url, clock: clock)
+    }
+
+    public static func makeStore(
+        _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false
+    ) throws -> (SyncStore, @Sendable () async throws -> Void) {
+        let storeClock = clock.map(StoreClock.manual) ?? .database
+        switch url {
+        case .postgres(let location):
+            // Unless asked for the production deadlines (5 s / 15 s), far longer ones: a fully
+            // parallel run on a 2-core CI machine stalls single calls for seconds, and most tests
+            // are not about deadlines. The queue depth is read fresh for every push.
+            var configuration = PostgresDriver.Configuration(location: location, maximumConnections: 16, queueDepthCacheDuration: .zero)
+            if !productionDeadlines {
+                configuration.requestTimeout = .seconds(30)
+                configuration.jobTimeout = .seconds(90)
+            }
+            let driver = PostgresDriver(configuration: configuration, logger: logger)
+            return (SyncStore(driver: driver, clock: storeClock, logger: logger), { try await driver.run() })
+        case .sqlite(let path):
+            let driver = try SQLiteDriver(path: path, logger: logger)
+            return (SyncStore(driver: driver, clock: storeClock, logger: logger), { try await driver.run() })
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Enqueues a push without limits and returns its job id.
+    @discardableResult
+    public func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> Int64 {
+        let result = try await store.enqueue(
+            NewJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 5),
+            limits: .init(maximumQueuedPerUser: .max, maximumQueuedTotal: .max)
+        )
+        guard case .accepted(let id) = result else { throw TestEnvironmentError(description: "enqueue refused: \(result)") }
+        return id
+    }
+
+    /// Claims and applies jobs in this task until none is runnable, at `now` (default: the
+    /// harness's clock, or the wall clock).
+    @discardableResult
+    public func drain(worker: String = "test-worker", now: Timestamp? = nil) async throws -> [Int64: [OperationResult]] {
+        let now = now ?? clock?.now ?? .now()
+        var results: [Int64: [OperationResult]] = [:]
+        while let job = try await store.claimJobs(workerID: worker, limit: 1, leaseMilliseconds: 30_000).first {
+            if case .done(let jobResults, _) = try await store.apply(job, collections: collections, now: now) {
+                results[job.id] = jobResults
+            }
+        }
+        return results
+    }
+
+    /// Pushes and applies one batch; returns its results.
+    public func apply(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [OperationResult] {
+        let id = try await push(operations, user: user, device: device)
+        let results = try await drain()
+        guard let jobResults = results[id] else { throw TestEnvironmentError(description: "job \(id) was not applied") }
+        return jobResults
+    }
+
+    /// Pages through the user's feeds from `cursor` until `has_more` is false.
+    public func pullAll(
+        user: String = "alice", device: String = "d1", from cursor: SyncCursor? = nil, limit: Int = 500, types: Set<String>? = nil
+    ) async throws -> (changes: [FeedChange], last: PullPage) {
+        var cursor = cursor
+        var changes: [FeedChange] = []
+        while true {
+            let page = try await store.pull(PullQuery(userID: user, deviceID: device, cursor: cursor, limit: limit, entityTypes: types))
+            changes += page.changes
+            cursor = page.cursor
+            if !page.hasMore { return (changes, page) }
+        }
+    }
+
+    /// A worker configuration with short intervals, for tests.
+    public static func workerConfiguration(concurrency: Int = 2, leaseMilliseconds: Int64 = 30_000, id: String = "worker") -> WorkerConfiguration {
+        WorkerConfiguration(
+            concurrency: concurrency, leaseMilliseconds: leaseMilliseconds, heartbeatInterval: .milliseconds(200),
+            pollInterval: .milliseconds(100), rescueInterval: .milliseconds(200),
+            retryPolicy: RetryPolicy(maximumAttempts: 3, baseDelayMilliseconds: 20, maximumDelayMilliseconds: 100),
+            workerID: id
+        )
+    }
+
+    /// Runs `count` workers on this store while `body` runs.
+    public func withWorkers<Result: Sendable>(
+        _ count: Int,
+        concurrency: Int = 2,
+        leaseMilliseconds: Int64 = 30_000,
+        hooks: WorkerHooks = .init(),
+        _ body: @Sendable () async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                let worker = Worker(
+                    store: store,
+                    collections: collections,
+                    configuration: Self.workerConfiguration(concurrency: concurrency, leaseMilliseconds: leaseMilliseconds, id: "worker-\(index)"),
+                    hooks: hooks,
+                    logger: Self.logger
+                )
+                group.addTask { try await worker.run() }
+            }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
+
+    /// Waits until the job is finished (polling), or fails after `timeout`.
+    public func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = .seconds(30)) async throws -> JobSnapshot {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let job = try await store.job(id: id, userID: user), job.state.isFinished { return job }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestEnvironmentError(description: "job \(id) did not finish within \(timeout)")
+    }
+
+    /// Runs raw SQL on the harness's database (to plant rows no client could write).
+    public func execute(_ sql: String) async throws {
+        switch url {
+        case .postgres(let location):
+            try await withConnection(location) { try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) }
+        case .sqlite(let path):
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { try $0.execute(sql: sql) }
+        }
+    }
+}
+
+/// Operation builders for integration tests.
+public enum Op {
+    public static let clock = Timestamp(rfc3339: "2026-01-15T10:00:00.000Z")!
+
+    public static func create(_ type: String, _ id: String, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+        SyncOperation(idempotencyKey: key ?? "c-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .create, baseVersion: 0, data: data, clientTimestamp: at ?? .now(), householdID: household)
+    }
+
+    public static func update(_ type: String, _ id: String, base: Int64, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+        SyncOperation(idempotencyKey: key ?? "u-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .update, baseVersion: base, data: data, clientTimestamp: at ?? .now(), householdID: household)
+    }
+
+    public static func delete(_ type: String, _ id: String, base: Int64, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+        SyncOperation(idempotencyKey: key ?? "d-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .delete, baseVersion: base, clientTimestamp: at ?? .now(), householdID: household)
+    }
+}
+
+extension OperationResult {
+    /// `applied`, `duplicate`, a resolution, or the error code.
+    public var outcome: String {
+        switch status {
+        case .applied: return "applied"
+        case .duplicate: return "duplicate"
+        case .conflict(let resolution): return resolution.rawValue
+        case .rejected(let code, _, _): return code
+        }
+    }
+}
+
+extension ApplyOutcome {
+    public var isDone: Bool {
+        if case .done = self { return true }
+        return false
+    }
+}
+
+extension EnqueueResult {
+    public var isAccepted: Bool {
+        if case .accepted = self { return true }
+        return false
+    }
+}
+
+extension Sequence where Element: Sendable {
+    public func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

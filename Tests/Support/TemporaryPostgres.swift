@@ -1,0 +1,113 @@
+import Foundation
+public import SyncGateStorage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A PostgreSQL server of a test's own, for tests that stop and restart the database.
+/// Uses the binaries at `SYNCGATE_TEST_PG_BIN` (default /usr/lib/postgresql/15/bin); as root it
+/// runs them as the `postgres` user, because PostgreSQL refuses to run as root.
+public final class TemporaryPostgres: @unchecked Sendable {
+    public let directory: String
+    public let port: Int
+    public let bin: String
+
+    public var location: DatabaseURL.PostgresLocation {
+        DatabaseURL.PostgresLocation(host: "127.0.0.1", port: port, user: "postgres", password: nil, database: "postgres", tlsMode: "disable", socketDirectory: nil)
+    }
+
+    /// Creates and starts a server; initdb and pg_ctl run off Swift's cooperative pool, whose
+    /// two threads on a CI machine every other test in the process shares.
+    public static func make() async throws -> TemporaryPostgres {
+        let made = Locked<TemporaryPostgres?>(nil)
+        try await offThePool {
+            let server = try TemporaryPostgres()
+            made.update { $0 = server }
+        }
+        return made.value!
+    }
+
+    private init() throws {
+        bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+        directory = NSTemporaryDirectory() + "syncgate-outage-\(UUID().uuidString.prefix(8))"
+        port = SyncGateProcess.freePort()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
+        if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
+        try runAsPostgres("\(bin)/initdb", ["-D", "\(directory)/data", "--auth=trust", "--username=postgres", "--no-locale", "--encoding=UTF8"])
+        let settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\nfsync = off\n"
+        let configuration = "\(directory)/data/postgresql.conf"
+        try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
+        try startNow()
+    }
+
+    public func start() async throws {
+        try await Self.offThePool { try self.startNow() }
+    }
+
+    private func startNow() throws {
+        try runAsPostgres("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"])
+    }
+
+    /// A fast shutdown: connected sessions are terminated, as in a crash or failover.
+    public func stop() async throws {
+        try await Self.offThePool { try self.runAsPostgres("\(self.bin)/pg_ctl", ["-D", "\(self.directory)/data", "-m", "fast", "-w", "stop"]) }
+    }
+
+    /// Runs a blocking call on a thread of its own, never on Swift's cooperative pool.
+    public static func offThePool(_ body: @escaping @Sendable () throws -> Void) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread {
+                do {
+                    try body()
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Stops the server at once and removes its folder, on a thread of its own.
+    public func destroyInBackground() {
+        Thread.detachNewThread { self.destroy() }
+    }
+
+    public func destroy() {
+        try? runAsPostgres("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "stop"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func runAsPostgres(_ executable: String, _ arguments: [String]) throws {
+        if getuid() == 0 {
+            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+        } else {
+            try Self.run(executable, arguments)
+        }
+    }
+
+    /// Runs a command to completion with `posix_spawn` and `waitpid`. (Foundation's `Process`
+    /// misses the exit of `runuser … pg_ctl start`, whose grandchild daemonizes.) Output goes to a
+    /// file, not a pipe, because the server keeps the inherited descriptors.
+    public static func run(_ executable: String, _ arguments: [String]) throws {
+        let outputPath = NSTemporaryDirectory() + "syncgate-cmd-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw TestEnvironmentError(description: "cannot start \(executable): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let exitedCleanly = (status & 0x7f) == 0 && ((status >> 8) & 0xff) == 0
+        guard exitedCleanly else {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw TestEnvironmentError(description: "\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+        }
+    }
+}

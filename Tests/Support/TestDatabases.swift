@@ -1,0 +1,140 @@
+import Foundation
+public import Logging
+import PostgresNIO
+import SyncGateCore
+import SyncGatePostgres
+public import SyncGateStorage
+public import Testing
+
+/// The storage drivers every conformance test runs against.
+public enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case postgres
+    case sqlite
+
+    public var testDescription: String { rawValue }
+
+    public init(for url: DatabaseURL) {
+        switch url {
+        case .postgres: self = .postgres
+        case .sqlite: self = .sqlite
+        }
+    }
+
+    /// The drivers this run tests: `SYNCGATE_TEST_DRIVERS` (e.g. `sqlite` for a quick local loop),
+    /// or all of them. Under `CI=true` a run without every driver fails (``Driver/checkCI()``).
+    public static var selected: [Driver] {
+        guard let list = ProcessInfo.processInfo.environment["SYNCGATE_TEST_DRIVERS"], !list.isEmpty else { return allCases }
+        return allCases.filter { list.split(separator: ",").map(String.init).contains($0.rawValue) }
+    }
+
+    /// Whether this is a CI run, where nothing may be skipped.
+    public static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
+}
+
+/// Errors that make a test fail loudly instead of skipping.
+public struct TestEnvironmentError: Error, CustomStringConvertible {
+    public var description: String
+    public init(description: String) { self.description = description }
+}
+
+/// Fresh, migrated databases for tests: one PostgreSQL database per test, cloned from a template
+/// migrated once per test process.
+public actor TestDatabases {
+    public static let shared = TestDatabases()
+
+    /// Creating the template happens once; concurrent callers await the same task (an actor
+    /// alone would let them interleave at every `await`).
+    private var template: Task<String, any Error>?
+    private var counter = 0
+
+    /// The server every PostgreSQL test uses, from `SYNCGATE_TEST_DATABASE_URL` (set by scripts/test).
+    public nonisolated static func adminLocation() throws -> DatabaseURL.PostgresLocation {
+        guard let text = ProcessInfo.processInfo.environment["SYNCGATE_TEST_DATABASE_URL"], !text.isEmpty else {
+            throw TestEnvironmentError(
+                description: "SYNCGATE_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a throwaway PostgreSQL"
+            )
+        }
+        guard case .postgres(let location) = try DatabaseURL(parsing: text) else {
+            throw TestEnvironmentError(description: "SYNCGATE_TEST_DATABASE_URL must be a postgres:// URL")
+        }
+        return location
+    }
+
+    public static let logger: Logger = {
+        var logger = Logger(label: "syncgate.tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["SYNCGATE_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return logger
+    }()
+
+    /// A new empty database with the current schema.
+    public func freshPostgres() async throws -> DatabaseURL.PostgresLocation {
+        let admin = try Self.adminLocation()
+        if template == nil {
+            template = Task { try await Self.makeTemplate(admin) }
+        }
+        let templateName = try await template!.value
+        counter += 1
+        let name = "t\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
+        var location = admin
+        location.database = name
+        // The template's last connections may still be closing: retry briefly.
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await Self.execute("CREATE DATABASE \(name) TEMPLATE \(templateName)", on: admin)
+                return location
+            } catch where attempt < 50 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// A new database without any schema (for tests of migrating).
+    public func freshEmptyPostgres() async throws -> DatabaseURL.PostgresLocation {
+        let admin = try Self.adminLocation()
+        counter += 1
+        var location = admin
+        location.database = "e\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
+        try await Self.execute("CREATE DATABASE \(location.database)", on: admin)
+        return location
+    }
+
+    /// A new SQLite file path in a fresh temporary folder.
+    public nonisolated static func freshSQLitePath() throws -> String {
+        let folder = NSTemporaryDirectory() + "syncgate-test-\(UUID().uuidString.prefix(12))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder + "/syncgate.sqlite"
+    }
+
+    static func makeTemplate(_ admin: DatabaseURL.PostgresLocation) async throws -> String {
+        let name = "syncgate_template_\(ProcessInfo.processInfo.processIdentifier)"
+        try await execute("DROP DATABASE IF EXISTS \(name)", on: admin)
+        try await execute("CREATE DATABASE \(name)", on: admin)
+        var template = admin
+        template.database = name
+        let driver = PostgresDriver(configuration: .init(location: template, maximumConnections: 1), logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            try await driver.migrate(logger: logger)
+            group.cancelAll()
+        }
+        return name
+    }
+
+    public static func execute(_ sql: String, on location: DatabaseURL.PostgresLocation) async throws {
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.user, password: location.password,
+            database: location.database, tls: .disable
+        )
+        configuration.options.connectTimeout = .seconds(10)
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        do {
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+}

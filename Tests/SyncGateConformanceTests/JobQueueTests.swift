@@ -1,0 +1,170 @@
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// The job queue's state machine (docs/job-states.md), on every driver.
+@Suite struct JobQueueTests {
+    @Test(arguments: Driver.selected)
+    func anAcceptedPushIsDurableAcrossProcesses(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            let (other, run) = try harness.sibling()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await run() }
+                let job = try await other.job(id: id, userID: "alice")
+                #expect(job?.state == .queued)
+                #expect(job?.operationCount == 1)
+                #expect(try await other.job(id: id, userID: "bob") == nil)
+                group.cancelAll()
+            }
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func claimsHandOutOneJobPerUserOldestFirst(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let a1 = try await harness.push([Op.create("weightLogs", "a1", ["kg": 1])], user: "alice")
+            let a2 = try await harness.push([Op.create("weightLogs", "a2", ["kg": 2])], user: "alice")
+            let b1 = try await harness.push([Op.create("weightLogs", "b1", ["kg": 3])], user: "bob")
+            let first = try await harness.store.claimJobs(workerID: "w", limit: 10, leaseMilliseconds: 30_000)
+            #expect(first.map(\.id) == [a1, b1])
+            #expect(first.allSatisfy { $0.attempts == 1 })
+            // alice's second job waits for her first, even with free capacity.
+            #expect(try await harness.store.claimJobs(workerID: "w", limit: 10, leaseMilliseconds: 30_000).isEmpty)
+            _ = try await harness.store.apply(first[0], collections: harness.collections, now: .now())
+            let second = try await harness.store.claimJobs(workerID: "w", limit: 10, leaseMilliseconds: 30_000)
+            #expect(second.map(\.id) == [a2])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aFailedAttemptWaitsForItsBackoffAndHoldsTheUsersLaterJobs(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let first = try await harness.push([Op.create("weightLogs", "w1", ["kg": 1])])
+            try await harness.push([Op.create("weightLogs", "w2", ["kg": 2])])
+            let job = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 30_000).first)
+            #expect(try await harness.store.fail(job, error: "connection reset", settlement: .retry(afterMilliseconds: 4_000)))
+            let retrying = try #require(try await harness.store.job(id: first, userID: "alice"))
+            #expect(retrying.state == .retrying)
+            #expect(retrying.lastError == "connection reset")
+            // Not yet, a millisecond before its backoff ends, and the user's later job waits behind it.
+            clock.advance(milliseconds: 3_999)
+            #expect(try await harness.store.claimJobs(workerID: "w", limit: 5, leaseMilliseconds: 30_000).isEmpty)
+            // Once the backoff has passed the job is claimable again, still ahead of the user's later job.
+            clock.advance(milliseconds: 1)
+            let again = try await harness.store.claimJobs(workerID: "w", limit: 5, leaseMilliseconds: 30_000)
+            #expect(again.map(\.id) == [first])
+            #expect(again.first?.attempts == 2)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aDeadJobAnswersInternalForEveryOperationAndAppliesNothing(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let operations = [Op.create("weightLogs", "w1", ["kg": 1], key: "k1"), Op.create("weightLogs", "w2", ["kg": 2], key: "k2")]
+            let id = try await harness.push(operations, device: "phone")
+            let next = try await harness.push([Op.create("weightLogs", "w3", ["kg": 3])], device: "phone")
+            let job = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 30_000).first)
+            try await harness.store.fail(job, error: "boom", settlement: .dead(results: OperationResult.deadJob(job.operations, attempts: job.attempts)))
+
+            let dead = try #require(try await harness.store.job(id: id, userID: "alice"))
+            #expect(dead.state == .dead)
+            #expect(dead.results?.map(\.outcome) == ["INTERNAL", "INTERNAL"])
+            #expect(dead.results?.allSatisfy { if case .rejected(_, _, true) = $0.status { true } else { false } } == true)
+            // Nothing of it was applied, and its keys were not remembered: pushing again applies.
+            #expect(try await harness.pullAll().changes.isEmpty)
+            // It counts as finished for the device watermark, and the user's next job runs.
+            #expect(try await harness.pullAll(device: "phone").last.deviceWatermark == id)
+            try await harness.drain()
+            #expect(try await harness.pullAll(device: "phone").last.deviceWatermark == next)
+            let again = try await harness.apply(operations)
+            #expect(again.map(\.outcome) == ["applied", "applied"])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func anExpiredLeaseIsRescuedAndTheStaleWorkerCannotCommit(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70], key: "once")])
+            let stalled = try #require(try await harness.store.claimJobs(workerID: "stalled", limit: 1, leaseMilliseconds: 50).first)
+            clock.advance(milliseconds: 50)
+            #expect(try await harness.store.rescueExpiredLeases(policy: RetryPolicy(), jitter: { 0 }) == RescueReport(), "not before the lease ends")
+            clock.advance(milliseconds: 1)
+            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(maximumAttempts: 5, baseDelayMilliseconds: 0), jitter: { 0 })
+            #expect(report == RescueReport(requeued: 1, dead: 0))
+            let rescued = try #require(try await harness.store.claimJobs(workerID: "healthy", limit: 1, leaseMilliseconds: 30_000).first)
+            #expect(rescued.id == id && rescued.attempts == 2)
+            #expect(try await harness.store.apply(rescued, collections: harness.collections, now: .now()).isDone)
+            // The stalled worker wakes up and tries to commit with its old lease.
+            #expect(try await harness.store.apply(stalled, collections: harness.collections, now: .now()) == .leaseLost)
+            #expect(try await harness.store.fail(stalled, error: "late", settlement: .dead(results: [])) == false)
+            let changes = try await harness.pullAll().changes
+            #expect(changes.map(\.version) == [1])
+            #expect(try await harness.store.job(id: id, userID: "alice")?.state == .done)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aRescuedJobOutOfAttemptsIsDead(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            _ = try await harness.store.claimJobs(workerID: "dies", limit: 1, leaseMilliseconds: 20)
+            clock.advance(milliseconds: 21)
+            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(maximumAttempts: 1), jitter: { 0 })
+            #expect(report == RescueReport(requeued: 0, dead: 1))
+            let job = try #require(try await harness.store.job(id: id, userID: "alice"))
+            #expect(job.state == .dead)
+            #expect(job.results?.map(\.outcome) == ["INTERNAL"])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func heartbeatsKeepALeaseAlive(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            let job = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 100).first)
+            try await harness.store.extendLeases([job.lease], leaseMilliseconds: 60_000)
+            clock.advance(milliseconds: 59_999)
+            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(), jitter: { 0 })
+            #expect(report == RescueReport())
+            #expect(try await harness.store.apply(job, collections: harness.collections, now: .now()).isDone)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func queueLimitsRefuseWithoutEnqueueing(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness throws in
+            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+            #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)).isAccepted)
+            #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)).isAccepted)
+            #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)) == .rateLimited(queued: 2))
+            // Another user is not limited by alice's queue ...
+            var bobs = job
+            bobs.userID = "bob"
+            #expect(try await harness.store.enqueue(bobs, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)).isAccepted)
+            // ... but by the global depth (the harness reads it fresh for every push).
+            #expect(try await harness.store.enqueue(bobs, limits: .init(maximumQueuedPerUser: 10, maximumQueuedTotal: 3)) == .overloaded(depth: 3))
+            #expect(try await harness.store.stats().queueDepth == 3)
+        }
+    }
+}
+
+extension ApplyOutcome {
+    var isDone: Bool {
+        if case .done = self { return true }
+        return false
+    }
+}
+
+extension EnqueueResult {
+    var isAccepted: Bool {
+        if case .accepted = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import GRDB
+import PostgresNIO
+import SyncGateCore
+import SyncGatePostgres
+import SyncGateSQLite
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// The schema: each driver's `Migrations/` folder is what the binary embeds, and upgrading a
+/// database keeps its data working.
+@Suite struct MigrationTests {
+    static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Sources")
+
+    static func embedded(_ driver: Driver) -> [Migration] {
+        switch driver {
+        case .postgres: PostgresDriver.migrations
+        case .sqlite: SQLiteDriver.migrations
+        }
+    }
+
+    /// Files are `NNNN_name.sql`, numbered 1, 2, … without gaps, and every one is embedded, unchanged.
+    @Test(arguments: Driver.allCases)
+    func theFolderIsWhatTheBinaryEmbeds(_ driver: Driver) throws {
+        let folder = Self.sources.appendingPathComponent(driver == .postgres ? "SyncGatePostgres/Migrations" : "SyncGateSQLite/Migrations")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+        var found: [Migration] = []
+        for file in files {
+            let match = try #require(file.wholeMatch(of: /(\d{4})_([a-z0-9_]+)\.sql/), "\(file) is not named NNNN_name.sql")
+            let sql = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+            found.append(Migration(version: Int(match.1)!, name: String(match.2), sql: sql))
+        }
+        #expect(found.map(\.version) == Array(1...found.count), "numbered without gaps")
+        #expect(found == Self.embedded(driver), "every file is listed in the driver's migrations and in Package.swift's resources")
+    }
+
+    @Test(arguments: Driver.selected)
+    func migratingTwiceAppliesNothingTheSecondTime(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            #expect(try await harness.store.migrate(logger: StoreHarness.logger) == [])
+            let status = try await harness.store.schemaStatus()
+            #expect(status.isCurrent && status.applied == Self.embedded(driver).count)
+        }
+    }
+
+    /// A database at version 1 keeps its food logs counted in the daily summaries after the
+    /// upgrade to group keys: migration 2 files every stored log under its day.
+    @Test(arguments: Driver.selected)
+    func upgradingFromVersionOneFilesStoredLogsUnderTheirDay(_ driver: Driver) async throws {
+        let url = try await Self.databaseAtVersionOne(driver)
+        let log = #"{"loggedDate":"2026-01-15","mealType":"lunch","items":[{"id":"a","calories":100}]}"#
+        let insert = """
+            INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at)
+            VALUES ('u:alice', 'foodLogs', 'old', 1, '\(log)', NULL, 0, 0)
+            """
+        try await Self.execute([insert], on: url)
+        try await StoreHarness.withExisting(url) { harness in
+            #expect(try await harness.store.schemaStatus().isCurrent)
+            let results = try await harness.apply([
+                Op.create("foodLogs", "new", ["loggedDate": "2026-01-15", "mealType": "dinner", "items": [["id": "b", "calories": 50]]])
+            ])
+            #expect(results.map(\.outcome) == ["applied"])
+            let summary = try await harness.pullAll().changes.last { $0.entityType == "dailySummaries" }
+            #expect(summary?.data?["calories"] == 150)
+            #expect(summary?.data?["meal_count"] == 2)
+        }
+    }
+
+    /// A new database with only the first migration applied, as a release before version 2 left it.
+    static func databaseAtVersionOne(_ driver: Driver) async throws -> DatabaseURL {
+        let first = embedded(driver)[0]
+        switch driver {
+        case .postgres:
+            let location = try await TestDatabases.shared.freshEmptyPostgres()
+            let url = DatabaseURL.postgres(location)
+            try await execute(
+                SQLScript.statements(first.sql) + [
+                    "CREATE TABLE syncgate_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+                    "INSERT INTO syncgate_migrations (version, name) VALUES (1, 'initial')",
+                ],
+                on: url
+            )
+            return url
+        case .sqlite:
+            let url = DatabaseURL.sqlite(path: try TestDatabases.freshSQLitePath())
+            try await execute(
+                [
+                    first.sql,
+                    "CREATE TABLE syncgate_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+                    "INSERT INTO syncgate_migrations (version, name, applied_at) VALUES (1, 'initial', 0)",
+                ],
+                on: url
+            )
+            return url
+        }
+    }
+
+    static func execute(_ statements: [String], on url: DatabaseURL) async throws {
+        switch url {
+        case .postgres(let location):
+            try await withConnection(location) { connection in
+                for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: TestDatabases.logger) }
+            }
+        case .sqlite(let path):
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                for statement in statements { try db.execute(sql: statement) }
+            }
+        }
+    }
+}

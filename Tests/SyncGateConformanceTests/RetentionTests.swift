@@ -1,0 +1,174 @@
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateWorker
+import SyncGateTestSupport
+import Testing
+
+/// Compaction, tombstone purge, idempotency pruning, job retention and force-resync.
+@Suite struct RetentionTests {
+    @Test(arguments: Driver.selected)
+    func compactionKeepsEveryCursorValidAndLosesNoLatestChange(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            // Ten versions of a few entities, with a cursor taken after each job.
+            var cursors: [SyncCursor?] = [nil]
+            _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 0]), Op.create("weightLogs", "b", ["kg": 0]), Op.create("contacts", "gone", ["n": 0])])
+            cursors.append(try await harness.pullAll().last.cursor)
+            for version in Int64(1)..<10 {
+                var operations = [Op.update("weightLogs", "a", base: version, ["kg": .int(version)])]
+                if version % 3 == 0 { operations.append(Op.update("weightLogs", "b", base: version / 3, ["kg": .int(version)])) }
+                if version == 5 { operations.append(Op.delete("contacts", "gone", base: 1)) }
+                _ = try await harness.apply(operations)
+                cursors.append(try await harness.pullAll().last.cursor)
+            }
+            // What a reader should end up with from each cursor, before compaction.
+            var expected: [[String: Int64]] = []
+            for cursor in cursors { expected.append(Self.latestVersions(try await harness.pullAll(from: cursor).changes)) }
+
+            let report = try await harness.store.compactFeeds()
+            #expect(report.deletedChanges > 0)
+            let remaining = try await harness.pullAll().changes
+            #expect(remaining.count == 3)
+            #expect(remaining.first { $0.entityID == "gone" }?.data == nil)
+            for (index, cursor) in cursors.enumerated() {
+                // Every old cursor still works and leads to the same latest versions.
+                let changes = try await harness.pullAll(from: cursor).changes
+                #expect(Self.latestVersions(changes) == expected[index], "cursor \(index)")
+            }
+            #expect(try await harness.store.compactFeeds().deletedChanges == 0)
+        }
+    }
+
+    static func latestVersions(_ changes: [FeedChange]) -> [String: Int64] {
+        var latest: [String: Int64] = [:]
+        for change in changes { latest[change.entityID] = max(latest[change.entityID] ?? 0, change.version) }
+        return latest
+    }
+
+    @Test(arguments: Driver.selected)
+    func purgingTombstonesInvalidatesOnlyCursorsBehindTheFloor(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 1]), Op.create("weightLogs", "b", ["kg": 1])])
+            let old = try await harness.pullAll().last.cursor
+            // Not compacted: the purge alone must not leave "a"'s older rows behind.
+            _ = try await harness.apply([Op.delete("weightLogs", "a", base: 1)])
+            let afterDelete = try await harness.pullAll().last.cursor
+            _ = try await harness.apply([Op.update("weightLogs", "b", base: 1, ["kg": 2])])
+
+            // Young tombstones stay.
+            #expect(try await harness.store.purgeTombstones(olderThanMilliseconds: 3_600_000) == PurgeReport())
+            let report = try await harness.store.purgeTombstones(olderThanMilliseconds: 0)
+            #expect(report == PurgeReport(purgedTombstones: 1, raisedFloors: 1))
+
+            // A cursor from before the purged delete could have missed it: CURSOR_INVALID.
+            await #expect(throws: CursorError.expired(.user("alice"))) { try await harness.pullAll(from: old) }
+            // A cursor that had seen it is fine, and so is a fresh bootstrap.
+            #expect(try await harness.pullAll(from: afterDelete).changes.map(\.entityID) == ["b"])
+            let fresh = try await harness.pullAll()
+            #expect(Set(fresh.changes.map(\.entityID)) == ["b"])
+            // The purged id can be created again from scratch.
+            #expect(try await harness.apply([Op.create("weightLogs", "a", ["kg": 9])]).map(\.outcome) == ["applied"])
+        }
+    }
+
+    /// Tombstones go in bounded batches, one transaction each (SQLite's writer is never held for a
+    /// whole purge), and the floor ends at the newest purged change.
+    @Test(arguments: Driver.selected)
+    func purgingWorksInBoundedBatches(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply((0..<7).map { Op.create("contacts", "c\($0)", ["n": .int(Int64($0))]) })
+            _ = try await harness.apply((0..<7).map { Op.delete("contacts", "c\($0)", base: 1) } + [Op.create("contacts", "kept", ["n": 1])])
+            var store = harness.store
+            store.batchSize = 3
+            let report = try await store.purgeTombstones(olderThanMilliseconds: -1)
+            #expect(report == PurgeReport(purgedTombstones: 7, raisedFloors: 1))
+            #expect(try await harness.pullAll().changes.map(\.entityID) == ["kept"])
+            #expect(try await harness.store.stats().entities == 1)
+            // The floor is the newest purged change (7 creates, then 7 deletes: sequence 14).
+            let fresh = try await harness.pullAll().last.cursor
+            #expect(fresh.positions[.user("alice")] == 15)
+            await #expect(throws: CursorError.expired(.user("alice"))) {
+                try await harness.pullAll(from: SyncCursor(userID: "alice", resyncEpoch: 0, positions: [.user("alice"): 13]))
+            }
+            _ = try await harness.pullAll(from: SyncCursor(userID: "alice", resyncEpoch: 0, positions: [.user("alice"): 14]))
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func pruningForgetsOldIdempotencyKeysAndFinishedJobs(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let create = Op.create("weightLogs", "a", ["kg": 1], key: "k")
+            let id = try await harness.push([create])
+            try await harness.drain()
+            #expect(try await harness.store.pruneIdempotencyRecords(olderThanMilliseconds: 3_600_000) == 0)
+            #expect(try await harness.store.deleteFinishedJobs(olderThanMilliseconds: 3_600_000) == 0)
+            clock.advance(milliseconds: 3_600_001)
+            #expect(try await harness.store.pruneIdempotencyRecords(olderThanMilliseconds: 3_600_000) == 1)
+            #expect(try await harness.store.deleteFinishedJobs(olderThanMilliseconds: 3_600_000) == 1)
+            #expect(try await harness.store.job(id: id, userID: "alice") == nil)
+            // The device watermark outlives the job; the forgotten key is no longer a duplicate.
+            #expect(try await harness.pullAll().last.deviceWatermark == id)
+            #expect(try await harness.apply([create]).map(\.outcome) == ["server_wins"])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func forceResyncAsksClientsToStartOverWithoutAnError(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 1])])
+            _ = try await harness.apply([Op.create("weightLogs", "b", ["kg": 1])], user: "bob")
+            let alice = try await harness.pullAll().last.cursor
+            let bob = try await harness.pullAll(user: "bob").last.cursor
+            try await harness.store.forceResync(userID: "alice")
+            let page = try await harness.pullAll(from: alice).last
+            #expect(page.forceResync && page.changes.isEmpty)
+            #expect(!(try await harness.pullAll(user: "bob", from: bob).last.forceResync))
+            // Starting over clears it.
+            let restart = try await harness.pullAll()
+            #expect(!restart.last.forceResync && restart.changes.count == 1)
+            #expect(!(try await harness.pullAll(from: restart.last.cursor).last.forceResync))
+            // Everyone at once.
+            try await harness.store.forceResync(userID: nil)
+            #expect(try await harness.pullAll(user: "bob", from: bob).last.forceResync)
+            #expect(try await harness.pullAll(from: restart.last.cursor).last.forceResync)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func onlyOneProcessRunsMaintenanceAtATime(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let inside = AsyncStream.makeStream(of: Void.self)
+            let release = AsyncStream.makeStream(of: Void.self)
+            let store = harness.store
+            async let first: Int? = store.withMaintenanceLock {
+                inside.continuation.yield()
+                for await _ in release.stream { break }
+                return 1
+            }
+            for await _ in inside.stream { break }
+            let second = try await store.withMaintenanceLock { 2 }
+            #expect(second == nil)
+            release.continuation.yield()
+            #expect(try await first == 1)
+            #expect(try await store.withMaintenanceLock { 3 } == 3)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aMaintenancePassAppliesRetention(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 1], key: "k")])
+            _ = try await harness.apply([Op.update("weightLogs", "a", base: 1, ["kg": 2])])
+            _ = try await harness.apply([Op.delete("weightLogs", "a", base: 2)])
+            clock.advance(milliseconds: 10)
+            let report = try await MaintenanceTasks.run(on: harness.store, retention: RetentionConfiguration(finishedJobsMilliseconds: 1, tombstonesMilliseconds: 1, idempotencyMilliseconds: 1))
+            #expect(report.deletedJobs == 3)
+            #expect(report.prunedIdempotencyRecords == 3)
+            #expect(report.compaction.deletedChanges == 2)
+            #expect(report.purge.purgedTombstones == 1)
+            #expect(try await harness.store.stats().changes == 0)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Configuration
+import Foundation
+import Logging
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateServer
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWorker
+import Synchronization
+import Testing
+
+/// Settings: flags over `SYNCGATE_*` environment over the `--config` file over defaults.
+@Suite struct SettingsTests {
+    static func file(_ text: String) throws -> String {
+        let path = NSTemporaryDirectory() + "syncgate-settings-\(UUID().uuidString.prefix(8)).yaml"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    static func configuration(flags: [ServerConfiguration.Setting: String] = [:], file: String? = nil, environment: [String: String] = [:]) async throws -> ServerConfiguration {
+        try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags, configFile: file, environment: environment))
+    }
+
+    @Test func flagsBeatTheEnvironmentWhichBeatsTheFileWhichBeatsTheDefaults() async throws {
+        let file = try Self.file("port: 9000\nmaxAttempts: 9\nqueueLimitPerUser: 7\nlease: 90s\n")
+        let configuration = try await Self.configuration(
+            flags: [.port: "8600"], file: file, environment: ["SYNCGATE_PORT": "8500", "SYNCGATE_MAX_ATTEMPTS": "3"]
+        )
+        #expect(configuration.port == 8600)  // flag
+        #expect(configuration.front.maximumAttempts == 3)  // environment
+        #expect(configuration.worker.retryPolicy.maximumAttempts == 3)
+        #expect(configuration.front.queueLimits.maximumQueuedPerUser == 7)  // file
+        #expect(configuration.worker.leaseMilliseconds == 90_000)
+        #expect(configuration.front.pushLimits.maximumDataDepth == 32)  // default
+        #expect(configuration.database == .defaultSQLite)
+    }
+
+    @Test func theConfigFileCanComeFromTheEnvironment() async throws {
+        let file = try Self.file("databaseUrl: sqlite:/tmp/elsewhere.sqlite\n")
+        let configuration = try await Self.configuration(environment: ["SYNCGATE_CONFIG": file])
+        #expect(configuration.database == .sqlite(path: "/tmp/elsewhere.sqlite"))
+    }
+
+    @Test(arguments: [
+        (["SYNCGATE_PORT": "eighty"], "port (SYNCGATE_PORT) must be an integer"),
+        (["SYNCGATE_WORKERS": "-1"], "workers (SYNCGATE_WORKERS) must be an integer from 0"),
+        (["SYNCGATE_LEASE": "soon"], "lease (SYNCGATE_LEASE) must be a duration"),
+        (["SYNCGATE_DATABASE_URL": "mysql://x"], "databaseUrl (SYNCGATE_DATABASE_URL)"),
+    ])
+    func aBadValueNamesItsSettingAndVariable(_ environment: [String: String], _ message: String) async throws {
+        await #expect {
+            try await Self.configuration(environment: environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.message.contains(message) == true
+        }
+    }
+
+    @Test func aMissingConfigFileIsAnError() async throws {
+        await #expect(throws: (any Error).self) { try await Self.configuration(file: "/nonexistent/syncgate.yaml") }
+    }
+
+    /// Every setting read is logged at debug with its source; the database URL and the signing
+    /// secret never appear.
+    @Test func secretsAreRedactedWhenSettingsAreLogged() async throws {
+        let lines = LogCapture()
+        let logger = Logger(label: "settings") { _ in lines.handler }
+        let reader = try await ServerConfiguration.reader(
+            flags: [.jwtSecret: "flag-secret-0123456789-0123456789"],
+            environment: ["SYNCGATE_DATABASE_URL": "postgres://syncgate:hunter2-password@db/syncgate", "SYNCGATE_PORT": "8123"],
+            accessLogger: logger
+        )
+        let configuration = try ServerConfiguration(reader: reader)
+        #expect(configuration.jwtSecret == "flag-secret-0123456789-0123456789")
+        let text = lines.text
+        #expect(text.contains("databaseUrl") && text.contains("jwtSecret") && text.contains("8123"), "\(text)")
+        #expect(!text.contains("hunter2") && !text.contains("flag-secret"), "\(text)")
+        #expect(text.contains("REDACTED"))
+    }
+
+    /// The README's configuration table names every setting's variable.
+    @Test func everySettingIsInTheReadme() throws {
+        let readme = try String(contentsOf: MigrationTests.sources.deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        for setting in ServerConfiguration.Setting.all {
+            #expect(readme.contains("`\(setting.environmentName)`"), "\(setting.environmentName) is not in the README")
+            #expect(readme.contains("`\(setting.key)`"), "\(setting.key) is not in the README")
+        }
+    }
+}
+
+/// A log handler that keeps every line, metadata included.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+
+    var handler: Handler { Handler(capture: self) }
+
+    struct Handler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+            let all = self.metadata.merging(metadata ?? [:]) { _, new in new }
+            capture.lines.withLock { $0.append("\(level) \(message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))") }
+        }
+    }
+}
+
+/// CI runs every driver; a local loop may pick some with `SYNCGATE_TEST_DRIVERS`.
+@Suite struct DriverSelectionTests {
+    @Test func continuousIntegrationRunsEveryDriver() {
+        if Driver.isCI {
+            #expect(Driver.selected == Driver.allCases, "CI=true must test every driver (SYNCGATE_TEST_DRIVERS narrows it)")
+        }
+        #expect(!Driver.selected.isEmpty, "SYNCGATE_TEST_DRIVERS names no known driver")
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateWorker
+import SyncGateTestSupport
+import Testing
+
+/// What a driver finds stored that it cannot read: it never guesses, and one bad row stalls nothing else.
+@Suite struct StoredDataTests {
+    /// A stored document that does not parse is an error, never a tombstone.
+    @Test(arguments: Driver.selected)
+    func anUnreadableStoredDocumentFailsTheJobInsteadOfReadingAsDeleted(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            #expect(try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])]).map(\.outcome) == ["applied"])
+            let corrupt = driver == .postgres ? "'\"not an object\"'::jsonb" : "'{not json'"
+            try await harness.execute("UPDATE entities SET data = \(corrupt) WHERE entity_id = 'w1'")
+            let id = try await harness.push([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+            try await harness.withWorkers(1, concurrency: 1) {
+                let job = try await harness.waitFinished(id, timeout: .seconds(20))
+                #expect(job.state == .dead, "\(String(describing: job.results))")
+                #expect(job.lastError?.contains("w1") == true, "\(job.lastError ?? "-")")
+            }
+        }
+    }
+
+    /// A queued payload that no longer decodes sends its job to `dead` alone, with a clear error;
+    /// the jobs behind it (of other users) keep moving.
+    @Test(arguments: Driver.selected)
+    func anUndecodableJobPayloadGoesDeadAloneAndTheQueueMoves(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let poisoned = try await harness.push([Op.create("weightLogs", "p", ["kg": 1])], user: "mallory")
+            try await harness.execute("UPDATE jobs SET payload = 'garbage{' WHERE id = \(poisoned)")
+            let healthy = try await harness.push([Op.create("weightLogs", "h", ["kg": 1])], user: "alice")
+            try await harness.withWorkers(1, concurrency: 1) {
+                #expect(try await harness.waitFinished(healthy, user: "alice", timeout: .seconds(10)).state == .done)
+                let dead = try await harness.waitFinished(poisoned, user: "mallory", timeout: .seconds(10))
+                #expect(dead.state == .dead)
+                #expect(dead.lastError?.contains("payload") == true, "\(dead.lastError ?? "-")")
+            }
+        }
+    }
+}
