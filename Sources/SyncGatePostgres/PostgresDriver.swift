@@ -26,6 +26,8 @@ public final class PostgresDriver: StorageDriver, Service {
         public var maintenanceTimeout: Duration
         /// How long the global queue depth (the `OVERLOADED` check) may be reused before it is read again.
         public var queueDepthCacheDuration: Duration
+        /// The first wait before the LISTEN connection reconnects (doubling up to 5 s).
+        public var listenerReconnectDelay: Duration
 
         public init(
             location: DatabaseURL.PostgresLocation,
@@ -33,7 +35,8 @@ public final class PostgresDriver: StorageDriver, Service {
             requestTimeout: Duration = .seconds(5),
             jobTimeout: Duration = .seconds(15),
             maintenanceTimeout: Duration = .seconds(1800),
-            queueDepthCacheDuration: Duration = .seconds(1)
+            queueDepthCacheDuration: Duration = .seconds(1),
+            listenerReconnectDelay: Duration = .milliseconds(100)
         ) {
             self.location = location
             self.maximumConnections = maximumConnections
@@ -41,6 +44,7 @@ public final class PostgresDriver: StorageDriver, Service {
             self.jobTimeout = jobTimeout
             self.maintenanceTimeout = maintenanceTimeout
             self.queueDepthCacheDuration = queueDepthCacheDuration
+            self.listenerReconnectDelay = listenerReconnectDelay
         }
     }
 
@@ -99,7 +103,10 @@ public final class PostgresDriver: StorageDriver, Service {
     /// Put the store first in a `ServiceGroup`: services shut down in reverse order, so the
     /// connections close only after the HTTP server and the workers have drained.
     public func run() async throws {
-        let listener = PostgresListener(configuration: Self.clientConfiguration(configuration.location), notifier: notifier, logger: logger)
+        let listener = PostgresListener(
+            configuration: Self.clientConfiguration(configuration.location), notifier: notifier, logger: logger,
+            reconnectDelay: configuration.listenerReconnectDelay
+        )
         try await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.client.run() }

@@ -12,9 +12,14 @@ struct PostgresListener: Sendable {
     let configuration: PostgresClient.Configuration
     let notifier: ChangeNotifier
     let logger: Logger
+    /// The first wait before reconnecting (it doubles up to 5 s while reconnecting fails).
+    let reconnectDelay: Duration
+
+    /// How the connection shows in `pg_stat_activity.application_name`.
+    static let applicationName = "syncgate listener"
 
     func run() async {
-        var delay: Duration = .milliseconds(100)
+        var delay = reconnectDelay
         var connectionID = 0
         while !Task.isCancelled {
             connectionID += 1
@@ -48,7 +53,7 @@ struct PostgresListener: Sendable {
             logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresDriver.channel)"])
             // Anything sent before LISTEN took effect may have been missed.
             notifier.publish(.resynchronize)
-            delay = .milliseconds(100)
+            delay = reconnectDelay
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await notification in notifications {
@@ -100,6 +105,7 @@ struct PostgresListener: Sendable {
             )
         }
         configuration.options.connectTimeout = .seconds(5)
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
 }

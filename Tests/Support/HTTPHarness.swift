@@ -19,19 +19,28 @@ public struct HTTPHarness: Sendable {
     public let client: any TestClientProtocol
 
     /// Runs `body` against the application: `.router` in memory, or `.live` on a real socket.
-    /// - Parameter workers: in-process worker lanes (0: a front only).
+    /// - Parameters:
+    ///   - workers: in-process worker lanes (0: a front only).
+    ///   - notificationsOnly: waiting requests and idle workers re-check the database only once a
+    ///     minute, so whatever answers promptly was woken by a notification (NOTIFY or an
+    ///     in-process signal), not by the polling safety net.
     public static func with<Result: Sendable>(
         _ driver: Driver,
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
         collections: Collections = .default,
         workers: Int = 2,
+        notificationsOnly: Bool = false,
+        listenerReconnectDelay: Duration? = nil,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
-        try await StoreHarness.with(driver, collections: collections) { store in
-            try await run(store: store, setup: setup, configuration: configuration, workers: workers, body)
+        try await StoreHarness.with(driver, collections: collections, listenerReconnectDelay: listenerReconnectDelay) { store in
+            try await run(store: store, setup: setup, configuration: configuration, workers: workers, notificationsOnly: notificationsOnly, body)
         }
     }
+
+    /// The polling safety net's interval when a test runs on notifications only.
+    public static let noSafetyNet: Duration = .seconds(60)
 
     /// Runs `body` against the application on an existing store harness.
     public static func run<Result: Sendable>(
@@ -39,9 +48,15 @@ public struct HTTPHarness: Sendable {
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
         workers: Int = 2,
+        notificationsOnly: Bool = false,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
-        let app = try await buildApplication(serverConfiguration(store: store, front: configuration, workers: workers), store: store.store, logger: StoreHarness.logger)
+        var server = serverConfiguration(store: store, front: configuration, workers: workers)
+        if notificationsOnly {
+            server.front.pollInterval = noSafetyNet
+            server.worker.pollInterval = noSafetyNet
+        }
+        let app = try await buildApplication(server, store: store.store, logger: StoreHarness.logger)
         let authority = await TokenAuthority(secret: secret)
         return try await app.test(setup) { client in
             try await body(HTTPHarness(store: store, authority: authority, client: client))
@@ -61,6 +76,17 @@ public struct HTTPHarness: Sendable {
     }
 
     public static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
+
+    /// Waits until `count` more requests or streams than `baseline` wait on the store's notifier:
+    /// the signal that a long-poll or event stream is registered, instead of a sleep.
+    public func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = .seconds(20)) async throws {
+        try await eventually("\(count) waiting request(s)", timeout: timeout, every: .milliseconds(5)) {
+            store.store.notifier.subscriberCount >= baseline + count
+        }
+    }
+
+    /// Subscribers of the store's notifier now (workers' lanes included).
+    public var waiters: Int { store.store.notifier.subscriberCount }
 
     public func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
         try await authority.issue(userID: user, ttlSeconds: ttl)

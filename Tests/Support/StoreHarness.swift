@@ -26,6 +26,8 @@ public struct StoreHarness: Sendable {
         _ driver: Driver,
         collections: Collections = .default,
         clock: ManualClock? = nil,
+        hooks: StoreHooks = .init(),
+        listenerReconnectDelay: Duration? = nil,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
         let url: DatabaseURL
@@ -33,7 +35,7 @@ public struct StoreHarness: Sendable {
         case .postgres: url = .postgres(try await TestDatabases.shared.freshPostgres())
         case .sqlite: url = .sqlite(path: try TestDatabases.freshSQLitePath())
         }
-        return try await withExisting(url, collections: collections, clock: clock, body)
+        return try await withExisting(url, collections: collections, clock: clock, hooks: hooks, listenerReconnectDelay: listenerReconnectDelay, body)
     }
 
     /// Runs `body` with a store on an existing database (one a test also gives to processes).
@@ -43,10 +45,15 @@ public struct StoreHarness: Sendable {
         _ url: DatabaseURL,
         collections: Collections = .default,
         clock: ManualClock? = nil,
+        hooks: StoreHooks = .init(),
         productionDeadlines: Bool = false,
+        listenerReconnectDelay: Duration? = nil,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
-        let (store, service) = try makeStore(url, clock: clock, productionDeadlines: productionDeadlines)
+        let (made, service) = try makeStore(url, clock: clock, productionDeadlines: productionDeadlines, listenerReconnectDelay: listenerReconnectDelay)
+        var hooked = made
+        hooked.hooks = hooks
+        let store = hooked
         let harness = StoreHarness(driver: Driver(for: url), store: store, url: url, collections: collections, clock: clock)
         do {
             return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -68,7 +75,7 @@ public struct StoreHarness: Sendable {
     }
 
     public static func makeStore(
-        _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false
+        _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false, listenerReconnectDelay: Duration? = nil
     ) throws -> (SyncStore, @Sendable () async throws -> Void) {
         let storeClock = clock.map(StoreClock.manual) ?? .database
         switch url {
@@ -81,6 +88,7 @@ public struct StoreHarness: Sendable {
                 configuration.requestTimeout = .seconds(30)
                 configuration.jobTimeout = .seconds(90)
             }
+            if let listenerReconnectDelay { configuration.listenerReconnectDelay = listenerReconnectDelay }
             let driver = PostgresDriver(configuration: configuration, logger: logger)
             return (SyncStore(driver: driver, clock: storeClock, logger: logger), { try await driver.run() })
         case .sqlite(let path):
@@ -139,10 +147,13 @@ public struct StoreHarness: Sendable {
     }
 
     /// A worker configuration with short intervals, for tests.
-    public static func workerConfiguration(concurrency: Int = 2, leaseMilliseconds: Int64 = 30_000, id: String = "worker") -> WorkerConfiguration {
+    /// - Parameter pollInterval: how often an idle worker re-checks the queue without a notification.
+    public static func workerConfiguration(
+        concurrency: Int = 2, leaseMilliseconds: Int64 = 30_000, pollInterval: Duration = .milliseconds(100), id: String = "worker"
+    ) -> WorkerConfiguration {
         WorkerConfiguration(
             concurrency: concurrency, leaseMilliseconds: leaseMilliseconds, heartbeatInterval: .milliseconds(200),
-            pollInterval: .milliseconds(100), rescueInterval: .milliseconds(200),
+            pollInterval: pollInterval, rescueInterval: .milliseconds(200),
             retryPolicy: RetryPolicy(maximumAttempts: 3, baseDelayMilliseconds: 20, maximumDelayMilliseconds: 100),
             workerID: id
         )

@@ -8,8 +8,9 @@ import SyncGateTestSupport
 import Testing
 
 /// Random mutations of valid requests thrown at the router: no answer is a 5xx, every error
-/// has the protocol's body, and the server keeps serving.
-@Suite struct FuzzTests {
+/// has the protocol's body, and afterwards every accepted push finishes (none dead, none stuck)
+/// and a normal push still applies promptly.
+@Suite(.timeLimit(.minutes(3))) struct FuzzTests {
     static let validPush = ProcessClient.pushBody([
         Op.create("foodLogs", "f", ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "a", "calories": 1]]], key: "k1", at: Op.clock),
         Op.update("inventory", "i", base: 1, ["qty": 2, "note": nil], key: "k2", household: "h", at: Op.clock),
@@ -66,6 +67,7 @@ import Testing
             let paths = ["/v1/sync/push", "/v1/sync/pull", "/v1/jobs/1", "/v1/jobs/-1", "/v1/jobs/%00", "/v1/sync/events", "/healthz", "/nope", "/v1/sync/push/extra"]
             let devices = ["d1", "", "bad device", String(repeating: "d", count: 300), "ok:device.1_-"]
             var statuses: [Int: Int] = [:]
+            var accepted: [Int64] = []
             for iteration in 0..<600 {
                 var headers: HTTPFields = [.contentType: "application/json"]
                 if Int.random(in: 0..<10, using: &random) > 0 {
@@ -84,15 +86,98 @@ import Testing
                 let response = try await http.client.executeRequest(uri: uri, method: method, headers: headers, body: ByteBuffer(bytes: body))
                 let status = Int(response.status.code)
                 statuses[status, default: 0] += 1
+                if path == "/v1/sync/push", status == 202 || status == 200,
+                   let id = (try? JSONParser().parse(Array(response.body.readableBytesView)))?["job_id"]?.stringValue.flatMap({ Int64($0) }) {
+                    accepted.append(id)
+                }
                 #expect(status < 500, "iteration \(iteration): \(method) \(uri) → \(status) \(String(buffer: response.body))")
                 if status >= 400 {
                     let json = try? JSONParser().parse(Array(response.body.readableBytesView))
                     #expect(json?.errorCode != nil, "iteration \(iteration): error without a protocol body")
                 }
             }
+            // Well-formed pushes with hostile content reach the workers.
+            for round in 0..<150 {
+                let operations = (0..<Int.random(in: 1...5, using: &random)).map { Self.hostileOperation(&random, key: "h\(round)-\($0)") }
+                let body = JSONValue.object(["operations": .array(operations)]).serialized()
+                let response = try await http.client.executeRequest(
+                    uri: "/v1/sync/push?wait=0", method: .post,
+                    headers: [.authorization: "Bearer \(token)", .contentType: "application/json", HTTPField.Name("X-Device-Id")!: "fuzzer"],
+                    body: ByteBuffer(string: body)
+                )
+                let status = Int(response.status.code)
+                statuses[status, default: 0] += 1
+                #expect(status < 500, "round \(round): \(status) \(String(buffer: response.body))")
+                if let id = (try? JSONParser().parse(Array(response.body.readableBytesView)))?["job_id"]?.stringValue.flatMap({ Int64($0) }) {
+                    accepted.append(id)
+                }
+            }
             #expect(try await http.send(.get, "/healthz", headers: [:]).status == 200)
             #expect(statuses[400, default: 0] > 100)
-            print("fuzz statuses: \(statuses.sorted { $0.key < $1.key })")
+            #expect(accepted.count > 100, "most hostile-but-well-formed pushes reach the workers")
+            // Every accepted push finishes, and a poison document stalls nothing: none is dead.
+            var outcomes: [String: Int] = [:]
+            for id in accepted {
+                let job = try await http.store.waitFinished(id, timeout: .seconds(60))
+                #expect(job.state == .done, "job \(id) is \(job.state): \(job.lastError ?? "")")
+                for result in job.results ?? [] { outcomes[result.outcome, default: 0] += 1 }
+            }
+            // The queue still moves: a normal push applies at once.
+            let started = ContinuousClock.now
+            let normal = try await http.push([Op.create("weightLogs", "after-fuzz", ["kg": 70])], wait: 10_000)
+            #expect(normal.status == 200 && normal.json?["results"]?[0]?["status"] == "applied")
+            #expect(started.duration(to: .now) < .seconds(10))
+            print("fuzz (\(driver)): 750 requests, statuses \(statuses.sorted { $0.key < $1.key }); \(accepted.count) pushes accepted, operation outcomes \(outcomes.sorted { $0.key < $1.key })")
+        }
+    }
+
+    /// A well-formed operation whose content is hostile: any type (known or not), intent and base
+    /// version, household ids with colons, and documents full of what breaks storage layers.
+    static func hostileOperation(_ random: inout SeededGenerator, key: String) -> JSONValue {
+        let types = ["foodLogs", "weightLogs", "userGoals", "recentFoods", "inventory", "timeEntries", "projects", "households", "household_members", "dailySummaries", "unknownType"]
+        let type = types.randomElement(using: &random)!
+        var operation: JSONObject = [
+            "idempotency_key": .string(key),
+            "entity_type": .string(type),
+            "entity_id": .string(["e1", "e2", "h:bob", "h", "2026-01-15", "ünïcødé-😀"].randomElement(using: &random)!),
+            "intent": .string(["create", "create", "update", "delete"].randomElement(using: &random)!),
+            "base_version": .int(Int64.random(in: 0...3, using: &random)),
+            "client_timestamp": .string(["2026-01-15T10:00:00Z", "9999-12-31T23:59:59.999Z", "1970-01-01T00:00:00Z", "2026-01-15T10:00:00.123456789+14:00"].randomElement(using: &random)!),
+        ]
+        if Bool.random(using: &random) { operation["household_id"] = .string(["h", "h:x", "other"].randomElement(using: &random)!) }
+        var data: JSONObject = [:]
+        for index in 0..<Int.random(in: 0...6, using: &random) {
+            data[hostileKey(&random, index: index)] = hostileValue(&random, depth: 0)
+        }
+        if type == "foodLogs", Bool.random(using: &random) {
+            data["loggedDate"] = .string(["2026-01-15", "2026-02-30", "\u{0}"].randomElement(using: &random)!)
+            data["mealType"] = "lunch"
+            data["items"] = .array((0..<Int.random(in: 0...4, using: &random)).map { _ in
+                .object(["id": .string(["a", "a", "b\u{0}"].randomElement(using: &random)!), "calories": hostileValue(&random, depth: 28),
+                         "updatedAt": [.string("2026-01-15T10:00:00Z"), .string("garbage"), .null, .int(5)].randomElement(using: &random)!])
+            })
+        }
+        operation["data"] = .object(data)
+        return .object(operation)
+    }
+
+    static func hostileKey(_ random: inout SeededGenerator, index: Int) -> String {
+        ["k\(index)", "", "a.b", "$where", "nul\u{0}key", "😀", String(repeating: "k", count: 300), "__proto__", "user_id", "role"].randomElement(using: &random)!
+    }
+
+    static func hostileValue(_ random: inout SeededGenerator, depth: Int) -> JSONValue {
+        switch Int.random(in: 0..<12, using: &random) {
+        case 0: return .string("nul\u{0}inside")
+        case 1: return .string(String(repeating: "x", count: Int.random(in: 0...20_000, using: &random)))
+        case 2: return .int([Int64.max, Int64.min, 0, -1].randomElement(using: &random)!)
+        case 3: return .double([1e308, -1e308, 5e-324, -0.0, 0.1].randomElement(using: &random)!)
+        case 4: return .string("\u{1}\u{1F}\u{7F}\u{2028}\u{FEFF}")
+        case 5 where depth < 30: return .array((0..<Int.random(in: 0...3, using: &random)).map { _ in hostileValue(&random, depth: depth + 1) })
+        case 6 where depth < 30: return .object(["n": hostileValue(&random, depth: depth + 1), "\u{0}": .bool(true)])
+        case 7: return .null
+        case 8: return .bool(Bool.random(using: &random))
+        case 9: return .string("'; DROP TABLE entities; --")
+        default: return .string("plain")
         }
     }
 }

@@ -78,8 +78,9 @@ import Testing
             let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], wait: 0)
             let id = try #require(pushed.json?["job_id"]?.stringValue)
             let started = ContinuousClock.now
+            let baseline = http.waiters
             async let waited = http.send(.get, "/v1/jobs/\(id)?wait=20000", headers: try await http.headers())
-            try await Task.sleep(for: .milliseconds(300))
+            try await http.waitForWaiters(1, beyond: baseline)
             try await http.store.drain()
             let response = try await waited
             #expect(response.json?["status"] == "done")
@@ -224,8 +225,9 @@ import Testing
         try await HTTPHarness.with(driver) { http in
             let cursor = try await http.pullAll(device: "tablet").cursor
             let started = ContinuousClock.now
+            let baseline = http.waiters
             async let waiting = http.pull(device: "tablet", query: "cursor=\(cursor)&wait=30000")
-            try await Task.sleep(for: .milliseconds(200))
+            try await http.waitForWaiters(1, beyond: baseline)
             let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone", wait: 10_000)
             #expect(pushed.status == 200)
             let page = try await waiting

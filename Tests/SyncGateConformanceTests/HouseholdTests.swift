@@ -108,8 +108,9 @@ import Testing
     func aWaitingPullWakesWhenTheUserIsAddedToAHousehold(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
             let cursor = try await http.pullAll(user: "bob").cursor
+            let baseline = http.waiters
             async let waiting = http.pull(user: "bob", query: "cursor=\(cursor)&wait=30000")
-            try await Task.sleep(for: .milliseconds(300))
+            try await http.waitForWaiters(1, beyond: baseline)
             let started = ContinuousClock.now
             _ = try await http.results([Op.create("households", "home", ["name": "Home"]), Self.member("home", "bob")])
             let page = try await waiting

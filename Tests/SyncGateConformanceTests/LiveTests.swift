@@ -11,12 +11,13 @@ import SyncGateTestSupport
 import Testing
 
 /// Server-sent events over a real socket.
-@Suite struct LiveTests {
+@Suite(.timeLimit(.minutes(2))) struct LiveTests {
     /// Reads an event stream line by line.
     struct EventStream {
         var iterator: HTTPClientResponse.Body.AsyncIterator
         var buffer = ""
 
+        /// The next event, or `nil` when the stream ends or nothing arrives within `timeout`.
         mutating func nextEvent(timeout: Duration) async throws -> String? {
             let deadline = ContinuousClock.now + timeout
             while true {
@@ -25,10 +26,34 @@ import Testing
                     buffer.removeSubrange(..<end.upperBound)
                     return event
                 }
-                guard ContinuousClock.now < deadline, let chunk = try await iterator.next() else { return nil }
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero, let chunk = try await Self.next(of: &iterator, within: remaining) else { return nil }
                 buffer += String(buffer: chunk)
             }
         }
+
+        /// The iterator's next chunk, abandoned (the response is cancelled) past `timeout`.
+        static func next(of iterator: inout HTTPClientResponse.Body.AsyncIterator, within timeout: Duration) async throws -> ByteBuffer? {
+            let box = IteratorBox(iterator)
+            let chunk = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+                group.addTask { try await box.next() }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? nil
+            }
+            iterator = box.iterator
+            return chunk
+        }
+    }
+
+    /// Moves the iterator into a child task and back.
+    final class IteratorBox: @unchecked Sendable {
+        var iterator: HTTPClientResponse.Body.AsyncIterator
+        init(_ iterator: HTTPClientResponse.Body.AsyncIterator) { self.iterator = iterator }
+        func next() async throws -> ByteBuffer? { try await iterator.next() }
     }
 
     static func openEvents(port: Int, token: String) async throws -> (HTTPClientResponse, EventStream) {
@@ -72,9 +97,9 @@ import Testing
         }
     }
 
-    /// The next `poke` event's data, skipping keep-alives.
-    static func nextPoke(_ events: inout EventStream) async throws -> JSONValue? {
-        while let event = try await events.nextEvent(timeout: .seconds(10)) {
+    /// The next `poke` event's data, skipping keep-alives; `nil` if none comes within `timeout`.
+    static func nextPoke(_ events: inout EventStream, timeout: Duration = .seconds(10)) async throws -> JSONValue? {
+        while let event = try await events.nextEvent(timeout: timeout) {
             guard event.hasPrefix("event: poke") else { continue }
             let data = event.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? ""
             return try JSONParser().parse(data)

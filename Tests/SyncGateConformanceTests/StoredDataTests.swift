@@ -6,7 +6,7 @@ import SyncGateTestSupport
 import Testing
 
 /// What a driver finds stored that it cannot read: it never guesses, and one bad row stalls nothing else.
-@Suite struct StoredDataTests {
+@Suite(.timeLimit(.minutes(2))) struct StoredDataTests {
     /// A stored document that does not parse is an error, never a tombstone.
     @Test(arguments: Driver.selected)
     func anUnreadableStoredDocumentFailsTheJobInsteadOfReadingAsDeleted(_ driver: Driver) async throws {
@@ -37,6 +37,28 @@ import Testing
                 #expect(dead.state == .dead)
                 #expect(dead.lastError?.contains("payload") == true, "\(dead.lastError ?? "-")")
             }
+        }
+    }
+}
+
+extension StoredDataTests {
+    /// U+0000 passes the front (it is valid JSON) but PostgreSQL cannot store it: the operation is
+    /// refused on every driver alike, its neighbours apply, and the job never retries.
+    @Test(arguments: Driver.selected)
+    func aDocumentNoDriverCanStoreIsRefusedAloneAndTheJobFinishes(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let id = try await harness.push([
+                Op.create("contacts", "good", ["name": "Ada"]),
+                Op.create("contacts", "nul", ["name": "Ada\u{0}Lovelace"]),
+                Op.create("inventory", "nul-key", ["n\u{0}": 1], household: "h"),
+                Op.create("contacts", "after", ["name": "Grace"]),
+            ])
+            try await harness.withWorkers(1, concurrency: 1) {
+                let job = try await harness.waitFinished(id, timeout: .seconds(20))
+                #expect(job.state == .done && job.attempts == 1)
+                #expect(job.results?.map(\.outcome) == ["applied", "VALIDATION_ERROR", "VALIDATION_ERROR", "applied"])
+            }
+            #expect(try await harness.pullAll().changes.map(\.entityID) == ["good", "after"])
         }
     }
 }

@@ -212,6 +212,9 @@ extension BatchApplier {
                 key = targetKey
                 type = targetType
             }
+            if let data = operation.data, let reason = StorableDocument.violation(in: data) {
+                return .rejected(operation, .validationError, reason)
+            }
             if let household = key.scope.householdID {
                 switch checkHousehold(operation, household: household, type: type) {
                 case .failure(let rejection): return rejection

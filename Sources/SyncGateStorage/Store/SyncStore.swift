@@ -10,15 +10,18 @@ public import SyncGateCore
 public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore {
     public let driver: any StorageDriver
     public let clock: StoreClock
+    /// Test seams inside the store's transactions.
+    public var hooks: StoreHooks
     let logger: Logger
 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
     public var batchSize = 5000
 
-    public init(driver: any StorageDriver, clock: StoreClock = .database, logger: Logger) {
+    public init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), logger: Logger) {
         self.driver = driver
         self.clock = clock
+        self.hooks = hooks
         self.logger = logger
     }
 
@@ -72,4 +75,24 @@ public final class ManualClock: Sendable {
     public func advance(milliseconds: Int64) {
         instant.update { $0 = $0.adding(milliseconds: milliseconds) }
     }
+}
+
+/// Test seams: code run at points inside the store's transactions, so tests can hold one open
+/// at a known moment (a reader paging past an uncommitted change, two applies overlapping).
+public struct StoreHooks: Sendable {
+    /// Runs inside an apply's transaction once its feeds are locked, its operations decided and
+    /// its changes numbered, before anything is written; throwing rolls the apply back.
+    public var beforeApplyWrites: @Sendable (ApplyingJob) async throws -> Void
+
+    public init(beforeApplyWrites: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in }) {
+        self.beforeApplyWrites = beforeApplyWrites
+    }
+}
+
+/// An apply paused at ``StoreHooks/beforeApplyWrites``.
+public struct ApplyingJob: Sendable, Hashable {
+    public var jobID: Int64
+    public var userID: String
+    /// The feed sequence numbers its changes take, per feed.
+    public var sequences: [Scope: [Int64]]
 }

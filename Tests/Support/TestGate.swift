@@ -1,0 +1,77 @@
+import Synchronization
+
+/// A one-shot signal between test tasks, waited on with a deadline: a test that waits for
+/// something that never happens fails with a message instead of hanging.
+public final class TestGate: Sendable {
+    private struct State {
+        var opened = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+    public let name: String
+
+    public init(_ name: String) {
+        self.name = name
+    }
+
+    public var isOpen: Bool { state.withLock { $0.opened } }
+
+    public func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.opened = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    /// Waits until the gate opens; throws once `timeout` passes.
+    public func wait(timeout: Duration = .seconds(30)) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let opened = self.state.withLock { state -> Bool in
+                        if state.opened { return true }
+                        state.waiters.append(continuation)
+                        return false
+                    }
+                    if opened { continuation.resume() }
+                }
+                return true
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return false
+            }
+            let opened = try await group.next() ?? false
+            group.cancelAll()
+            // The waiting task resumes once the gate opens; open it on timeout so it ends too.
+            if !opened {
+                self.open()
+                throw TestEnvironmentError(description: "timed out after \(timeout) waiting for \(self.name)")
+            }
+        }
+    }
+}
+
+/// The first element of an async sequence, or an error once `timeout` passes (a stream that never
+/// yields fails the test instead of hanging it).
+public func first<Stream: AsyncSequence & Sendable>(of stream: Stream, within timeout: Duration, _ what: String) async throws -> Stream.Element
+where Stream.Element: Sendable {
+    try await withThrowingTaskGroup(of: Stream.Element?.self) { group in
+        group.addTask {
+            for try await element in stream { return element }
+            return nil
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let element = try await group.next() ?? nil else {
+            throw TestEnvironmentError(description: "timed out after \(timeout) waiting for \(what)")
+        }
+        return element
+    }
+}

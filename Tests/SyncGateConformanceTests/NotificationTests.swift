@@ -1,0 +1,137 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// The notification paths alone: every test runs with the polling safety net at a minute
+/// (``HTTPHarness/noSafetyNet``), so an answer within a few seconds can only come from a
+/// notification (NOTIFY on PostgreSQL, in-process signals on SQLite).
+@Suite(.timeLimit(.minutes(2))) struct NotificationTests {
+    /// Well under the safety net's minute, and generous for a loaded two-core machine.
+    static let promptly: Duration = .seconds(5)
+
+    /// "Jobs available" wakes an idle worker; "job finished" answers the waiting push.
+    @Test(arguments: Driver.selected)
+    func aPushIsAppliedAndAnsweredByNotifications(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true) { http in
+            for round in 0..<3 {
+                let started = ContinuousClock.now
+                let pushed = try await http.push([Op.create("weightLogs", "w\(round)", ["kg": 70])], wait: 30_000)
+                #expect(pushed.status == 200 && pushed.json?["status"] == "done")
+                #expect(started.duration(to: .now) < Self.promptly, "round \(round)")
+            }
+        }
+    }
+
+    /// A feed notification wakes a long-poll.
+    @Test(arguments: Driver.selected)
+    func aLongPollWakesWhenItsFeedAdvances(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true) { http in
+            let cursor = try await http.pullAll(device: "tablet").cursor
+            let baseline = http.waiters
+            async let waiting = http.pull(device: "tablet", query: "cursor=\(cursor)&wait=55000")
+            try await http.waitForWaiters(1, beyond: baseline)
+            let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone", wait: 30_000)
+            #expect(pushed.status == 200)
+            let answered = ContinuousClock.now
+            let page = try await waiting
+            #expect(answered.duration(to: .now) < Self.promptly)
+            #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
+        }
+    }
+
+    /// Being added to a household wakes the new member's long-poll (their own feed announces it).
+    @Test(arguments: Driver.selected)
+    func joiningAHouseholdWakesTheJoiner(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true) { http in
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), Op.create("inventory", "milk", ["q": 1], household: "home")], user: "bob")
+            let cursor = try await http.pullAll(user: "alice").cursor
+            let baseline = http.waiters
+            async let waiting = http.pull(user: "alice", query: "cursor=\(cursor)&wait=55000")
+            try await http.waitForWaiters(1, beyond: baseline)
+            _ = try await http.results([HouseholdTests.member("home", "alice")], user: "bob")
+            let joined = ContinuousClock.now
+            let page = try await waiting
+            #expect(joined.duration(to: .now) < Self.promptly)
+            #expect(page.json?["scopes"]?["added"] == ["home"])
+        }
+    }
+
+    /// Server-sent pokes come from notifications too (keep-alives are a minute apart here).
+    @Test(arguments: Driver.selected)
+    func eventsPokeWithoutThePollingNet(_ driver: Driver) async throws {
+        var configuration = HTTPHarness.testConfiguration
+        configuration.keepAliveInterval = HTTPHarness.noSafetyNet
+        try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 1, notificationsOnly: true) { http in
+            let port = try #require(http.client.port)
+            let baseline = http.waiters
+            var events = try await LiveTests.openEvents(port: port, token: try await http.token()).1
+            #expect(try await events.nextEvent(timeout: .seconds(10))?.hasPrefix(": connected") == true)
+            try await http.waitForWaiters(1, beyond: baseline)
+            let started = ContinuousClock.now
+            _ = try await http.results([Op.create("weightLogs", "w", ["kg": 1])], device: "phone")
+            #expect(try await LiveTests.nextPoke(&events, timeout: Self.promptly) == ["household_ids": [], "user": true])
+            #expect(started.duration(to: .now) < Self.promptly)
+        }
+    }
+
+    /// The LISTEN connection dies; a change commits while it is away, so its NOTIFY is lost. When
+    /// the listener is back it resynchronizes every waiter, which finds the change long before the
+    /// safety net would have; pokes and wake-ups work again afterwards.
+    @Test(arguments: Driver.selected.filter { $0 == .postgres })
+    func theListenerReconnectsAndResynchronizesWaiters(_ driver: Driver) async throws {
+        var configuration = HTTPHarness.testConfiguration
+        configuration.keepAliveInterval = HTTPHarness.noSafetyNet
+        try await HTTPHarness.with(
+            driver, setup: .live, configuration: configuration, workers: 1, notificationsOnly: true, listenerReconnectDelay: .seconds(2)
+        ) { http in
+            guard case .postgres(let location) = http.store.url else { return }
+            let port = try #require(http.client.port)
+            let cursor = try await http.pullAll(device: "tablet").cursor
+            #expect(try await Self.listeners(location) == 1)
+
+            let baseline = http.waiters
+            var events = try await LiveTests.openEvents(port: port, token: try await http.token()).1
+            _ = try await events.nextEvent(timeout: .seconds(10))
+            async let waiting = http.pull(device: "tablet", query: "cursor=\(cursor)&wait=55000")
+            try await http.waitForWaiters(2, beyond: baseline)
+
+            #expect(try await withConnection(location) {
+                try await $0.integer(
+                    "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()"
+                )
+            } == 1)
+            try await eventually("the listener to be gone", timeout: .seconds(10), every: .milliseconds(10)) { try await Self.listeners(location) == 0 }
+            // Committed while nobody listens: this NOTIFY is lost.
+            _ = try await http.store.apply([Op.create("weightLogs", "while-away", ["kg": 1])])
+            let committed = ContinuousClock.now
+            let page = try await waiting
+            #expect(page.json?["changes"]?[0]?["entity_id"] == "while-away")
+            #expect(committed.duration(to: .now) < .seconds(15), "woken by the listener's resynchronization, not the minute-long safety net")
+            #expect(try await Self.listeners(location) == 1)
+            // The stream is poked by the resynchronization too, then by a fresh change.
+            #expect(try await LiveTests.nextPoke(&events, timeout: .seconds(15)) != nil)
+            _ = try await http.results([Op.create("weightLogs", "after", ["kg": 1])], device: "phone")
+            let started = ContinuousClock.now
+            var poked = false
+            while !poked, started.duration(to: .now) < Self.promptly {
+                poked = try await LiveTests.nextPoke(&events, timeout: Self.promptly)?["user"] == true
+            }
+            #expect(poked)
+        }
+    }
+
+    static func listeners(_ location: DatabaseURL.PostgresLocation) async throws -> Int {
+        try await withConnection(location) {
+            try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()")
+        }
+    }
+}
