@@ -361,3 +361,45 @@ extension BatchApplierTests {
         }
     }
 }
+
+extension BatchApplierTests {
+    /// Replaying any prefix of a history of batches (the same idempotency keys, as a client
+    /// retrying would) answers `duplicate` with the recorded versions and changes nothing — across
+    /// every policy of the built-in types, creates, patches, deletes and stale bases.
+    @Test func replayingAnyPrefixOfAHistoryChangesNothing() {
+        let types = ["weightLogs", "userGoals", "foodLogs", "recentFoods", "categories", "contacts"]
+        var cases = 0
+        for seed in UInt64(1)...300 {
+            var random = SeededGenerator(seed: seed)
+            var world = World()
+            var history: [SyncOperation] = []
+            var versions: [String: Int64] = [:]
+            for batch in 0..<6 {
+                let operations: [SyncOperation] = (0..<Int.random(in: 1...5, using: &random)).map { index in
+                    let type = types.randomElement(using: &random)!
+                    let id = ["e1", "e2"].randomElement(using: &random)!
+                    let known = versions["\(type)/\(id)"] ?? 0
+                    let intent: SyncOperation.Intent = known == 0 ? .create : [.update, .update, .delete, .create].randomElement(using: &random)!
+                    var data: JSONObject = ["n": .int(Int64(index)), "loggedDate": "2026-01-15", "mealType": "lunch"]
+                    if type == "foodLogs", Bool.random(using: &random) { data["items"] = [["id": "a", "calories": .int(Int64(index))]] }
+                    return Self.op(intent, type, id, base: Int64.random(in: 0...known, using: &random), data: data, key: "s\(seed)-b\(batch)-\(index)")
+                }
+                let outcome = world.push(Self.alice, operations)
+                for state in outcome.writes { versions["\(state.key.entityType)/\(state.key.entityID)"] = state.version }
+                history += operations
+            }
+            let recorded = world.recorded["alice"] ?? [:]
+            let before = world.entities
+            let prefix = history.prefix(Int.random(in: 1...history.count, using: &random)).filter { recorded[$0.idempotencyKey] != nil }
+            guard !prefix.isEmpty else { continue }
+            let replay = world.push(Self.alice, Array(prefix))
+            cases += prefix.count
+            #expect(replay.results.allSatisfy { $0.status == .duplicate }, "seed \(seed)")
+            #expect(replay.results.map(\.version) == prefix.map { recorded[$0.idempotencyKey]! }, "seed \(seed)")
+            #expect(replay.writes.isEmpty && replay.recorded.isEmpty, "seed \(seed)")
+            #expect(world.entities == before, "seed \(seed)")
+        }
+        #expect(cases > 1000)
+        print("replay property: \(cases) replayed operations")
+    }
+}

@@ -261,6 +261,27 @@ import Testing
         #expect(revived.data?["items"] == [item("a", "apple", updated: -100), item("b", "bread again", updated: -20)])
     }
 
+    /// An item without `updatedAt` counts as written when its operation was, even after later
+    /// operations move the entity's own timestamp on: a delete made after it still removes it, and
+    /// an older copy still loses to it. (Before item times were kept, the stored item took the
+    /// entity's latest timestamp and the outcome depended on the order pushes arrived in.)
+    @Test func anItemWithoutUpdatedAtKeepsTheTimeItWasWritten() throws {
+        let created = try #require(F.resolve(F.operation(.create, base: 0, data: ["items": [["id": "x", "n": 1]]], at: -100), nil, Self.itemsType).written)
+        #expect(created.meta.itemTimes == ["x": F.at(-100)])
+        // Another item, at a later time: the entity's timestamp moves to -10.
+        let later = try #require(F.resolve(F.operation(.update, base: 0, data: ["items": [item("y", "y", updated: -10)]], at: -10), created, Self.itemsType).written)
+        #expect(later.clientTimestamp == F.at(-10))
+        #expect(later.meta.itemTimes == ["x": F.at(-100)])
+        // A delete of x made at -50, after x was written (-100) though before the entity's time (-10).
+        let deleting: JSONObject = ["items": [["id": "x", "deletedAt": .string(F.at(-50).rfc3339)]]]
+        let deleted = try #require(F.resolve(F.operation(.update, base: 0, data: deleting, at: -50), later, Self.itemsType).written)
+        #expect(deleted.data?["items"] == [item("y", "y", updated: -10)])
+        #expect(deleted.meta.itemTimes == [:])
+        // And a copy of x edited at -120 (before it was written) loses to the stored one.
+        let older: JSONObject = ["items": [item("x", "old", updated: -120)]]
+        #expect(F.resolve(F.operation(.update, base: 0, data: older, at: -5), later, Self.itemsType) == .keep(status: .conflict(.merged)))
+    }
+
     @Test func itemsMergeDropsDeletedItemsOnCurrentWritesToo() throws {
         let incoming: JSONObject = ["mealType": "lunch", "items": [item("a", "apple", updated: -5), item("z", "zucchini", updated: -5, deleted: -1)]]
         let state = try #require(F.resolve(F.operation(.create, base: 0, data: incoming), nil, Self.itemsType).written)

@@ -69,7 +69,7 @@ public enum ConflictResolver {
         var document = operation.data ?? [:]
         var meta = EntityMeta()
         if let items = type.items, type.policy == .itemsMerge {
-            switch ItemsMerge.replace(in: &document, items: items, tombstones: &meta.itemTombstones) {
+            switch ItemsMerge.replace(in: &document, items: items, meta: &meta, timestamp: timestamp) {
             case .success: break
             case .failure(let message): return .reject(.validationError, message)
             }
@@ -111,7 +111,7 @@ public enum ConflictResolver {
             let incoming = operation.data ?? [:]
             var document = operation.intent == .create ? incoming : applyPatch(incoming, to: current.data ?? [:])
             if let items = type.items, type.policy == .itemsMerge, operation.intent == .create || incoming[items.path] != nil {
-                switch ItemsMerge.replace(in: &document, items: items, tombstones: &next.meta.itemTombstones) {
+                switch ItemsMerge.replace(in: &document, items: items, meta: &next.meta, timestamp: timestamp) {
                 case .success: break
                 case .failure(let message): return .reject(.validationError, message)
                 }
@@ -205,7 +205,7 @@ public enum ConflictResolver {
                 stored: document[items.path],
                 incoming: incomingItems,
                 items: items,
-                tombstones: &meta.itemTombstones,
+                meta: &meta,
                 storedFallback: current.clientTimestamp,
                 incomingFallback: timestamp,
                 ties: type.ties

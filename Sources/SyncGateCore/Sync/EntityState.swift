@@ -35,13 +35,17 @@ public struct EntityMeta: Sendable, Hashable {
     public var fields: [String: FieldStamp]
     /// `items_merge`: ids of deleted items and when they were deleted, so stale copies stay deleted.
     public var itemTombstones: [String: Timestamp]
+    /// `items_merge`: when each stored item without an updated-at field was written (the time of
+    /// the operation that wrote it), so later merges compare against that, not the entity's time.
+    public var itemTimes: [String: Timestamp]
 
-    public init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:]) {
+    public init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:], itemTimes: [String: Timestamp] = [:]) {
         self.fields = fields
         self.itemTombstones = itemTombstones
+        self.itemTimes = itemTimes
     }
 
-    public var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty }
+    public var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty && itemTimes.isEmpty }
 
     public var json: JSONValue {
         var object: JSONObject = [:]
@@ -50,6 +54,9 @@ public struct EntityMeta: Sendable, Hashable {
         }
         if !itemTombstones.isEmpty {
             object["d"] = .object(itemTombstones.mapValues { .int($0.millisecondsSinceEpoch) })
+        }
+        if !itemTimes.isEmpty {
+            object["t"] = .object(itemTimes.mapValues { .int($0.millisecondsSinceEpoch) })
         }
         return .object(object)
     }
@@ -64,6 +71,9 @@ public struct EntityMeta: Sendable, Hashable {
         }
         for (item, millis) in object["d"]?.objectValue ?? [:] {
             if let millis = millis.integerValue { itemTombstones[item] = Timestamp(millisecondsSinceEpoch: millis) }
+        }
+        for (item, millis) in object["t"]?.objectValue ?? [:] {
+            if let millis = millis.integerValue { itemTimes[item] = Timestamp(millisecondsSinceEpoch: millis) }
         }
     }
 }

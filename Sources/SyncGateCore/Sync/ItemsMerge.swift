@@ -1,6 +1,9 @@
 /// Item-level merging of the array an `items_merge` type names.
 ///
 /// Items are matched by their id field; per item the copy with the later updated-at timestamp wins.
+/// An item without one counts as written when the operation that wrote it was; that time is kept in
+/// the entity's metadata while the item is stored, so a later merge compares against it (not the
+/// entity's latest time) and the result does not depend on the order pushes arrive in.
 /// Items whose deleted-at field is set are dropped from the stored array and remembered as item
 /// tombstones, so a stale copy of a deleted item does not come back.
 enum ItemsMerge {
@@ -9,11 +12,12 @@ enum ItemsMerge {
         case failure(String)
     }
 
-    /// The client's array replaces the stored one (b == v, or a create).
+    /// The client's array replaces the stored one (b == v, or a create) at the operation's `timestamp`.
     static func replace(
         in document: inout JSONObject,
         items: EntityTypeConfig.ItemsConfig,
-        tombstones: inout [String: Timestamp]
+        meta: inout EntityMeta,
+        timestamp: Timestamp
     ) -> Outcome<Void> {
         guard let value = document[items.path], !value.isNull else { return .success(()) }
         let incoming: [Item]
@@ -22,24 +26,32 @@ enum ItemsMerge {
         case .failure(let message): return .failure(message)
         }
         var kept: [JSONValue] = []
+        var times: [String: Timestamp] = [:]
         for item in incoming {
             if let deletedAt = item.deletedAt {
-                tombstones[item.id] = max(tombstones[item.id] ?? deletedAt, deletedAt)
+                meta.itemTombstones[item.id] = max(meta.itemTombstones[item.id] ?? deletedAt, deletedAt)
             } else {
-                tombstones.removeValue(forKey: item.id)
+                meta.itemTombstones.removeValue(forKey: item.id)
                 kept.append(item.value)
+                if item.updatedAt == nil { times[item.id] = timestamp }
             }
         }
         document[items.path] = .array(kept)
+        meta.itemTimes = times
         return .success(())
     }
 
     /// A stale client's array merged into the stored one.
+    ///
+    /// - Parameters:
+    ///   - storedFallback: the time of a stored item with neither an updated-at field nor a recorded
+    ///     time (stored before item times were recorded): the entity's client timestamp.
+    ///   - incomingFallback: the operation's timestamp, the time of its items without an updated-at field.
     static func merge(
         stored: JSONValue?,
         incoming: JSONValue,
         items: EntityTypeConfig.ItemsConfig,
-        tombstones: inout [String: Timestamp],
+        meta: inout EntityMeta,
         storedFallback: Timestamp,
         incomingFallback: Timestamp,
         ties: EntityTypeConfig.TieBreak
@@ -58,29 +70,38 @@ enum ItemsMerge {
 
         var order = storedItems.map(\.id)
         var winners: [String: Item] = [:]
-        for item in storedItems { winners[item.id] = item }
+        // Each item's time: its updated-at field, or when it was written.
+        var times: [String: Timestamp] = [:]
+        for item in storedItems {
+            winners[item.id] = item
+            times[item.id] = item.updatedAt ?? meta.itemTimes[item.id] ?? storedFallback
+        }
         for item in incomingItems {
             if let deletedAt = item.deletedAt {
-                tombstones[item.id] = max(tombstones[item.id] ?? deletedAt, deletedAt)
+                meta.itemTombstones[item.id] = max(meta.itemTombstones[item.id] ?? deletedAt, deletedAt)
                 continue
             }
             let incomingUpdated = item.updatedAt ?? incomingFallback
-            if let existing = winners[item.id] {
-                let storedUpdated = existing.updatedAt ?? storedFallback
+            if let storedUpdated = times[item.id] {
                 if incomingUpdated > storedUpdated || (incomingUpdated == storedUpdated && ties == .client) {
                     winners[item.id] = item
+                    times[item.id] = incomingUpdated
                 }
             } else {
                 winners[item.id] = item
+                times[item.id] = incomingUpdated
                 order.append(item.id)
             }
         }
         var result: [JSONValue] = []
+        var kept: [String: Timestamp] = [:]
         for id in order {
-            guard let item = winners[id] else { continue }
-            if let deletedAt = tombstones[id], deletedAt >= (item.updatedAt ?? storedFallback) { continue }
+            guard let item = winners[id], let time = times[id] else { continue }
+            if let deletedAt = meta.itemTombstones[id], deletedAt >= time { continue }
             result.append(item.value)
+            if item.updatedAt == nil { kept[id] = time }
         }
+        meta.itemTimes = kept
         return .success(.array(result))
     }
 
