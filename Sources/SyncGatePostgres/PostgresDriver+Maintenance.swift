@@ -35,7 +35,7 @@ extension PostgresDriver {
             """
             WITH gone AS (
                 DELETE FROM jobs WHERE id IN (
-                    SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < \(cutoff.date) LIMIT \(limit)
+                    SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < timestamptz 'epoch' + \(cutoff.millisecondsSinceEpoch)::bigint * interval '1 millisecond' LIMIT \(limit)
                 ) RETURNING 1
             ) SELECT count(*)::int FROM gone
             """
@@ -48,7 +48,7 @@ extension PostgresDriver {
             """
             WITH gone AS (
                 DELETE FROM applied_operations WHERE (user_id, idempotency_key) IN (
-                    SELECT user_id, idempotency_key FROM applied_operations WHERE applied_at < \(cutoff.date) LIMIT \(limit)
+                    SELECT user_id, idempotency_key FROM applied_operations WHERE applied_at < timestamptz 'epoch' + \(cutoff.millisecondsSinceEpoch)::bigint * interval '1 millisecond' LIMIT \(limit)
                 ) RETURNING 1
             ) SELECT count(*)::int FROM gone
             """
@@ -101,7 +101,7 @@ extension PostgresDriver {
                 """
                 SELECT (SELECT count(*)::int FROM entities), (SELECT count(*)::int FROM changes), (SELECT count(*)::int FROM feeds),
                        (SELECT count(*)::int FROM applied_operations), (SELECT count(*)::int FROM households),
-                       (SELECT (extract(epoch FROM coalesce(\(now.date)::timestamptz, now()) - min(created_at)) * 1000)::bigint
+                       (SELECT (extract(epoch FROM coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) - min(created_at)) * 1000)::bigint
                         FROM jobs WHERE state IN ('queued', 'retrying'))
                 """,
                 logger: logger

@@ -34,7 +34,7 @@ extension PostgresDriver {
             WITH job AS (
                 INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
                 VALUES (\(job.userID), \(job.deviceID), \(job.maximumAttempts), \(job.operationCount), \(job.payload),
-                        coalesce(\(now.date)::timestamptz, now()), coalesce(\(now.date)::timestamptz, now()), coalesce(\(now.date)::timestamptz, now()))
+                        coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()), coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()), coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()))
                 RETURNING id
             )
             SELECT id, pg_notify(\(Self.channel), \(NotificationPayload.encode(.jobsAvailable)))::text FROM job
@@ -74,7 +74,7 @@ extension PostgresDriver {
             """
             WITH candidates AS (
                 SELECT j.id FROM jobs j
-                WHERE j.state IN ('queued', 'retrying') AND j.run_at <= coalesce(\(now.date)::timestamptz, now())
+                WHERE j.state IN ('queued', 'retrying') AND j.run_at <= coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
                   AND NOT EXISTS (
                       SELECT 1 FROM jobs earlier
                       WHERE earlier.user_id = j.user_id AND earlier.id < j.id
@@ -89,8 +89,8 @@ extension PostgresDriver {
                 attempts = jobs.attempts + 1,
                 lease_owner = \(workerID),
                 lease_token = md5(random()::text || clock_timestamp()::text),
-                lease_expires_at = coalesce(\(now.date)::timestamptz, now()) + \(leaseMilliseconds) * interval '1 millisecond',
-                updated_at = coalesce(\(now.date)::timestamptz, now())
+                lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
+                updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
             FROM candidates WHERE jobs.id = candidates.id
             RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
             """,
@@ -108,8 +108,8 @@ extension PostgresDriver {
         try await execute(
             "extend leases", .job,
             """
-            UPDATE jobs SET lease_expires_at = coalesce(\(now.date)::timestamptz, now()) + \(leaseMilliseconds) * interval '1 millisecond',
-                updated_at = coalesce(\(now.date)::timestamptz, now())
+            UPDATE jobs SET lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
+                updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
             WHERE id IN (
                 SELECT j.id FROM jobs j
                 JOIN unnest(\(leases.map(\.id))::bigint[], \(leases.map(\.token))::text[]) AS lease(id, token)

@@ -271,13 +271,13 @@ extension PostgresRowSequence {
 }
 
 extension Optional where Wrapped == Timestamp {
-    /// The instant as a PostgreSQL parameter: bound as `timestamptz`, `NULL` for the database's clock.
-    var date: Date? { map(\.date) }
+    /// The instant as a PostgreSQL parameter: milliseconds since the epoch, turned into a
+    /// `timestamptz` with exact interval arithmetic (`timestamptz 'epoch' + ms * interval '1 ms'`;
+    /// a `Date` would pass through a floating-point number); `NULL` for the database's clock.
+    var milliseconds: Int64? { map(\.millisecondsSinceEpoch) }
 }
 
 extension Timestamp {
-    var date: Date { Date(timeIntervalSince1970: Double(millisecondsSinceEpoch) / 1000) }
-
     init(_ date: Date) {
         self.init(millisecondsSinceEpoch: Int64((date.timeIntervalSince1970 * 1000).rounded()))
     }

@@ -9,14 +9,14 @@ import SyncGateStorage
 final class PostgresTransaction: StorageTransaction {
     let connection: PostgresConnection
     let logger: Logger
-    /// The transaction's "now": `NULL` binds the database's clock.
-    let now: Date?
+    /// The transaction's "now" in milliseconds since the epoch; `NULL` binds the database's clock.
+    let now: Int64?
     /// BEGIN and COMMIT count too.
     private(set) var statementCount = 2
 
     init(connection: PostgresConnection, now: Timestamp?, logger: Logger) {
         self.connection = connection
-        self.now = now.date
+        self.now = now?.millisecondsSinceEpoch
         self.logger = logger
     }
 
@@ -143,7 +143,7 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
-            SELECT \(userID), k, nullif(v, -1), coalesce(\(now)::timestamptz, now())
+            SELECT \(userID), k, nullif(v, -1), coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
             FROM unnest(\(records.map(\.key))::text[], \(records.map { $0.version ?? -1 })::bigint[]) AS r(k, v)
             """
         )
@@ -187,7 +187,7 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             UPDATE jobs SET state = \(finish.state.rawValue), results = \(finish.results), last_error = \(finish.lastError),
-                finished_at = coalesce(\(now)::timestamptz, now()), updated_at = coalesce(\(now)::timestamptz, now()),
+                finished_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()), updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()),
                 lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
             WHERE id = \(finish.id)
             """
@@ -205,8 +205,8 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             UPDATE jobs SET state = 'retrying', last_error = \(error),
-                run_at = coalesce(\(now)::timestamptz, now()) + \(delayMilliseconds) * interval '1 millisecond',
-                lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = coalesce(\(now)::timestamptz, now())
+                run_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()) + \(delayMilliseconds) * interval '1 millisecond',
+                lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
             WHERE id = \(id)
             """
         )
@@ -217,7 +217,7 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             SELECT id, user_id, device_id, attempts, payload FROM jobs
-            WHERE state = 'running' AND lease_expires_at < coalesce(\(now)::timestamptz, now())
+            WHERE state = 'running' AND lease_expires_at < coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
             ORDER BY id LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
             """
@@ -231,9 +231,9 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             WITH retried AS (
-                UPDATE jobs SET state = 'queued', attempts = 0, run_at = coalesce(\(now)::timestamptz, now()), results = NULL,
+                UPDATE jobs SET state = 'queued', attempts = 0, run_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()), results = NULL,
                     finished_at = NULL, last_error = 'retried by an operator after: ' || coalesce(last_error, ''),
-                    updated_at = coalesce(\(now)::timestamptz, now())
+                    updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
                 WHERE state = 'dead' AND (\(ids == nil) OR id = ANY(\(ids ?? [])::bigint[]))
                 RETURNING 1
             ) SELECT count(*)::int FROM retried

@@ -20,7 +20,7 @@ public func buildApplication(
     logger: Logger
 ) async throws -> some ApplicationProtocol {
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
-        ?? OpenStore.open(configuration.database, maximumConnections: 10 + 2 * configuration.workers, logger: logger)
+        ?? OpenStore.open(configuration.database, maximumConnections: 10 + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger)
     let store = opened.store
     let secret = try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database)
     let authority = await TokenAuthority(secret: secret.value)
@@ -58,7 +58,7 @@ public func buildApplication(
 
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
-    let opened = try OpenStore.open(configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, logger: logger)
+    let opened = try OpenStore.open(configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, hooks: configuration.storeHooks, logger: logger)
     return [
         opened.service,
         Worker(

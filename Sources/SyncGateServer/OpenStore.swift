@@ -17,16 +17,18 @@ public struct OpenStore: Sendable {
     }
 
     /// Opens the database at `url`.
-    public static func open(_ url: DatabaseURL, maximumConnections: Int = 20, clock: StoreClock = .database, logger: Logger) throws(ConfigurationError) -> OpenStore {
+    public static func open(
+        _ url: DatabaseURL, maximumConnections: Int = 20, clock: StoreClock = .database, hooks: StoreHooks = .init(), logger: Logger
+    ) throws(ConfigurationError) -> OpenStore {
         switch url {
         case .postgres(let location):
             let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: maximumConnections), logger: logger)
-            return OpenStore(store: SyncStore(driver: driver, clock: clock, logger: logger), service: driver)
+            return OpenStore(store: SyncStore(driver: driver, clock: clock, hooks: hooks, logger: logger), service: driver)
         case .sqlite(let path):
             try ensureFolder(of: path)
             do {
                 let driver = try SQLiteDriver(path: path, logger: logger)
-                return OpenStore(store: SyncStore(driver: driver, clock: clock, logger: logger), service: driver)
+                return OpenStore(store: SyncStore(driver: driver, clock: clock, hooks: hooks, logger: logger), service: driver)
             } catch {
                 throw ConfigurationError("cannot open SQLite database \(path): \(error)")
             }

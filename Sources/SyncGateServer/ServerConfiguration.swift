@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var logLevel = "info"
     /// Test seams run in the workers of this process.
     public var workerHooks = WorkerHooks()
+    /// Test seams run inside the store's transactions (a store opened from ``database``).
+    public var storeHooks = StoreHooks()
 
     public init() {}
 

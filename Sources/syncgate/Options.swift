@@ -31,7 +31,9 @@ struct CommonOptions: ParsableArguments {
         let logger = LoggingBootstrap.logger(level: level)
         let reader = try await ServerConfiguration.reader(flags: flags, configFile: configFile, accessLogger: logger)
         do {
-            return (try ServerConfiguration(reader: reader), logger)
+            var configuration = try ServerConfiguration(reader: reader)
+            configuration.storeHooks = .fromTestEnvironment
+            return (configuration, logger)
         } catch {
             throw ValidationError(error.message)
         }

@@ -8,7 +8,7 @@ public import SyncGateCore
 public import SyncGateHTTP
 public import SyncGateServer
 import SyncGateStorage
-import SyncGateWorker
+public import SyncGateWorker
 
 /// The production application (``buildApplication(_:store:logger:)``) on a fresh store, for HTTP tests.
 public struct HTTPHarness: Sendable {
@@ -30,12 +30,13 @@ public struct HTTPHarness: Sendable {
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
         collections: Collections = .default,
         workers: Int = 2,
+        workerHooks: WorkerHooks = .init(),
         notificationsOnly: Bool = false,
         listenerReconnectDelay: Duration? = nil,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         try await StoreHarness.with(driver, collections: collections, listenerReconnectDelay: listenerReconnectDelay) { store in
-            try await run(store: store, setup: setup, configuration: configuration, workers: workers, notificationsOnly: notificationsOnly, body)
+            try await run(store: store, setup: setup, configuration: configuration, workers: workers, workerHooks: workerHooks, notificationsOnly: notificationsOnly, body)
         }
     }
 
@@ -48,10 +49,12 @@ public struct HTTPHarness: Sendable {
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
         workers: Int = 2,
+        workerHooks: WorkerHooks = .init(),
         notificationsOnly: Bool = false,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         var server = serverConfiguration(store: store, front: configuration, workers: workers)
+        server.workerHooks = workerHooks
         if notificationsOnly {
             server.front.pollInterval = noSafetyNet
             server.worker.pollInterval = noSafetyNet

@@ -21,7 +21,7 @@ public final class SyncGateProcess: @unchecked Sendable {
             return path
         }
         let fallback = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent(".build/debug/syncgate").path
         guard FileManager.default.isExecutableFile(atPath: fallback) else {
             throw TestEnvironmentError(description: "no syncgate binary: run scripts/test (or set SYNCGATE_BINARY)")

@@ -19,23 +19,25 @@ public final class TemporaryPostgres: @unchecked Sendable {
 
     /// Creates and starts a server; initdb and pg_ctl run off Swift's cooperative pool, whose
     /// two threads on a CI machine every other test in the process shares.
-    public static func make() async throws -> TemporaryPostgres {
+    /// - Parameter durable: keep PostgreSQL's durable defaults (fsync, synchronous commit, full
+    ///   page writes), for crash tests; otherwise fsync is off, for speed.
+    public static func make(durable: Bool = false) async throws -> TemporaryPostgres {
         let made = Locked<TemporaryPostgres?>(nil)
         try await offThePool {
-            let server = try TemporaryPostgres()
+            let server = try TemporaryPostgres(durable: durable)
             made.update { $0 = server }
         }
         return made.value!
     }
 
-    private init() throws {
+    private init(durable: Bool) throws {
         bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
         directory = NSTemporaryDirectory() + "syncgate-outage-\(UUID().uuidString.prefix(8))"
         port = SyncGateProcess.freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
         if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
         try runAsPostgres("\(bin)/initdb", ["-D", "\(directory)/data", "--auth=trust", "--username=postgres", "--no-locale", "--encoding=UTF8"])
-        let settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\nfsync = off\n"
+        let settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\n" + (durable ? "" : "fsync = off\n")
         let configuration = "\(directory)/data/postgresql.conf"
         try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
         try startNow()

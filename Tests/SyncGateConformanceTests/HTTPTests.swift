@@ -5,10 +5,11 @@ import SyncGateCore
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
+import SyncGateWorker
 import Testing
 
 /// The protocol through the real router, on every driver.
-@Suite struct HTTPTests {
+@Suite(.timeLimit(.minutes(2))) struct HTTPTests {
     @Test(arguments: Driver.selected)
     func healthAndReadiness(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, workers: 0) { http in
@@ -245,6 +246,61 @@ import Testing
             let elapsed = started.duration(to: .now)
             #expect(page.status == 200 && page.json?["changes"] == [])
             #expect(elapsed >= .milliseconds(650) && elapsed < .seconds(5))
+        }
+    }
+}
+
+extension HTTPTests {
+    /// A job that dies answers, on its push and its status URL alike, `200` with `status: dead`
+    /// and every operation `INTERNAL`, `retryable: true`; nothing of it was applied.
+    @Test(arguments: Driver.selected)
+    func aDeadJobAnswersInternalRetryableThroughHTTP(_ driver: Driver) async throws {
+        struct Broken: Error {}
+        let hooks = WorkerHooks(beforeApply: { job in if job.userID == "alice" { throw Broken() } })
+        try await HTTPHarness.with(driver, workers: 1, workerHooks: hooks) { http in
+            let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 1], key: "k1"), Op.create("weightLogs", "w2", ["kg": 2], key: "k2")], wait: 20_000)
+            #expect(pushed.status == 200 && pushed.json?["status"] == "dead", "\(String(describing: pushed.json))")
+            let results = pushed.json?["results"]?.arrayValue ?? []
+            #expect(results.map { $0["status"] } == ["rejected", "rejected"])
+            #expect(results.allSatisfy { $0["error_code"] == "INTERNAL" && $0["retryable"] == true })
+            #expect(results.map { $0["idempotency_key"] } == ["k1", "k2"])
+            let id = try #require(pushed.json?["job_id"]?.stringValue)
+            let status = try await http.send(.get, "/v1/jobs/\(id)", headers: try await http.headers())
+            #expect(status.status == 200 && status.json?["status"] == "dead" && status.json?["results"] == pushed.json?["results"])
+            #expect(try await http.pullAll().changes.isEmpty)
+        }
+    }
+
+    /// `force_resync` through HTTP: no changes, the cursor handed back unchanged, no error.
+    @Test(arguments: Driver.selected)
+    func forceResyncAnswersThroughHTTP(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 1])])
+            let cursor = try await http.pullAll().cursor
+            try await http.store.store.forceResync(userID: "alice")
+            let page = try await http.pull(query: "cursor=\(cursor)")
+            #expect(page.status == 200)
+            #expect(page.json?["force_resync"] == true && page.json?["changes"] == [] && page.json?["cursor"] == .string(cursor))
+            // Starting over clears it.
+            let fresh = try await http.pullAll()
+            #expect(fresh.last["force_resync"] == false && fresh.changes.count == 1)
+        }
+    }
+
+    /// A cursor from before a purged tombstone gets `409 CURSOR_INVALID`, not retryable; a fresh
+    /// bootstrap works.
+    @Test(arguments: Driver.selected)
+    func aCursorOlderThanAPurgeIsRefusedThroughHTTP(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 1])])
+            let old = try await http.pullAll().cursor
+            _ = try await http.results([Op.delete("weightLogs", "w1", base: 1)])
+            #expect(try await http.store.store.purgeTombstones(olderThanMilliseconds: -1_000).purgedTombstones == 1)
+            let refused = try await http.pull(query: "cursor=\(old)")
+            #expect(refused.status == 409 && refused.json?.errorCode == "CURSOR_INVALID")
+            #expect(refused.json?["error"]?["retryable"] == false)
+            let fresh = try await http.pullAll()
+            #expect(fresh.changes.isEmpty && fresh.last["has_more"] == false)
         }
     }
 }

@@ -162,7 +162,7 @@ import Testing
     }
 
     /// Invariant 3, deterministically: one job is held inside its transaction after its changes are
-    /// numbered; another user's job writes the same household feed; a reader pages meanwhile. The
+    /// numbered and written; another user's job writes the same household feed; a reader pages meanwhile. The
     /// second job cannot commit past the held one (it waits for the feed's lock), so the reader never
     /// moves its cursor past a number that is not committed yet, and sees both changes in the end.
     @Test(arguments: Driver.selected)
@@ -170,7 +170,7 @@ import Testing
         let held = TestGate("the first job to be held before it writes")
         let release = TestGate("the held job's release")
         let target = Locked<Int64?>(nil)
-        let hooks = StoreHooks(beforeApplyWrites: { job in
+        let hooks = StoreHooks(midApply: { job in
             guard job.jobID == target.value else { return }
             held.open()
             try await release.wait(timeout: .seconds(60))
@@ -274,25 +274,25 @@ import Testing
     func gracefulShutdownFinishesTheJobInHand(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
             let inHand = try await harness.push([Op.create("weightLogs", "w1", ["kg": 1])], user: "alice")
-            let started = AsyncStream.makeStream(of: Void.self)
-            let release = AsyncStream.makeStream(of: Void.self)
+            let started = TestGate("the job to be in hand")
+            let release = TestGate("the job's release")
             let worker = Worker(
                 store: harness.store,
                 collections: harness.collections,
                 configuration: WorkerConfiguration(concurrency: 1, pollInterval: .milliseconds(50), workerID: "draining"),
                 hooks: WorkerHooks(beforeApply: { _ in
-                    started.continuation.yield()
-                    for await _ in release.stream { break }
+                    started.open()
+                    try await release.wait()
                 }),
                 logger: StoreHarness.logger
             )
             let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [], logger: StoreHarness.logger)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                for await _ in started.stream { break }
+                try await started.wait()
                 await group.triggerGracefulShutdown()
                 let waiting = try await harness.push([Op.create("weightLogs", "w2", ["kg": 2])], user: "bob")
-                release.continuation.yield()
+                release.open()
                 try await tasks.waitForAll()
                 #expect(try await harness.store.job(id: inHand, userID: "alice")?.state == .done)
                 // Shut down: the later job stays queued for the next worker.

@@ -2,10 +2,11 @@ import Foundation
 import SyncGateCore
 import SyncGateStorage
 import SyncGateTestSupport
+import SyncGateWorker
 import Testing
 
 /// The job queue's state machine (docs/job-states.md), on every driver.
-@Suite struct JobQueueTests {
+@Suite(.timeLimit(.minutes(2))) struct JobQueueTests {
     @Test(arguments: Driver.selected)
     func anAcceptedPushIsDurableAcrossProcesses(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
@@ -166,5 +167,98 @@ extension EnqueueResult {
     var isAccepted: Bool {
         if case .accepted = self { return true }
         return false
+    }
+}
+
+extension JobQueueTests {
+    /// The worker's heartbeat keeps a job's lease while the job stays in hand for several times
+    /// the lease: the clock moves in steps shorter than the lease, each followed by a heartbeat,
+    /// and the rescuer (running all along) never takes the job, which applies once, in one attempt.
+    @Test(arguments: Driver.selected)
+    func theHeartbeatKeepsALongJobsLease(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "slow", ["kg": 1], key: "slow")])
+            let store = HeartbeatCounter(store: harness.store)
+            let hooks = WorkerHooks(beforeApply: { job in
+                guard job.id == id else { return }
+                for _ in 0..<5 {
+                    let beats = store.heartbeats.value
+                    clock.advance(milliseconds: 600)
+                    try await eventually("a heartbeat", timeout: .seconds(30), every: .milliseconds(5)) { store.heartbeats.value > beats }
+                }
+            })
+            // A 1 s lease, 3 s in hand; a second lane would take the job the moment it was rescued.
+            let worker = Worker(
+                store: store, collections: harness.collections,
+                configuration: StoreHarness.workerConfiguration(concurrency: 2, leaseMilliseconds: 1_000), hooks: hooks, logger: StoreHarness.logger
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await worker.run() }
+                defer { group.cancelAll() }
+                let job = try await harness.waitFinished(id, timeout: .seconds(60))
+                #expect(job.state == .done && job.attempts == 1, "\(job.state) after \(job.attempts) attempts")
+                #expect(job.results?.map(\.outcome) == ["applied"])
+            }
+            #expect(try await harness.pullAll().changes.map(\.version) == [1])
+        }
+    }
+
+    /// An operator sends dead jobs back to the queue (`syncgate admin retry-dead`): with fresh
+    /// attempts, they apply, and none of their keys was remembered while they were dead.
+    @Test(arguments: Driver.selected)
+    func deadJobsRetriedByAnOperatorApply(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let first = try await harness.push([Op.create("weightLogs", "a", ["kg": 1], key: "a")])
+            let second = try await harness.push([Op.create("weightLogs", "b", ["kg": 1], key: "b")], user: "bob")
+            for (user, _) in [("alice", first), ("bob", second)] {
+                let job = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 30_000).first)
+                #expect(job.userID == user)
+                try await harness.store.fail(job, error: "broken", settlement: .dead(results: OperationResult.deadJob(job.operations, attempts: job.attempts)))
+            }
+            #expect(try await harness.store.retryDeadJobs(ids: [first]) == 1)
+            let requeued = try #require(try await harness.store.job(id: first, userID: "alice"))
+            #expect(requeued.state == .queued && requeued.attempts == 0 && requeued.results == nil)
+            #expect(requeued.lastError?.hasPrefix("retried by an operator after: broken") == true)
+            #expect(try await harness.store.job(id: second, userID: "bob")?.state == .dead)
+            #expect(try await harness.store.retryDeadJobs(ids: nil) == 1)
+            #expect(try await harness.store.retryDeadJobs(ids: nil) == 0)
+            let results = try await harness.drain()
+            #expect(results[first]?.map(\.outcome) == ["applied"])
+            #expect(results[second]?.map(\.outcome) == ["applied"])
+        }
+    }
+}
+
+/// A worker's store that counts its heartbeats.
+struct HeartbeatCounter: WorkerStore {
+    let store: SyncStore
+    let heartbeats = Locked(0)
+
+    var notifier: ChangeNotifier { store.notifier }
+
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+        try await store.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
+    }
+
+    func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
+        try await store.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds)
+        heartbeats.update { $0 += 1 }
+    }
+
+    func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        try await store.apply(job, collections: collections, now: now)
+    }
+
+    func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+        try await store.fail(job, error: error, settlement: settlement)
+    }
+
+    func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+        try await store.rescueExpiredLeases(policy: policy, jitter: jitter)
+    }
+
+    func schemaStatus() async throws -> SchemaStatus {
+        try await store.schemaStatus()
     }
 }

@@ -10,7 +10,7 @@ import Testing
 
 /// The schema: each driver's `Migrations/` folder is what the binary embeds, and upgrading a
 /// database keeps its data working.
-@Suite struct MigrationTests {
+@Suite(.timeLimit(.minutes(2))) struct MigrationTests {
     static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources")
 

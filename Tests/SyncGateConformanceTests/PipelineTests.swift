@@ -5,7 +5,7 @@ import SyncGateTestSupport
 import Testing
 
 /// Apply and pull through the store, on every driver.
-@Suite struct PipelineTests {
+@Suite(.timeLimit(.minutes(2))) struct PipelineTests {
     @Test(arguments: Driver.selected)
     func appliedChangesAppearInTheFeedInOrder(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
@@ -125,6 +125,34 @@ import Testing
             #expect(conflicts[0].serverData == ["kg": 1] && conflicts[0].version == 1)
             #expect(conflicts[1].version == 2)
             #expect(conflicts[2].mergedData == ["calories": 1800, "protein": 120] && conflicts[2].version == 3)
+        }
+    }
+}
+
+extension PipelineTests {
+    /// A job's changes enter the feed in the order of each entity's last write, with consecutive
+    /// sequence numbers: a project renamed after its entry was created lands after the entry.
+    @Test(arguments: Driver.selected)
+    func aJobsChangesEnterTheFeedInTheOrderOfTheirLastWrite(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            for trial in 0..<8 {
+                let (project, entry, contact) = ("p\(trial)", "te\(trial)", "c\(trial)")
+                let results = try await harness.apply([
+                    Op.create("projects", project, ["name": "P"]),
+                    Op.create("timeEntries", entry, ["project_id": .string(project), "minutes": 30]),
+                    Op.update("projects", project, base: 1, ["name": "Renamed"]),
+                    Op.create("contacts", contact, ["name": "Ada"]),
+                    Op.update("timeEntries", entry, base: 1, ["minutes": 45]),
+                ])
+                #expect(results.map(\.outcome) == ["applied", "applied", "applied", "applied", "applied"])
+            }
+            let changes = try await harness.pullAll().changes
+            #expect(changes.map(\.sequence) == Array(1...Int64(changes.count)))
+            for trial in 0..<8 {
+                let job = changes[(trial * 3)..<(trial * 3 + 3)]
+                #expect(job.map(\.entityID) == ["p\(trial)", "c\(trial)", "te\(trial)"], "trial \(trial)")
+                #expect(job.map(\.version) == [2, 1, 2])
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ import SyncGateTestSupport
 import Testing
 
 /// Compaction, tombstone purge, idempotency pruning, job retention and force-resync.
-@Suite struct RetentionTests {
+@Suite(.timeLimit(.minutes(2))) struct RetentionTests {
     @Test(arguments: Driver.selected)
     func compactionKeepsEveryCursorValidAndLosesNoLatestChange(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
@@ -138,18 +138,18 @@ import Testing
     @Test(arguments: Driver.selected)
     func onlyOneProcessRunsMaintenanceAtATime(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            let inside = AsyncStream.makeStream(of: Void.self)
-            let release = AsyncStream.makeStream(of: Void.self)
+            let inside = TestGate("the first pass to hold the lock")
+            let release = TestGate("the first pass's release")
             let store = harness.store
             async let first: Int? = store.withMaintenanceLock {
-                inside.continuation.yield()
-                for await _ in release.stream { break }
+                inside.open()
+                try await release.wait()
                 return 1
             }
-            for await _ in inside.stream { break }
+            try await inside.wait()
             let second = try await store.withMaintenanceLock { 2 }
             #expect(second == nil)
-            release.continuation.yield()
+            release.open()
             #expect(try await first == 1)
             #expect(try await store.withMaintenanceLock { 3 } == 3)
         }

@@ -9,7 +9,7 @@ import SyncGateTestSupport
 import Testing
 
 /// The front's routes, as the router lists them.
-@Suite struct RouterTests {
+@Suite(.timeLimit(.minutes(2))) struct RouterTests {
     /// Every `/v1` route sits behind the authenticator: a route added there cannot forget it.
     @Test(arguments: Driver.selected)
     func everyVersionOneRouteNeedsAToken(_ driver: Driver) async throws {

@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 /// Settings: flags over `SYNCGATE_*` environment over the `--config` file over defaults.
-@Suite struct SettingsTests {
+@Suite(.timeLimit(.minutes(2))) struct SettingsTests {
     static func file(_ text: String) throws -> String {
         let path = NSTemporaryDirectory() + "syncgate-settings-\(UUID().uuidString.prefix(8)).yaml"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -114,7 +114,7 @@ final class LogCapture: Sendable {
 }
 
 /// CI runs every driver; a local loop may pick some with `SYNCGATE_TEST_DRIVERS`.
-@Suite struct DriverSelectionTests {
+@Suite(.timeLimit(.minutes(2))) struct DriverSelectionTests {
     @Test func continuousIntegrationRunsEveryDriver() {
         if Driver.isCI {
             #expect(Driver.selected == Driver.allCases, "CI=true must test every driver (SYNCGATE_TEST_DRIVERS narrows it)")

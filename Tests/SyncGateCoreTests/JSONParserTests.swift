@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite struct JSONParserTests {
+@Suite(.timeLimit(.minutes(2))) struct JSONParserTests {
     let parser = JSONParser(maximumDepth: 8)
 
     @Test func parsesEveryKindOfValue() throws {

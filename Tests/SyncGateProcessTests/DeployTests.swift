@@ -6,7 +6,7 @@ import Yams
 /// The manifests in `deploy/` cannot be run here (no container engine), so check what can go
 /// stale without one: every file parses, every command they run is a real `syncgate` command
 /// with real flags, every setting they pass is documented, and the image copies files that exist.
-@Suite struct DeployTests {
+@Suite(.timeLimit(.minutes(2))) struct DeployTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

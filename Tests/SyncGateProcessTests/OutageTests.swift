@@ -10,7 +10,7 @@ import Testing
 
 /// The database goes away mid-traffic and comes back: clients get 503 UNAVAILABLE with
 /// Retry-After, /readyz fails, everything recovers by itself, and no accepted push is lost.
-@Suite(.serialized) struct OutageTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct OutageTests {
     @Test func aDatabaseRestartMidTrafficLosesNothing() async throws {
         let server = try await TemporaryPostgres.make()
         defer { server.destroyInBackground() }

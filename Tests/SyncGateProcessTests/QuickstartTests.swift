@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// The README's first command and its curl session, exactly as written.
-@Suite struct QuickstartTests {
+@Suite(.timeLimit(.minutes(2))) struct QuickstartTests {
     static var readme: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("README.md")
@@ -68,19 +68,22 @@ import Glibc
         let script = try Self.quickstartScript()
         #expect(script.contains("http://127.0.0.1:8080/"))
         let folder = try EmbeddedModeTests.freshFolder()
-        // The README's first command is `swift run syncgate serve`: the same binary, no settings,
-        // so the default port 8080 the session talks to.
-        let server = try EmbeddedModeTests.start(["serve"], in: folder)
+        // The README's first command is `swift run syncgate serve`: the same binary and no settings
+        // but the port — a free one here, where the README's session says the default 8080.
+        let port = SyncGateProcess.freePort()
+        var environment = EmbeddedModeTests.plainEnvironment
+        environment["SYNCGATE_PORT"] = "\(port)"
+        let server = try SyncGateProcess(["serve"], environment: environment, directory: folder, replaceEnvironment: true)
         defer { server.signal(SIGKILL) }
-        try await ProcessClient(base: "http://127.0.0.1:8080").waitUntilReady(server)
+        try await ProcessClient(base: "http://127.0.0.1:\(port)").waitUntilReady(server)
 
-        // Two shims, and nothing else added to the README's text: `swift run [-q] syncgate …` runs
-        // the binary under test, and each curl ends its output with a newline so that every
-        // answer is one line to parse.
+        // Shims, and nothing else added to the README's text: `swift run [-q] syncgate …` runs the
+        // binary under test, and curl talks to the test's port and ends each answer with a newline,
+        // so that every answer is one line to parse.
         let shim = """
             set -euo pipefail
             swift() { [ "$1" = run ] || exit 97; shift; [ "$1" = -q ] && shift; [ "$1" = syncgate ] || exit 98; shift; "\(try SyncGateProcess.binary())" "$@"; }
-            curl() { command curl "$@"; echo; }
+            curl() { local args=(); for arg in "$@"; do args+=("${arg//127.0.0.1:8080/127.0.0.1:\(port)}"); done; command curl "${args[@]}"; echo; }
 
             """
         try (shim + script).write(toFile: folder + "/session.sh", atomically: true, encoding: .utf8)

@@ -39,10 +39,10 @@ extension SyncStore {
 
             let rows = EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
             let advanced = outcome.scopes
-            try await hooks.beforeApplyWrites(
+            try await transaction.writeEntities(rows, heads: heads.filter { advanced.contains($0.key) })
+            try await hooks.midApply(
                 ApplyingJob(jobID: job.id, userID: job.userID, sequences: Dictionary(grouping: rows) { Scope(key: $0.scope)! }.mapValues { $0.map(\.sequence) })
             )
-            try await transaction.writeEntities(rows, heads: heads.filter { advanced.contains($0.key) })
             try await transaction.recordIdempotency(userID: job.userID, outcome.recorded)
             try await transaction.writeHouseholds(outcome.households)
             try await transaction.finishJob(

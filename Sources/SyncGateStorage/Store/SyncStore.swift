@@ -80,16 +80,17 @@ public final class ManualClock: Sendable {
 /// Test seams: code run at points inside the store's transactions, so tests can hold one open
 /// at a known moment (a reader paging past an uncommitted change, two applies overlapping).
 public struct StoreHooks: Sendable {
-    /// Runs inside an apply's transaction once its feeds are locked, its operations decided and
-    /// its changes numbered, before anything is written; throwing rolls the apply back.
-    public var beforeApplyWrites: @Sendable (ApplyingJob) async throws -> Void
+    /// Runs inside an apply's transaction once its entities and feed changes are written, before
+    /// its idempotency records, households and result, and before it commits: a job held here is
+    /// mid-transaction with its feeds locked. Throwing rolls the apply back.
+    public var midApply: @Sendable (ApplyingJob) async throws -> Void
 
-    public init(beforeApplyWrites: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in }) {
-        self.beforeApplyWrites = beforeApplyWrites
+    public init(midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in }) {
+        self.midApply = midApply
     }
 }
 
-/// An apply paused at ``StoreHooks/beforeApplyWrites``.
+/// An apply paused at ``StoreHooks/midApply``.
 public struct ApplyingJob: Sendable, Hashable {
     public var jobID: Int64
     public var userID: String
