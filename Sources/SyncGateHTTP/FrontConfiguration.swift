@@ -14,12 +14,22 @@ public struct FrontConfiguration: Sendable {
     public var defaultPullLimit: Int
     public var maximumPullLimit: Int
     public var maximumPullWaitMilliseconds: Int
-    /// Waiting requests re-check the database this often even without a notification.
+    /// The live waiters' safety net: once per interval the process reads the heads of every
+    /// watched feed (one query, however many wait). A waiting push re-checks its job this often.
     public var pollInterval: Duration
     /// SSE keep-alive comment interval.
     public var keepAliveInterval: Duration
     /// `Retry-After` seconds for 429 and 503 answers.
     public var retryAfterSeconds: Int
+    /// Caps on live connections (long-polls and event streams) per user and per process.
+    public var liveLimits: WatchTable.Limits
+    /// An event stream ends after this long even if its token is still valid.
+    public var maximumStreamLifetime: Duration
+    /// A request must arrive whole (head and body) within this long of its first line.
+    public var requestReadTimeout: Duration
+    /// A connection with no request in progress is closed after this long; it also bounds how
+    /// long a request's head may take to arrive.
+    public var idleTimeout: Duration
 
     public init(
         pushLimits: PushLimits = .init(),
@@ -33,7 +43,11 @@ public struct FrontConfiguration: Sendable {
         maximumPullWaitMilliseconds: Int = 60_000,
         pollInterval: Duration = .seconds(1),
         keepAliveInterval: Duration = .seconds(15),
-        retryAfterSeconds: Int = 2
+        retryAfterSeconds: Int = 2,
+        liveLimits: WatchTable.Limits = .init(),
+        maximumStreamLifetime: Duration = .seconds(3600),
+        requestReadTimeout: Duration = .seconds(30),
+        idleTimeout: Duration = .seconds(75)
     ) {
         self.pushLimits = pushLimits
         self.maximumBodyBytes = maximumBodyBytes
@@ -47,5 +61,9 @@ public struct FrontConfiguration: Sendable {
         self.pollInterval = pollInterval
         self.keepAliveInterval = keepAliveInterval
         self.retryAfterSeconds = retryAfterSeconds
+        self.liveLimits = liveLimits
+        self.maximumStreamLifetime = maximumStreamLifetime
+        self.requestReadTimeout = requestReadTimeout
+        self.idleTimeout = idleTimeout
     }
 }

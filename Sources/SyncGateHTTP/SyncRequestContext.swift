@@ -1,13 +1,18 @@
+public import Foundation
 public import Hummingbird
+public import Foundation
 public import HummingbirdAuth
 public import SyncGateCore
 
 /// The user a bearer token authenticated.
 public struct AuthenticatedUser: Sendable, Hashable {
     public var userID: String
+    /// When the token expires (`nil`: it has no `exp`): an event stream ends then.
+    public var expiresAt: Date?
 
-    public init(userID: String) {
+    public init(userID: String, expiresAt: Date? = nil) {
         self.userID = userID
+        self.expiresAt = expiresAt
     }
 }
 

@@ -35,21 +35,22 @@ extension PostgresDriver {
                     coalesce((SELECT array_agg(household_id ORDER BY household_id) FROM households), '{}'),
                     coalesce((SELECT resync_epoch FROM users WHERE user_id = \(userID)), 0)
                         + (SELECT value FROM settings WHERE key = 'resync_epoch'),
+                    coalesce((SELECT scopes_version FROM users WHERE user_id = \(userID)), 0),
                     coalesce((SELECT last_finished_job_id FROM devices WHERE user_id = \(userID) AND device_id = \(deviceID)), 0),
                     coalesce((SELECT array_agg(f.scope ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
                     coalesce((SELECT array_agg(f.head ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
                     coalesce((SELECT array_agg(f.floor ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}')
                 """,
                 logger: logger
-            ).collect(([String], Int64, Int64, [String], [Int64], [Int64]).self)
-            guard let (households, epoch, watermark, scopes, heads, floors) = rows.first else {
+            ).collect(([String], Int64, Int64, Int64, [String], [Int64], [Int64]).self)
+            guard let (households, epoch, scopesVersion, watermark, scopes, heads, floors) = rows.first else {
                 throw StoreUnavailableError("pull read no settings")
             }
             var feeds: [Scope: FeedInfo] = [:]
             for (index, key) in scopes.enumerated() {
                 if let scope = Scope(key: key) { feeds[scope] = FeedInfo(head: heads[index], floor: floors[index]) }
             }
-            return PullContext(households: households, resyncEpoch: epoch, deviceWatermark: watermark, feeds: feeds)
+            return PullContext(households: households, resyncEpoch: epoch, scopesVersion: scopesVersion, deviceWatermark: watermark, feeds: feeds)
         }
     }
 
@@ -90,6 +91,30 @@ extension PostgresDriver {
                 throw error
             }
         }
+    }
+
+    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        // One statement: the heads, the versions and the epoch share a snapshot.
+        let rows = try await query(
+            "watch state", .request,
+            """
+            SELECT 'feed', scope, head FROM feeds WHERE scope = ANY(\(feeds.map(\.key))::text[])
+            UNION ALL
+            SELECT 'user', user_id, scopes_version FROM users WHERE user_id = ANY(\(users)::text[])
+            UNION ALL
+            SELECT 'epoch', '', value FROM settings WHERE key = 'resync_epoch'
+            """,
+            as: (String, String, Int64).self
+        )
+        var state = WatchState()
+        for (kind, key, value) in rows {
+            switch kind {
+            case "feed": if let scope = Scope(key: key) { state.heads[scope] = value }
+            case "user": state.scopesVersions[key] = value
+            default: state.resyncEpoch = value
+            }
+        }
+        return state
     }
 
     public func activeHouseholds(userID: String) async throws -> [String] {

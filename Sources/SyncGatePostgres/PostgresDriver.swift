@@ -83,10 +83,10 @@ public final class PostgresDriver: StorageDriver, Service {
             )
         }
         let tls: PostgresClient.Configuration.TLS
-        switch location.tlsMode {
-        case "require": tls = .require(.makeClientConfiguration())
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        default: tls = .disable
+        switch (location.tlsMode, tlsConfiguration(location)) {
+        case (_, nil): tls = .disable
+        case ("prefer", let configuration?): tls = .prefer(configuration)
+        case (_, let configuration?): tls = .require(configuration)
         }
         return PostgresClient.Configuration(
             host: location.host,
@@ -98,13 +98,28 @@ public final class PostgresDriver: StorageDriver, Service {
         )
     }
 
+    /// The TLS settings of `sslmode` (`nil`: no TLS), with libpq's meaning: `prefer` and
+    /// `require` encrypt without checking the certificate, `verify-ca` checks it is signed by a
+    /// trusted CA (`sslrootcert`, or the system's), `verify-full` also that it names the host.
+    static func tlsConfiguration(_ location: DatabaseURL.PostgresLocation) -> TLSConfiguration? {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch location.tlsMode {
+        case "prefer", "require": configuration.certificateVerification = .none
+        case "verify-ca": configuration.certificateVerification = .noHostnameVerification
+        case "verify-full": configuration.certificateVerification = .fullVerification
+        default: return nil
+        }
+        if let file = location.tlsRootCertificate { configuration.trustRoots = .file(file) }
+        return configuration
+    }
+
     /// Runs the connection pool and the notification listener until cancelled or shut down.
     ///
     /// Put the store first in a `ServiceGroup`: services shut down in reverse order, so the
     /// connections close only after the HTTP server and the workers have drained.
     public func run() async throws {
         let listener = PostgresListener(
-            configuration: Self.clientConfiguration(configuration.location), notifier: notifier, logger: logger,
+            configuration: Self.clientConfiguration(configuration.location), location: configuration.location, notifier: notifier, logger: logger,
             reconnectDelay: configuration.listenerReconnectDelay
         )
         try await cancelWhenGracefulShutdown {

@@ -6,10 +6,12 @@ import SyncGateStorage
 
 /// One LISTEN connection per process, fanned out in memory through the ``ChangeNotifier``.
 ///
-/// It reconnects with backoff when the connection drops and then publishes `resynchronize`,
-/// because notifications sent while it was away are lost; waiters re-check the database.
+/// It connects like the pool (same host, credentials and `sslmode`), reconnects with backoff
+/// when the connection drops and then publishes `resynchronize`, because notifications sent
+/// while it was away are lost: the feed watcher re-reads every watched head at once.
 struct PostgresListener: Sendable {
     let configuration: PostgresClient.Configuration
+    let location: DatabaseURL.PostgresLocation
     let notifier: ChangeNotifier
     let logger: Logger
     /// The first wait before reconnecting (it doubles up to 5 s while reconnecting fails).
@@ -21,14 +23,21 @@ struct PostgresListener: Sendable {
     func run() async {
         var delay = reconnectDelay
         var connectionID = 0
+        var failures = 0
         while !Task.isCancelled {
             connectionID += 1
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: Self.connectionConfiguration(configuration),
+                    configuration: try Self.connectionConfiguration(configuration, location: location),
                     id: connectionID,
                     logger: logger
                 )
+                if failures > 0 {
+                    logger.warning("notification listener reconnected; the live waiters re-read every watched head", metadata: [
+                        "syncgate.attempts": "\(failures)",
+                    ])
+                    failures = 0
+                }
                 do {
                     try await listen(on: connection, delay: &delay)
                 } catch {
@@ -39,7 +48,12 @@ struct PostgresListener: Sendable {
                 try? await connection.close()
             } catch {
                 if Task.isCancelled { return }
-                logger.debug("notification listener disconnected", metadata: ["syncgate.error": "\(error)"])
+                if failures == 0 {
+                    logger.warning("notification listener disconnected; reconnecting (until then the live waiters' safety net polls)", metadata: [
+                        "syncgate.error": "\(String(reflecting: error))",
+                    ])
+                }
+                failures += 1
             }
             notifier.publish(.resynchronize)
             try? await Task.sleep(for: delay)
@@ -90,18 +104,23 @@ struct PostgresListener: Sendable {
 
     struct ListenerStalled: Error {}
 
-    static func connectionConfiguration(_ client: PostgresClient.Configuration) -> PostgresConnection.Configuration {
+    static func connectionConfiguration(_ client: PostgresClient.Configuration, location: DatabaseURL.PostgresLocation) throws -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
         if let path = client.unixSocketPath {
             configuration = .init(unixSocketPath: path, username: client.username, password: client.password, database: client.database)
         } else {
+            var tls = PostgresConnection.Configuration.TLS.disable
+            if let settings = PostgresDriver.tlsConfiguration(location) {
+                let context = try NIOSSLContext(configuration: settings)
+                tls = location.tlsMode == "prefer" ? .prefer(context) : .require(context)
+            }
             configuration = .init(
                 host: client.host ?? "localhost",
                 port: client.port ?? 5432,
                 username: client.username,
                 password: client.password,
                 database: client.database,
-                tls: .disable
+                tls: tls
             )
         }
         configuration.options.connectTimeout = .seconds(5)

@@ -283,6 +283,18 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
+    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64] {
+        guard !userIDs.isEmpty else { return [:] }
+        let rows = try await query(
+            """
+            INSERT INTO users (user_id, scopes_version) SELECT u, 1 FROM unnest(\(userIDs.sorted())::text[]) AS u ORDER BY 1
+            ON CONFLICT (user_id) DO UPDATE SET scopes_version = users.scopes_version + 1
+            RETURNING user_id, scopes_version
+            """
+        ).collect((String, Int64).self)
+        return Dictionary(rows, uniquingKeysWith: max)
+    }
+
     /// Queues the notifications; PostgreSQL delivers them when the transaction commits.
     func announce(_ events: [StoreEvent]) async throws {
         guard !events.isEmpty else { return }

@@ -64,6 +64,7 @@ extension SQLiteDriver {
                 sql: "SELECT coalesce((SELECT resync_epoch FROM users WHERE user_id = ?), 0) + (SELECT value FROM settings WHERE key = 'resync_epoch')",
                 arguments: [userID]
             ) ?? 0
+            let scopesVersion = try Int64.fetchOne(db, sql: "SELECT scopes_version FROM users WHERE user_id = ?", arguments: [userID]) ?? 0
             let watermark = try Int64.fetchOne(
                 db, sql: "SELECT last_finished_job_id FROM devices WHERE user_id = ? AND device_id = ?", arguments: [userID, deviceID]
             ) ?? 0
@@ -75,7 +76,7 @@ extension SQLiteDriver {
             ) {
                 if let scope = Scope(key: row["scope"]) { feeds[scope] = FeedInfo(head: row["head"], floor: row["floor"]) }
             }
-            return PullContext(households: households, resyncEpoch: epoch, deviceWatermark: watermark, feeds: feeds)
+            return PullContext(households: households, resyncEpoch: epoch, scopesVersion: scopesVersion, deviceWatermark: watermark, feeds: feeds)
         }
     }
 
@@ -106,6 +107,22 @@ extension SQLiteDriver {
                 if let scope = Scope(key: row["scope"]) { page.floors[scope] = row["floor"] }
             }
             return page
+        }
+    }
+
+    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        let feedList = JSONValue.strings(feeds.map(\.key))
+        let userList = JSONValue.strings(users)
+        return try await read { db in
+            var state = WatchState()
+            for row in try Row.fetchAll(db, sql: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [feedList]) {
+                if let scope = Scope(key: row[0]) { state.heads[scope] = row[1] }
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [userList]) {
+                state.scopesVersions[row[0]] = row[1]
+            }
+            state.resyncEpoch = try Int64.fetchOne(db, sql: "SELECT value FROM settings WHERE key = 'resync_epoch'")
+            return state
         }
     }
 

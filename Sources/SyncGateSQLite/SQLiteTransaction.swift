@@ -294,6 +294,25 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
+    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64] {
+        guard !userIDs.isEmpty else { return [:] }
+        let list = JSONValue.strings(userIDs.sorted())
+        return try await step(statements: 2) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO users (user_id, scopes_version) SELECT value, 1 FROM json_each(?) WHERE true
+                    ON CONFLICT (user_id) DO UPDATE SET scopes_version = users.scopes_version + 1
+                    """,
+                arguments: [list]
+            )
+            var versions: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [list]) {
+                versions[row[0]] = row[1]
+            }
+            return versions
+        }
+    }
+
     func announce(_ events: [StoreEvent]) async throws {
         self.events += events
     }

@@ -1,7 +1,8 @@
 public import Hummingbird
+import NIOCore
 public import Logging
 public import ServiceLifecycle
-import SyncGateHTTP
+public import SyncGateHTTP
 import SyncGateSQLite
 public import SyncGateStorage
 import SyncGateWorker
@@ -13,10 +14,16 @@ import SyncGateWorker
 /// stop in reverse order: the HTTP server drains first, then the workers finish their jobs, then
 /// the database connections close.
 ///
-/// - Parameter store: a store the caller runs itself (tests); `nil` opens ``ServerConfiguration/database``.
+/// - Parameters:
+///   - store: a store the caller runs itself (tests); `nil` opens ``ServerConfiguration/database``.
+///   - front: what the HTTP routes and the live waiters see of the store (tests wrap it to count
+///     or to cut off its notifications); `nil`: the store itself.
+///   - watcher: receives the front's ``FeedWatcher`` once built (tests observe its waiters).
 public func buildApplication(
     _ configuration: ServerConfiguration,
     store given: SyncStore? = nil,
+    front wrap: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
+    watcher observe: (@Sendable (FeedWatcher) -> Void)? = nil,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
@@ -30,13 +37,22 @@ public func buildApplication(
         logger.notice("a token for the user 'dev' (valid 30 days; mint others with `syncgate token --user ID`): \(token)")
     }
 
-    let router = buildRouter(store: store, authority: authority, configuration: configuration.front)
+    let front = configuration.front
+    let frontStore = wrap?(store) ?? store
+    let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, logger: logger)
+    observe?(watcher)
+    let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front)
+    let readTimeout = TimeAmount(front.requestReadTimeout)
+    let idleTimeout = TimeAmount(front.idleTimeout)
     var app = Application(
         router: router,
+        server: .http1(configuration: .init(additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout)], idleTimeout: idleTimeout)),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "syncgate"),
         logger: logger
     )
     if given == nil { app.addServices(opened.service) }
+    // After the store (stops before it), before the server (outlives its requests).
+    app.addServices(watcher)
     if configuration.workers > 0 {
         app.addServices(
             Worker(store: store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workers), hooks: configuration.workerHooks, logger: logger),

@@ -50,12 +50,19 @@ extension ServerConfiguration {
         public static let tombstoneRetention = Setting("tombstoneRetention")
         public static let idempotencyRetention = Setting("idempotencyRetention")
         public static let maintenanceInterval = Setting("maintenanceInterval")
+        public static let liveConnectionsPerUser = Setting("liveConnectionsPerUser")
+        public static let liveConnectionsTotal = Setting("liveConnectionsTotal")
+        public static let streamMaxLifetime = Setting("streamMaxLifetime")
+        public static let keepAliveInterval = Setting("keepAliveInterval")
+        public static let requestReadTimeout = Setting("requestReadTimeout")
+        public static let idleTimeout = Setting("idleTimeout")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
             databaseURL, jwtSecret, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
-            tombstoneRetention, idempotencyRetention, maintenanceInterval,
+            tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
+            keepAliveInterval, requestReadTimeout, idleTimeout,
         ]
     }
 
@@ -134,6 +141,12 @@ extension ServerConfiguration {
         retention.tombstonesMilliseconds = try values.milliseconds(.tombstoneRetention) ?? retention.tombstonesMilliseconds
         retention.idempotencyMilliseconds = try values.milliseconds(.idempotencyRetention) ?? retention.idempotencyMilliseconds
         if let interval = try values.milliseconds(.maintenanceInterval) { maintenanceInterval = .milliseconds(max(interval, 100)) }
+        front.liveLimits.perUser = try values.integer(.liveConnectionsPerUser, in: 1...Int.max) ?? front.liveLimits.perUser
+        front.liveLimits.perProcess = try values.integer(.liveConnectionsTotal, in: 1...Int.max) ?? front.liveLimits.perProcess
+        if let lifetime = try values.milliseconds(.streamMaxLifetime) { front.maximumStreamLifetime = .milliseconds(max(lifetime, 1000)) }
+        if let keepAlive = try values.milliseconds(.keepAliveInterval) { front.keepAliveInterval = .milliseconds(max(keepAlive, 100)) }
+        if let timeout = try values.milliseconds(.requestReadTimeout) { front.requestReadTimeout = .milliseconds(max(timeout, 100)) }
+        if let timeout = try values.milliseconds(.idleTimeout) { front.idleTimeout = .milliseconds(max(timeout, 100)) }
     }
 }
 

@@ -3,34 +3,42 @@ import Synchronization
 
 /// Something that committed and that waiting requests or idle workers care about.
 public enum StoreEvent: Sendable, Hashable {
-    case jobFinished(Int64)
-    case feedAdvanced(Scope)
+    /// A job of `device` finished (`done` or `dead`).
+    case jobFinished(Int64, device: DeviceKey)
+    /// A feed committed changes up to `head`.
+    case feedAdvanced(Scope, head: Int64)
+    /// What a user reads changed other than by a feed advancing — a household joined, left or
+    /// archived, or a resync asked for — and their scopes version is now `version`.
+    case scopesChanged(userID: String, version: Int64)
     case jobsAvailable
-    /// Notifications may have been missed (the listener reconnected): every waiter re-checks.
+    /// Notifications may have been missed (the listener reconnected), or everyone must resync:
+    /// every waiter re-checks.
     case resynchronize
 }
 
-/// In-process fan-out of store events to waiting requests, event streams and idle workers.
+/// In-process fan-out of store events to the feed watcher, waiting pushes and idle workers.
 ///
 /// The PostgreSQL driver feeds it from one LISTEN connection per process; the SQLite driver
-/// feeds it directly after each commit. Events are only latency hints: every waiter also re-checks
-/// the database on a polling interval, so a lost notification delays an answer but never loses it.
+/// feeds it directly after each commit. Events are latency hints: the feed watcher and idle workers
+/// also re-check the database on an interval, so a lost notification delays an answer but never
+/// loses it.
 public final class ChangeNotifier: Sendable {
     public struct Interest: Sendable, Hashable {
         public var jobs: Set<Int64>
-        public var scopes: Set<Scope>
         public var jobsAvailable: Bool
+        /// Every feed, scopes and job-finished event (the process's feed watcher).
+        public var feeds: Bool
 
-        public init(jobs: Set<Int64> = [], scopes: Set<Scope> = [], jobsAvailable: Bool = false) {
+        public init(jobs: Set<Int64> = [], jobsAvailable: Bool = false, feeds: Bool = false) {
             self.jobs = jobs
-            self.scopes = scopes
             self.jobsAvailable = jobsAvailable
+            self.feeds = feeds
         }
 
         func matches(_ event: StoreEvent) -> Bool {
             switch event {
-            case .jobFinished(let id): return jobs.contains(id)
-            case .feedAdvanced(let scope): return scopes.contains(scope)
+            case .jobFinished(let id, _): return feeds || jobs.contains(id)
+            case .feedAdvanced, .scopesChanged: return feeds
             case .jobsAvailable: return jobsAvailable
             case .resynchronize: return true
             }

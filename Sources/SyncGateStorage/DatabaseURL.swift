@@ -1,4 +1,5 @@
-/// Where the data lives: `postgres://user[:password]@host[:port]/database[?sslmode=…]` or `sqlite:PATH`.
+/// Where the data lives: `postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`
+/// or `sqlite:PATH`.
 public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     case postgres(PostgresLocation)
     case sqlite(path: String)
@@ -9,18 +10,28 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
         public var user: String
         public var password: String?
         public var database: String
-        /// `disable` (default), `prefer` or `require`.
+        /// As libpq's `sslmode`: `disable` (default), `prefer` and `require` (encrypted, the
+        /// certificate not checked), `verify-ca` (signed by a trusted CA) or `verify-full` (and
+        /// issued for the host).
         public var tlsMode: String
+        /// A PEM file of the CAs to trust (`?sslrootcert=/path`) instead of the system's.
+        public var tlsRootCertificate: String?
         /// A directory holding the server's Unix socket (`?host=/path`), used instead of TCP.
         public var socketDirectory: String?
 
-        public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable", socketDirectory: String? = nil) {
+        public static let tlsModes = ["disable", "prefer", "require", "verify-ca", "verify-full"]
+
+        public init(
+            host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable",
+            tlsRootCertificate: String? = nil, socketDirectory: String? = nil
+        ) {
             self.host = host
             self.port = port
             self.user = user
             self.password = password
             self.database = database
             self.tlsMode = tlsMode
+            self.tlsRootCertificate = tlsRootCertificate
             self.socketDirectory = socketDirectory
         }
     }
@@ -76,10 +87,13 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
         let socketDirectory = query["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         if host.isEmpty, socketDirectory == nil { host = "localhost" }
         let tlsMode = query["sslmode"] ?? "disable"
-        guard ["disable", "prefer", "require"].contains(tlsMode) else {
-            throw DatabaseURLError("sslmode must be disable, prefer or require")
+        guard PostgresLocation.tlsModes.contains(tlsMode) else {
+            throw DatabaseURLError("sslmode must be one of \(PostgresLocation.tlsModes.joined(separator: ", "))")
         }
-        self = .postgres(PostgresLocation(host: host, port: port, user: user, password: password, database: database, tlsMode: tlsMode, socketDirectory: socketDirectory))
+        self = .postgres(PostgresLocation(
+            host: host, port: port, user: user, password: password, database: database, tlsMode: tlsMode,
+            tlsRootCertificate: query["sslrootcert"], socketDirectory: socketDirectory
+        ))
     }
 
     /// The URL with any password masked, for logs.

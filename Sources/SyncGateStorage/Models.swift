@@ -217,6 +217,17 @@ public struct StoreStats: Sendable, Hashable {
     }
 }
 
+/// The changes of one feed after a position, and the feed's floor as of that read.
+public struct FeedSlice: Sendable, Hashable {
+    public var changes: [FeedChange]
+    public var floor: Int64
+
+    public init(changes: [FeedChange], floor: Int64) {
+        self.changes = changes
+        self.floor = floor
+    }
+}
+
 /// A storage failure the front reports as `503 UNAVAILABLE`.
 public struct StoreUnavailableError: Error, Sendable, CustomStringConvertible {
     public var reason: String

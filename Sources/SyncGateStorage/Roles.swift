@@ -19,6 +19,12 @@ public protocol FrontStore: Sendable {
     func pull(_ query: PullQuery) async throws -> PullPage
     /// The feeds a user reads now: their own and their households'.
     func readableScopes(userID: String) async throws -> [Scope]
+    /// The heads of `feeds`, the scopes versions of `users` and the global resync epoch, in one
+    /// read (the live waiters' safety net: one call per process, however many wait).
+    func watchState(feeds: [Scope], users: [String]) async throws -> WatchState
+    /// One feed's changes after `position` (at most `limit`), with its floor: what a waiting pull
+    /// needs when only that feed advanced, shared by every waiter at the same position.
+    func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice
     /// The applied and the known schema versions, for readiness.
     func schemaStatus() async throws -> SchemaStatus
 }

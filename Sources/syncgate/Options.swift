@@ -18,6 +18,11 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SYNCGATE_LOG_LEVEL; default info)")
     var logLevel: String?
 
+    /// These options as command-line arguments again (for a child process).
+    var arguments: [String] {
+        [("--database-url", databaseURL), ("--config", configFile), ("--log-level", logLevel)].flatMap { flag, value in value.map { [flag, $0] } ?? [] }
+    }
+
     /// The configuration with these options and `extra` flags on top of environment and file.
     func configuration(_ extra: [ServerConfiguration.Setting: String] = [:]) async throws -> (ServerConfiguration, Logger) {
         var flags = extra

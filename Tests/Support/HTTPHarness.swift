@@ -7,7 +7,7 @@ import NIOCore
 public import SyncGateCore
 public import SyncGateHTTP
 public import SyncGateServer
-import SyncGateStorage
+public import SyncGateStorage
 public import SyncGateWorker
 
 /// The production application (``buildApplication(_:store:logger:)``) on a fresh store, for HTTP tests.
@@ -17,6 +17,8 @@ public struct HTTPHarness: Sendable {
     public let store: StoreHarness
     public let authority: TokenAuthority
     public let client: any TestClientProtocol
+    /// The front's live waiters (long-polls and event streams).
+    public let watcher: FeedWatcher
 
     /// Runs `body` against the application: `.router` in memory, or `.live` on a real socket.
     /// - Parameters:
@@ -33,10 +35,14 @@ public struct HTTPHarness: Sendable {
         workerHooks: WorkerHooks = .init(),
         notificationsOnly: Bool = false,
         listenerReconnectDelay: Duration? = nil,
+        front: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         try await StoreHarness.with(driver, collections: collections, listenerReconnectDelay: listenerReconnectDelay) { store in
-            try await run(store: store, setup: setup, configuration: configuration, workers: workers, workerHooks: workerHooks, notificationsOnly: notificationsOnly, body)
+            try await run(
+                store: store, setup: setup, configuration: configuration, workers: workers, workerHooks: workerHooks,
+                notificationsOnly: notificationsOnly, front: front, body
+            )
         }
     }
 
@@ -51,6 +57,7 @@ public struct HTTPHarness: Sendable {
         workers: Int = 2,
         workerHooks: WorkerHooks = .init(),
         notificationsOnly: Bool = false,
+        front: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         var server = serverConfiguration(store: store, front: configuration, workers: workers)
@@ -59,10 +66,12 @@ public struct HTTPHarness: Sendable {
             server.front.pollInterval = noSafetyNet
             server.worker.pollInterval = noSafetyNet
         }
-        let app = try await buildApplication(server, store: store.store, logger: StoreHarness.logger)
+        let built = Locked<FeedWatcher?>(nil)
+        let app = try await buildApplication(server, store: store.store, front: front, watcher: { watcher in built.update { $0 = watcher } }, logger: StoreHarness.logger)
+        guard let watcher = built.value else { throw TestEnvironmentError(description: "buildApplication built no feed watcher") }
         let authority = await TokenAuthority(secret: secret)
         return try await app.test(setup) { client in
-            try await body(HTTPHarness(store: store, authority: authority, client: client))
+            try await body(HTTPHarness(store: store, authority: authority, client: client, watcher: watcher))
         }
     }
 
@@ -80,16 +89,17 @@ public struct HTTPHarness: Sendable {
 
     public static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
 
-    /// Waits until `count` more requests or streams than `baseline` wait on the store's notifier:
-    /// the signal that a long-poll or event stream is registered, instead of a sleep.
+    /// Waits until `count` more requests or streams than `baseline` wait: the signal that a
+    /// long-poll or event stream is asleep, or a push waits for its job, instead of a sleep.
     public func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = .seconds(20)) async throws {
         try await eventually("\(count) waiting request(s)", timeout: timeout, every: .milliseconds(5)) {
-            store.store.notifier.subscriberCount >= baseline + count
+            waiters >= baseline + count
         }
     }
 
-    /// Subscribers of the store's notifier now (workers' lanes included).
-    public var waiters: Int { store.store.notifier.subscriberCount }
+    /// Waiting requests now: armed live waiters (asleep until something to read), plus
+    /// subscribers of the store's notifier (waiting pushes, worker lanes, the watcher itself).
+    public var waiters: Int { watcher.armedCount + store.store.notifier.subscriberCount }
 
     public func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
         try await authority.issue(userID: user, ttlSeconds: ttl)

@@ -58,6 +58,7 @@ public final class SyncGateProcess: @unchecked Sendable {
     }
 
     public var isRunning: Bool { process.isRunning }
+    public var pid: Int32 { process.processIdentifier }
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     public func signal(_ number: Int32) {
@@ -143,7 +144,9 @@ extension DatabaseURL.PostgresLocation {
 
 /// A plain connection for tests that hold locks or inspect tables.
 public func withConnection<Result: Sendable>(_ location: DatabaseURL.PostgresLocation, _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
-    let configuration = PostgresConnection.Configuration(
+    let configuration = location.socketDirectory.map {
+        PostgresConnection.Configuration(unixSocketPath: "\($0)/.s.PGSQL.\(location.port)", username: location.user, password: location.password, database: location.database)
+    } ?? PostgresConnection.Configuration(
         host: location.host, port: location.port, username: location.user, password: location.password, database: location.database, tls: .disable
     )
     let connection = try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 1...1_000_000), logger: TestDatabases.logger)

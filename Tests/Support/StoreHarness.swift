@@ -199,7 +199,10 @@ public struct StoreHarness: Sendable {
         case .postgres(let location):
             try await withConnection(location) { try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) }
         case .sqlite(let path):
-            let queue = try DatabaseQueue(path: path)
+            // A running server's idle workers take the write lock to claim: wait like it does.
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
             try await queue.write { try $0.execute(sql: sql) }
         }
     }

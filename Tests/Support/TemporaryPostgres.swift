@@ -17,27 +17,51 @@ public final class TemporaryPostgres: @unchecked Sendable {
         DatabaseURL.PostgresLocation(host: "127.0.0.1", port: port, user: "postgres", password: nil, database: "postgres", tlsMode: "disable", socketDirectory: nil)
     }
 
+    /// The server over its Unix socket (never TLS).
+    public var socketLocation: DatabaseURL.PostgresLocation {
+        DatabaseURL.PostgresLocation(host: "", port: port, user: "postgres", database: "postgres", socketDirectory: directory)
+    }
+
+    /// The self-signed certificate of a server made with `tls: true` (for `sslrootcert`).
+    public var certificatePath: String { "\(directory)/server.crt" }
+
     /// Creates and starts a server; initdb and pg_ctl run off Swift's cooperative pool, whose
     /// two threads on a CI machine every other test in the process shares.
-    /// - Parameter durable: keep PostgreSQL's durable defaults (fsync, synchronous commit, full
-    ///   page writes), for crash tests; otherwise fsync is off, for speed.
-    public static func make(durable: Bool = false) async throws -> TemporaryPostgres {
+    /// - Parameters:
+    ///   - durable: keep PostgreSQL's durable defaults (fsync, synchronous commit, full page
+    ///     writes), for crash tests; otherwise fsync is off, for speed.
+    ///   - tls: serve TLS with a self-signed certificate for `localhost`, and refuse TCP clients
+    ///     that do not use it (the Unix socket stays open without TLS).
+    public static func make(durable: Bool = false, tls: Bool = false) async throws -> TemporaryPostgres {
         let made = Locked<TemporaryPostgres?>(nil)
         try await offThePool {
-            let server = try TemporaryPostgres(durable: durable)
+            let server = try TemporaryPostgres(durable: durable, tls: tls)
             made.update { $0 = server }
         }
         return made.value!
     }
 
-    private init(durable: Bool) throws {
+    private init(durable: Bool, tls: Bool) throws {
         bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
         directory = NSTemporaryDirectory() + "syncgate-outage-\(UUID().uuidString.prefix(8))"
         port = SyncGateProcess.freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
         if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
         try runAsPostgres("\(bin)/initdb", ["-D", "\(directory)/data", "--auth=trust", "--username=postgres", "--no-locale", "--encoding=UTF8"])
-        let settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\n" + (durable ? "" : "fsync = off\n")
+        var settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\n" + (durable ? "" : "fsync = off\n")
+        if tls {
+            let key = "\(directory)/server.key"
+            try Self.run("/usr/bin/openssl", [
+                "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                "-keyout", key, "-out", certificatePath,
+            ])
+            try Self.run("/bin/chmod", ["600", key])
+            if getuid() == 0 { try Self.run("/bin/chown", ["postgres", key, certificatePath]) }
+            settings += "ssl = on\nssl_cert_file = '\(certificatePath)'\nssl_key_file = '\(key)'\n"
+            let rules = "\(directory)/data/pg_hba.conf"
+            let refuseClearText = "hostnossl all all 0.0.0.0/0 reject\nhostnossl all all ::/0 reject\n"
+            try (refuseClearText + (try String(contentsOfFile: rules, encoding: .utf8))).write(toFile: rules, atomically: false, encoding: .utf8)
+        }
         let configuration = "\(directory)/data/postgresql.conf"
         try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
         try startNow()

@@ -129,6 +129,40 @@ import Testing
         }
     }
 
+    /// The LISTEN connection uses the pool's `sslmode`: on a server that refuses clear-text TCP,
+    /// with `require` (encrypted, certificate unchecked) and with `verify-full` against the
+    /// server's own certificate, the listener connects over TLS and notifications arrive.
+    @Test(arguments: ["require", "verify-full"])
+    func theListenerHonoursSslmode(_ mode: String) async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let server = try await TemporaryPostgres.make(tls: true)
+        defer { server.destroyInBackground() }
+        var location = server.location
+        location.host = "localhost"
+        location.tlsMode = mode
+        if mode == "verify-full" { location.tlsRootCertificate = server.certificatePath }
+        try await StoreHarness.withExisting(.postgres(location)) { harness in
+            let socket = server.socketLocation
+            try await eventually("the listener to connect over TLS", timeout: .seconds(20)) {
+                try await withConnection(socket) {
+                    try await $0.integer(
+                        "SELECT count(*)::int FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = 'syncgate listener' AND s.ssl"
+                    )
+                } == 1
+            }
+            let subscription = harness.store.notifier.subscribe(.init(feeds: true))
+            defer { subscription.cancel() }
+            _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 1])])
+            let deadline = ContinuousClock.now + Self.promptly
+            var heard = false
+            while !heard, ContinuousClock.now < deadline {
+                let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) ?? []
+                heard = events.contains(.feedAdvanced(.user("alice"), head: 1))
+            }
+            #expect(heard, "the feed's NOTIFY reached the process over the TLS listener")
+        }
+    }
+
     static func listeners(_ location: DatabaseURL.PostgresLocation) async throws -> Int {
         try await withConnection(location) {
             try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()")

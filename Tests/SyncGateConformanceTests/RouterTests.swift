@@ -14,7 +14,8 @@ import Testing
     @Test(arguments: Driver.selected)
     func everyVersionOneRouteNeedsAToken(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            let router = buildRouter(store: harness.store, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init())
+            let watcher = FeedWatcher(store: harness.store, interval: .seconds(1), limits: .init(), logger: StoreHarness.logger)
+            let router = buildRouter(store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init())
             let routes = router.routes.map { (path: $0.path.description, method: $0.method) }
             let public_ = routes.filter { !$0.path.hasPrefix("/v1/") }.map(\.path).sorted()
             #expect(public_ == ["/healthz", "/readyz"], "a route outside /v1 is public: list it here on purpose")

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import SyncGateCore
 import SyncGateStorage
 import SyncGateTestSupport
@@ -251,21 +250,6 @@ import Testing
 extension StoreHarness {
     /// Overwrites a stored summary directly, as a bug or a manual edit might.
     func corruptSummary(user: String, day: String) async throws {
-        switch url {
-        case .postgres(let location):
-            try await withConnection(location) { connection in
-                _ = try await connection.integer(
-                    "WITH u AS (UPDATE entities SET data = '{\"calories\": 1}' WHERE scope = 'u:\(user)' AND entity_type = 'dailySummaries' AND entity_id = '\(day)' RETURNING 1) SELECT count(*)::int FROM u"
-                )
-            }
-        case .sqlite(let path):
-            let queue = try DatabaseQueue(path: path)
-            try await queue.write { db in
-                try db.execute(
-                    sql: "UPDATE entities SET data = '{\"calories\": 1}' WHERE scope = ? AND entity_type = 'dailySummaries' AND entity_id = ?",
-                    arguments: ["u:\(user)", day]
-                )
-            }
-        }
+        try await execute("UPDATE entities SET data = '{\"calories\": 1}' WHERE scope = 'u:\(user)' AND entity_type = 'dailySummaries' AND entity_id = '\(day)'")
     }
 }

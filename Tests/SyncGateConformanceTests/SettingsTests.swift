@@ -36,6 +36,22 @@ import Testing
         #expect(configuration.database == .defaultSQLite)
     }
 
+    /// The live connections' limits and timeouts reach the front's configuration.
+    @Test func liveConnectionSettings() async throws {
+        let file = try Self.file("liveConnectionsTotal: 900\nidleTimeout: 2m\n")
+        let configuration = try await Self.configuration(file: file, environment: [
+            "SYNCGATE_LIVE_CONNECTIONS_PER_USER": "3", "SYNCGATE_STREAM_MAX_LIFETIME": "10m", "SYNCGATE_KEEP_ALIVE_INTERVAL": "5s",
+            "SYNCGATE_REQUEST_READ_TIMEOUT": "7s",
+        ])
+        #expect(configuration.front.liveLimits == .init(perUser: 3, perProcess: 900))
+        #expect(configuration.front.maximumStreamLifetime == .seconds(600))
+        #expect(configuration.front.keepAliveInterval == .seconds(5))
+        #expect(configuration.front.requestReadTimeout == .seconds(7))
+        #expect(configuration.front.idleTimeout == .seconds(120))
+        let defaults = try await Self.configuration()
+        #expect(defaults.front.liveLimits == .init(perUser: 20, perProcess: 25_000) && defaults.front.requestReadTimeout == .seconds(30))
+    }
+
     @Test func theConfigFileCanComeFromTheEnvironment() async throws {
         let file = try Self.file("databaseUrl: sqlite:/tmp/elsewhere.sqlite\n")
         let configuration = try await Self.configuration(environment: ["SYNCGATE_CONFIG": file])

@@ -160,6 +160,28 @@ import Glibc
         for front in fronts { #expect(await front.waitForExit(timeout: .seconds(20)) == 0) }
     }
 
+    /// `syncgate load live` (the live-connections benchmark) runs end to end on a small scale:
+    /// idle connections in two child processes, household members woken by pushes, the front's
+    /// CPU and the database's counters read. The numbers are the benchmark's; here only that
+    /// every member was reached.
+    @Test func theLiveLoadBenchmarkRuns() async throws {
+        let location = try await TestDatabases.shared.freshPostgres()
+        let port = SyncGateProcess.freePort()
+        let environment = ["SYNCGATE_DATABASE_URL": location.urlString, "SYNCGATE_JWT_SECRET": Self.secret]
+        let front = try SyncGateProcess(["serve", "--port", "\(port)", "--workers", "2"], environment: environment)
+        defer { Task { await front.stop() } }
+        try await ProcessClient(base: "http://127.0.0.1:\(port)").waitUntilReady(front)
+        let load = try SyncGateProcess([
+            "load", "live", "--url", "http://127.0.0.1:\(port)", "--long-polls", "30", "--streams", "10", "--users", "10", "--households", "2",
+            "--members", "20", "--pushes", "2", "--idle-seconds", "2", "--processes", "2", "--front-pid", "\(front.pid)", "--stats-url", location.urlString,
+        ], environment: environment)
+        defer { Task { await load.stop() } }
+        #expect(await load.waitForExit(timeout: .seconds(90)) == 0, "\(load.log)")
+        #expect(load.log.contains("idle connections open: 40"), "\(load.log)")
+        #expect(load.log.contains("front CPU") && load.log.contains("transactions/s"), "\(load.log)")
+        #expect(load.log.contains("household push → 20 members") && load.log.contains("missed: 0"), "\(load.log)")
+    }
+
     /// SIGTERM drains a front: a long-poll in flight answers at once (an empty page, 200), a push
     /// waiting for its job answers 202 with the job id (it is durable), and the process exits 0
     /// long before either's wait would have run out.

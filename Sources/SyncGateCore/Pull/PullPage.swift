@@ -62,8 +62,14 @@ public struct PullPage: Sendable, Hashable {
     public var scopesRemoved: [String]
     /// The highest finished job id of the device (0: none yet).
     public var deviceWatermark: Int64
+    /// The user's scopes version this page was read under (not on the wire: a live waiter
+    /// compares it with the versions notifications announce).
+    public var scopesVersion: Int64
 
-    public init(changes: [FeedChange], cursor: SyncCursor, hasMore: Bool, forceResync: Bool, scopesAdded: [String], scopesRemoved: [String], deviceWatermark: Int64) {
+    public init(
+        changes: [FeedChange], cursor: SyncCursor, hasMore: Bool, forceResync: Bool, scopesAdded: [String], scopesRemoved: [String],
+        deviceWatermark: Int64, scopesVersion: Int64 = 0
+    ) {
         self.changes = changes
         self.cursor = cursor
         self.hasMore = hasMore
@@ -71,6 +77,7 @@ public struct PullPage: Sendable, Hashable {
         self.scopesAdded = scopesAdded
         self.scopesRemoved = scopesRemoved
         self.deviceWatermark = deviceWatermark
+        self.scopesVersion = scopesVersion
     }
 
     /// Whether a waiting pull should answer now rather than hold.

@@ -12,7 +12,8 @@ public enum PullPlanner {
         _ query: PullQuery,
         households: [String],
         resyncEpoch: Int64,
-        feeds: [Scope: FeedInfo]
+        feeds: [Scope: FeedInfo],
+        scopesVersion: Int64 = 0
     ) throws(CursorError) -> PullPlan {
         let userScope = Scope.user(query.userID)
         let readable = [userScope] + Set(households).sorted().map(Scope.household)
@@ -26,11 +27,12 @@ public enum PullPlanner {
                 reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0, resumes: false) },
                 added: readable.compactMap(\.householdID),
                 removed: [],
-                forceResync: false
+                forceResync: false,
+                scopesVersion: scopesVersion
             )
         }
         if cursor.resyncEpoch < resyncEpoch {
-            return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: [], added: [], removed: [], forceResync: true)
+            return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: [], added: [], removed: [], forceResync: true, scopesVersion: scopesVersion)
         }
         guard cursor.resyncEpoch == resyncEpoch else {
             throw .malformed("cursor comes from a newer resync epoch than the server's")
@@ -52,7 +54,30 @@ public enum PullPlanner {
             reads.append(.init(scope: scope, after: position, resumes: true))
         }
         let removed = cursor.positions.keys.filter { !readable.contains($0) }.compactMap(\.householdID).sorted()
-        return PullPlan(query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: reads, added: added, removed: removed, forceResync: false)
+        return PullPlan(
+            query: query, resyncEpoch: resyncEpoch, feeds: feeds, reads: reads, added: added, removed: removed, forceResync: false,
+            scopesVersion: scopesVersion
+        )
+    }
+
+    /// The plan of a waiting pull whose only news is that feeds it reads advanced: every feed of
+    /// `cursor` is read after its position (the user's first, then the rest in order), with
+    /// `heads` the newest known head of each. Pages only for the advanced feeds; every other
+    /// feed's page is empty and its position stays.
+    public static func continuing(_ query: PullQuery, cursor: SyncCursor, heads: [Scope: Int64], scopesVersion: Int64) -> PullPlan {
+        let user = Scope.user(query.userID)
+        let order = [user] + cursor.positions.keys.filter { $0 != user }.sorted()
+        var feeds: [Scope: FeedInfo] = [:]
+        var reads: [PullPlan.FeedRead] = []
+        for scope in order {
+            let position = cursor.positions[scope] ?? 0
+            feeds[scope] = FeedInfo(head: max(position, heads[scope] ?? position), floor: 0)
+            reads.append(.init(scope: scope, after: position, resumes: true))
+        }
+        return PullPlan(
+            query: query, resyncEpoch: cursor.resyncEpoch, feeds: feeds, reads: reads, added: [], removed: [], forceResync: false,
+            scopesVersion: scopesVersion
+        )
     }
 }
 
@@ -91,12 +116,17 @@ public struct PullPlan: Sendable {
     public var added: [String]
     public var removed: [String]
     public var forceResync: Bool
+    /// The user's scopes version the plan was made under.
+    public var scopesVersion: Int64
 
     /// Builds the page from the rows read per feed. Feeds without an entry in `pages` were not
     /// read because the page was already full.
     public func assemble(pages: [Scope: [FeedChange]], deviceWatermark: Int64) -> PullPage {
         if forceResync, let cursor = query.cursor {
-            return PullPage(changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [], deviceWatermark: deviceWatermark)
+            return PullPage(
+                changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [],
+                deviceWatermark: deviceWatermark, scopesVersion: scopesVersion
+            )
         }
         var changes: [FeedChange] = []
         var positions: [Scope: Int64] = [:]
@@ -128,7 +158,8 @@ public struct PullPlan: Sendable {
             forceResync: false,
             scopesAdded: added,
             scopesRemoved: removed,
-            deviceWatermark: deviceWatermark
+            deviceWatermark: deviceWatermark,
+            scopesVersion: scopesVersion
         )
     }
 }

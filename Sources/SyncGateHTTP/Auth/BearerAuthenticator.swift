@@ -21,6 +21,6 @@ public struct BearerAuthenticator: AuthenticatorMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 8192 else {
             throw ProtocolError(.unauthenticated, "Authorization must be 'Bearer <token>'")
         }
-        return AuthenticatedUser(userID: try await authority.verify(String(parts[1])))
+        return try await authority.verify(String(parts[1]))
     }
 }

@@ -33,8 +33,8 @@ public struct TokenAuthority: Sendable {
         return try await keys.sign(claims)
     }
 
-    /// The user id of a valid token; a `401 UNAUTHENTICATED` error otherwise.
-    public func verify(_ token: String) async throws(ProtocolError) -> String {
+    /// The user of a valid token; a `401 UNAUTHENTICATED` error otherwise.
+    public func verify(_ token: String) async throws(ProtocolError) -> AuthenticatedUser {
         let claims: Claims
         do {
             claims = try await keys.verify(token, as: Claims.self)
@@ -50,6 +50,6 @@ public struct TokenAuthority: Sendable {
         guard IdentifierLimits.isValidUserID(claims.sub.value) else {
             throw ProtocolError(.unauthenticated, "token subject must be 1 to \(IdentifierLimits.userID) characters")
         }
-        return claims.sub.value
+        return AuthenticatedUser(userID: claims.sub.value, expiresAt: claims.exp?.value)
     }
 }

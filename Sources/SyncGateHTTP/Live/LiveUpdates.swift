@@ -4,53 +4,87 @@ import SyncGateStorage
 
 /// Waiting for something to commit: a job to finish, a feed to advance.
 ///
-/// A waiter subscribes to the store's ``ChangeNotifier`` (fed by one LISTEN connection per
-/// process, or in-process signals), then re-checks the database whenever an event arrives and at
-/// least every `pollInterval`, so a lost notification only delays the answer. On graceful
-/// shutdown every wait ends at once with the current state.
+/// On graceful shutdown every wait ends at once with the current state.
 struct LiveUpdates: Sendable {
     let store: any FrontStore
+    let watcher: FeedWatcher
     let pollInterval: Duration
+    let retryAfterSeconds: Int
 
     /// The job once it is finished, or as it is when `timeout` passes; `nil` if it is not the user's.
+    ///
+    /// A push's wait is short and its own: it subscribes to its job's notification and re-checks
+    /// the job at least every `pollInterval`, so a lost notification only delays the answer.
     func waitForJob(id: Int64, userID: String, timeout: Duration) async throws -> JobSnapshot? {
         let subscription = store.notifier.subscribe(.init(jobs: [id]))
         defer { subscription.cancel() }
-        return try await waitUntil(subscription: subscription, timeout: timeout) {
-            let job = try await store.job(id: id, userID: userID)
-            return (job, job?.state.isFinished ?? true)
-        }
-    }
-
-    /// The next page that has news (changes, scope changes, force-resync), or an empty page at the deadline.
-    func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullPage {
-        let scopes = try await store.readableScopes(userID: query.userID)
-        // The user's own scope also carries membership changes (a household joined or left).
-        let subscription = store.notifier.subscribe(.init(scopes: Set(scopes).union([.user(query.userID)])))
-        defer { subscription.cancel() }
-        return try await waitUntil(subscription: subscription, timeout: timeout) {
-            let page = try await store.pull(query)
-            return (page, page.hasNews)
-        }
-    }
-
-    /// Re-evaluates `check` on every event and poll tick until it reports done or time runs out.
-    private func waitUntil<Value: Sendable>(
-        subscription: ChangeSubscription,
-        timeout: Duration,
-        _ check: @Sendable () async throws -> (Value, done: Bool)
-    ) async throws -> Value {
         let deadline = ContinuousClock.now + timeout
         return try await withGracefulShutdownHandler {
             while true {
-                let (value, done) = try await check()
+                let job = try await store.job(id: id, userID: userID)
                 let remaining = ContinuousClock.now.duration(to: deadline)
-                if done || remaining <= .zero { return value }
+                if job?.state.isFinished ?? true || remaining <= .zero { return job }
                 // nil: the subscription ended (shutdown); answer with what there is.
-                guard await subscription.next(timeout: min(pollInterval, remaining)) != nil else { return value }
+                guard await subscription.next(timeout: min(pollInterval, remaining)) != nil else { return job }
             }
         } onGracefulShutdown: {
             subscription.cancel()
         }
+    }
+
+    /// The next page that has news (changes, scope changes, force-resync), or an empty page at the deadline.
+    ///
+    /// The waiter registers the feeds of its cursor with the ``FeedWatcher`` before the first
+    /// pull, so nothing committed after that pull's read goes unseen; then it sleeps without
+    /// touching the store until a head passes its positions or its scopes change. A wake on
+    /// advanced feeds reads only those feeds, through reads shared with every waiter at the same
+    /// position; a scopes change runs a whole pull.
+    func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullPage {
+        let deadline = ContinuousClock.now + timeout
+        let device = DeviceKey(userID: query.userID, deviceID: query.deviceID)
+        let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
+        let waiter = try watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
+        defer { waiter.unregister() }
+        return try await withGracefulShutdownHandler {
+            var page = try await store.pull(query)
+            while true {
+                // A first page that reads households not registered yet has news anyway (scopes added).
+                guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else { return page }
+                watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
+                guard case .woken(let wake) = await waiter.wait(until: deadline) else { return page }
+                var next = query
+                next.cursor = page.cursor
+                if wake.scopesChanged || wake.resynchronize {
+                    page = try await store.pull(next)
+                } else {
+                    page = try await continuation(next, after: page, device: device)
+                }
+            }
+        } onGracefulShutdown: {
+            waiter.close()
+        }
+    }
+
+    /// The page after `previous` when only feeds advanced: each advanced feed is read once after
+    /// its position (shared), the others keep theirs.
+    private func continuation(_ query: PullQuery, after previous: PullPage, device: DeviceKey) async throws -> PullPage {
+        guard let cursor = query.cursor else { return try await store.pull(query) }
+        let heads = watcher.heads(of: cursor.positions.keys)
+        let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)
+        var pages: [Scope: [FeedChange]] = [:]
+        for read in plan.reads {
+            guard let head = heads[read.scope], head > read.after else {
+                pages[read.scope] = []
+                continue
+            }
+            let key = SharedFeedReads.Key(scope: read.scope, after: read.after, types: query.entityTypes, limit: query.limit)
+            let slice = try await watcher.reads.read(key, covering: head)
+            // Tombstones up to the floor were purged while the request waited.
+            guard read.after >= slice.floor else { throw CursorError.expired(read.scope) }
+            pages[read.scope] = slice.changes
+        }
+        // The device's jobs that finished while it waited, as the notifications told them.
+        let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
+        return plan.assemble(pages: pages, deviceWatermark: watermark)
     }
 }

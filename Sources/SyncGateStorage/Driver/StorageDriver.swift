@@ -45,6 +45,8 @@ public protocol StorageDriver: Sendable {
     func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage
     /// The ids of the households `userID` is an active member of, sorted.
     func activeHouseholds(userID: String) async throws -> [String]
+    /// The heads of `feeds` and the scopes versions of `users` (absent: never written), in one read.
+    func watchState(feeds: [Scope], users: [String]) async throws -> WatchState
 
     // MARK: Maintenance and administration
 
@@ -101,6 +103,8 @@ public protocol StorageTransaction: AnyObject {
     func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int
     /// Raises the resync epoch of one user, or of everyone.
     func bumpResyncEpoch(userID: String?) async throws
+    /// Raises the scopes version of each user (creating their row); returns the new versions.
+    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64]
     /// Announces events when (and only if) the transaction commits.
     func announce(_ events: [StoreEvent]) async throws
 }
@@ -273,12 +277,14 @@ public struct EntityRowWrite: Sendable, Hashable {
 public struct PullContext: Sendable, Hashable {
     public var households: [String]
     public var resyncEpoch: Int64
+    public var scopesVersion: Int64
     public var deviceWatermark: Int64
     public var feeds: [Scope: FeedInfo]
 
-    public init(households: [String], resyncEpoch: Int64, deviceWatermark: Int64, feeds: [Scope: FeedInfo]) {
+    public init(households: [String], resyncEpoch: Int64, scopesVersion: Int64, deviceWatermark: Int64, feeds: [Scope: FeedInfo]) {
         self.households = households
         self.resyncEpoch = resyncEpoch
+        self.scopesVersion = scopesVersion
         self.deviceWatermark = deviceWatermark
         self.feeds = feeds
     }

@@ -48,9 +48,12 @@ extension SyncStore {
             try await transaction.finishJob(
                 JobFinish(id: job.id, userID: job.userID, deviceID: job.deviceID, state: .done, results: JobCodec.encodeResults(outcome.results), lastError: nil)
             )
-            var events: [StoreEvent] = [.jobFinished(job.id)]
-            events += advanced.sorted().map(StoreEvent.feedAdvanced)
-            events += outcome.wakeUsers.sorted().map { StoreEvent.feedAdvanced(.user($0)) }
+            var events: [StoreEvent] = [.jobFinished(job.id, device: DeviceKey(userID: job.userID, deviceID: job.deviceID))]
+            events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
+            if !outcome.wakeUsers.isEmpty {
+                let versions = try await transaction.bumpScopesVersions(userIDs: outcome.wakeUsers.sorted())
+                events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
+            }
             try await transaction.announce(events)
             return .done(outcome.results, statements: transaction.statementCount)
         }

@@ -90,7 +90,7 @@ extension SyncStore {
             try await transaction.finishJob(
                 JobFinish(id: id, userID: userID, deviceID: deviceID, state: .dead, results: JobCodec.encodeResults(results), lastError: message)
             )
-            try await transaction.announce([.jobFinished(id)])
+            try await transaction.announce([.jobFinished(id, device: DeviceKey(userID: userID, deviceID: deviceID))])
         }
     }
 }

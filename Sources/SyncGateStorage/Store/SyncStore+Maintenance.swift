@@ -45,7 +45,12 @@ extension SyncStore {
     public func forceResync(userID: String?) async throws {
         try await driver.transaction(now: clock.now()) { transaction in
             try await transaction.bumpResyncEpoch(userID: userID)
-            try await transaction.announce([userID.map { .feedAdvanced(.user($0)) } ?? .resynchronize])
+            if let userID {
+                let versions = try await transaction.bumpScopesVersions(userIDs: [userID])
+                try await transaction.announce([.scopesChanged(userID: userID, version: versions[userID] ?? 0)])
+            } else {
+                try await transaction.announce([.resynchronize])
+            }
         }
     }
 
@@ -70,7 +75,7 @@ extension SyncStore {
                     if !writes.isEmpty {
                         let rows = EntityRowWrite.rows(writes, heads: &heads, derivations: derivations)
                         try await transaction.writeEntities(rows, heads: heads)
-                        try await transaction.announce([.feedAdvanced(scope)])
+                        try await transaction.announce([.feedAdvanced(scope, head: heads[scope] ?? 0)])
                     }
                     return (checked, writes.count)
                 }

@@ -11,7 +11,9 @@ extension SyncStore {
     public func pull(_ query: PullQuery) async throws -> PullPage {
         let extra = query.cursor.map { Array($0.positions.keys) } ?? []
         let context = try await driver.pullContext(userID: query.userID, deviceID: query.deviceID, extraScopes: extra)
-        let plan = try PullPlanner.plan(query, households: context.households, resyncEpoch: context.resyncEpoch, feeds: context.feeds)
+        let plan = try PullPlanner.plan(
+            query, households: context.households, resyncEpoch: context.resyncEpoch, feeds: context.feeds, scopesVersion: context.scopesVersion
+        )
         var pages: [Scope: [FeedChange]] = [:]
         if !plan.forceResync, !plan.reads.isEmpty {
             let page = try await driver.readChanges(plan.reads, types: query.entityTypes, limit: query.limit)
@@ -27,5 +29,15 @@ extension SyncStore {
 
     public func readableScopes(userID: String) async throws -> [Scope] {
         [.user(userID)] + (try await driver.activeHouseholds(userID: userID)).map(Scope.household)
+    }
+
+    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        return try await driver.watchState(feeds: feeds, users: users)
+    }
+
+    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+        let page = try await driver.readChanges([PullPlan.FeedRead(scope: scope, after: position, resumes: true)], types: types, limit: limit)
+        let changes = try (page.rows[scope] ?? []).map { row throws(StoredDataError) in try FeedChange(scope: scope, row: row) }
+        return FeedSlice(changes: changes, floor: page.floors[scope] ?? 0)
     }
 }

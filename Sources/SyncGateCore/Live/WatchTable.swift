@@ -1,0 +1,241 @@
+/// The in-memory table a front keeps of what its live waiters (long-polls and event streams)
+/// read, and the decisions of whom to wake: a value-type state machine whose mutating methods
+/// return the wake-ups to deliver, with no I/O.
+///
+/// A waiter registers the user, device and feeds it reads *before* it reads the database, then
+/// arms itself with the positions and scopes version that read returned. Events that commit in
+/// between are recorded at registration's feeds and users, so arming compares them and wakes at
+/// once: no wake-up is lost between the read and the wait.
+///
+/// Heads and versions are kept only while a waiter watches them, so memory follows the waiters,
+/// not the number of feeds.
+public struct WatchTable: Sendable {
+    public typealias WaiterID = Int
+
+    /// What a waiter learns when woken. Reasons accumulate until the waiter takes them.
+    public struct Wake: Sendable, Hashable {
+        /// Feeds whose head passed the waiter's position.
+        public var advanced: Set<Scope> = []
+        /// The user's scopes changed (a household joined or left, or a resync for this user).
+        public var scopesChanged = false
+        /// A resync for everyone: the waiter reads everything again.
+        public var resynchronize = false
+
+        public init(advanced: Set<Scope> = [], scopesChanged: Bool = false, resynchronize: Bool = false) {
+            self.advanced = advanced
+            self.scopesChanged = scopesChanged
+            self.resynchronize = resynchronize
+        }
+
+        public var isEmpty: Bool { advanced.isEmpty && !scopesChanged && !resynchronize }
+
+        public mutating func merge(_ other: Wake) {
+            advanced.formUnion(other.advanced)
+            scopesChanged = scopesChanged || other.scopesChanged
+            resynchronize = resynchronize || other.resynchronize
+        }
+    }
+
+    /// Caps on live connections (long-polls and event streams) held at once.
+    public struct Limits: Sendable, Hashable {
+        public var perUser: Int
+        public var perProcess: Int
+
+        public init(perUser: Int = 20, perProcess: Int = 25_000) {
+            self.perUser = perUser
+            self.perProcess = perProcess
+        }
+    }
+
+    public enum Refusal: Error, Sendable, Hashable {
+        case userLimit(Int)
+        case processLimit(Int)
+    }
+
+    struct Watched<Value: Sendable>: Sendable {
+        /// Newest known value; `nil` until an event or a read told it.
+        var value: Value?
+        var waiters: Set<WaiterID> = []
+    }
+
+    struct Waiter: Sendable {
+        var device: DeviceKey
+        var feeds: Set<Scope>
+        /// Global resyncs seen when the waiter registered.
+        var resyncs: Int
+        var armed: Armed?
+    }
+
+    struct Armed: Sendable {
+        var positions: [Scope: Int64]
+        var scopesVersion: Int64
+    }
+
+    public let limits: Limits
+    private var feeds: [Scope: Watched<Int64>] = [:]
+    private var users: [String: Watched<Int64>] = [:]
+    private var devices: [DeviceKey: Watched<Int64>] = [:]
+    private var waiters: [WaiterID: Waiter] = [:]
+    private var connections: [String: Int] = [:]
+    private var nextID: WaiterID = 0
+    /// The global resync epoch as last read, and how many raises of it were seen.
+    private var resyncEpoch: Int64?
+    private var resyncs = 0
+
+    public init(limits: Limits = .init()) {
+        self.limits = limits
+    }
+
+    // MARK: Waiters
+
+    /// Registers a waiter before it reads the database; refused over a connection cap.
+    public mutating func register(device: DeviceKey, feeds: Set<Scope>) throws(Refusal) -> WaiterID {
+        let held = connections[device.userID, default: 0]
+        guard held < limits.perUser else { throw .userLimit(limits.perUser) }
+        guard waiters.count < limits.perProcess else { throw .processLimit(limits.perProcess) }
+        let id = nextID
+        nextID += 1
+        connections[device.userID] = held + 1
+        waiters[id] = Waiter(device: device, feeds: [], resyncs: resyncs)
+        users[device.userID, default: Watched()].waiters.insert(id)
+        devices[device, default: Watched()].waiters.insert(id)
+        watch(id, feeds: feeds)
+        return id
+    }
+
+    /// Replaces the feeds a waiter watches (an event stream whose households changed). The feeds
+    /// must be watched before the heads the waiter arms with are read.
+    public mutating func watch(_ id: WaiterID, feeds newFeeds: Set<Scope>) {
+        guard let old = waiters[id]?.feeds else { return }
+        for scope in old.subtracting(newFeeds) { forget(id, feed: scope) }
+        for scope in newFeeds.subtracting(old) { self.feeds[scope, default: Watched()].waiters.insert(id) }
+        waiters[id]?.feeds = newFeeds
+    }
+
+    public mutating func remove(_ id: WaiterID) {
+        guard let waiter = waiters.removeValue(forKey: id) else { return }
+        for scope in waiter.feeds { forget(id, feed: scope) }
+        users[waiter.device.userID]?.waiters.remove(id)
+        if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
+        devices[waiter.device]?.waiters.remove(id)
+        if devices[waiter.device]?.waiters.isEmpty == true { devices[waiter.device] = nil }
+        let held = connections[waiter.device.userID, default: 1] - 1
+        connections[waiter.device.userID] = held > 0 ? held : nil
+    }
+
+    private mutating func forget(_ id: WaiterID, feed scope: Scope) {
+        feeds[scope]?.waiters.remove(id)
+        if feeds[scope]?.waiters.isEmpty == true { feeds[scope] = nil }
+    }
+
+    /// Arms a waiter with what its read returned; returns the wake-up due at once if something
+    /// newer was already seen since it registered. Positions of unwatched feeds are ignored.
+    public mutating func arm(_ id: WaiterID, positions: [Scope: Int64], scopesVersion: Int64) -> Wake? {
+        guard let waiter = waiters[id] else { return nil }
+        let armed = Armed(positions: positions.filter { waiter.feeds.contains($0.key) }, scopesVersion: scopesVersion)
+        var wake = Wake()
+        for (scope, position) in armed.positions where (feeds[scope]?.value ?? position) > position {
+            wake.advanced.insert(scope)
+        }
+        if (users[waiter.device.userID]?.value ?? scopesVersion) > scopesVersion { wake.scopesChanged = true }
+        if resyncs > waiter.resyncs { wake.resynchronize = true }
+        waiters[id]?.resyncs = resyncs
+        if !wake.isEmpty { return wake }
+        waiters[id]?.armed = armed
+        return nil
+    }
+
+    // MARK: Events
+
+    /// A feed committed up to `head`: wakes the armed waiters behind it.
+    public mutating func feedAdvanced(_ scope: Scope, head: Int64) -> [WaiterID: Wake] {
+        observe(WatchState(heads: [scope: head]))
+    }
+
+    /// A user's scopes changed and their scopes version is now `version`.
+    public mutating func scopesChanged(userID: String, version: Int64) -> [WaiterID: Wake] {
+        observe(WatchState(scopesVersions: [userID: version]))
+    }
+
+    /// A job of a watched device finished: its watermark is at least `jobID`.
+    public mutating func jobFinished(_ jobID: Int64, device: DeviceKey) {
+        guard var entry = devices[device] else { return }
+        entry.value = max(entry.value ?? 0, jobID)
+        devices[device] = entry
+    }
+
+    /// Heads, versions and the resync epoch as notifications told them or the safety net read
+    /// them: wakes every armed waiter behind, each once with all its reasons. A raised epoch wakes
+    /// every waiter for a full read.
+    public mutating func observe(_ state: WatchState) -> [WaiterID: Wake] {
+        var wakes: [WaiterID: Wake] = [:]
+        for (scope, head) in state.heads {
+            guard var feed = feeds[scope], head > (feed.value ?? .min) else { continue }
+            feed.value = head
+            feeds[scope] = feed
+            for id in feed.waiters {
+                guard let position = waiters[id]?.armed?.positions[scope], head > position else { continue }
+                wakes[id, default: Wake()].advanced.insert(scope)
+            }
+        }
+        for (userID, version) in state.scopesVersions {
+            guard var user = users[userID], version > (user.value ?? .min) else { continue }
+            user.value = version
+            users[userID] = user
+            for id in user.waiters {
+                guard let armed = waiters[id]?.armed, version > armed.scopesVersion else { continue }
+                wakes[id, default: Wake()].scopesChanged = true
+            }
+        }
+        if let epoch = state.resyncEpoch {
+            if let known = resyncEpoch, epoch > known {
+                resyncs += 1
+                for (id, waiter) in waiters where waiter.armed != nil {
+                    wakes[id, default: Wake()].resynchronize = true
+                }
+            }
+            resyncEpoch = max(resyncEpoch ?? epoch, epoch)
+        }
+        // Woken waiters stay unarmed until they have read and arm again.
+        for id in wakes.keys { waiters[id]?.armed = nil }
+        return wakes
+    }
+
+    // MARK: Reading the table
+
+    /// The newest known head of each of `scopes` that is known.
+    public func heads(of scopes: some Sequence<Scope>) -> [Scope: Int64] {
+        var heads: [Scope: Int64] = [:]
+        for scope in scopes {
+            if let head = feeds[scope]?.value { heads[scope] = head }
+        }
+        return heads
+    }
+
+    /// The highest finished job of a watched device seen since it registered (0: none).
+    public func watermark(of device: DeviceKey) -> Int64 {
+        devices[device]?.value ?? 0
+    }
+
+    /// What the safety net reads: every watched feed and user.
+    public var watchedFeeds: [Scope] { Array(feeds.keys) }
+    public var watchedUsers: [String] { Array(users.keys) }
+    public var waiterCount: Int { waiters.count }
+    public var armedCount: Int { waiters.values.count(where: { $0.armed != nil }) }
+    public func connections(of userID: String) -> Int { connections[userID, default: 0] }
+}
+
+/// What live waiters watch, as stored now: feed heads, users' scopes versions and the global
+/// resync epoch.
+public struct WatchState: Sendable, Hashable {
+    public var heads: [Scope: Int64]
+    public var scopesVersions: [String: Int64]
+    /// The global resync epoch (`nil`: not read).
+    public var resyncEpoch: Int64?
+
+    public init(heads: [Scope: Int64] = [:], scopesVersions: [String: Int64] = [:], resyncEpoch: Int64? = nil) {
+        self.heads = heads
+        self.scopesVersions = scopesVersions
+        self.resyncEpoch = resyncEpoch
+    }
+}

@@ -1,0 +1,73 @@
+public import SyncGateCore
+public import SyncGateStorage
+
+/// The front's view of a store, counting every call by name; optionally with a notifier that
+/// never hears anything (every notification lost), and a hook run once after a pull's read.
+public final class CountingFrontStore: FrontStore {
+    public let base: any FrontStore
+    public let notifier: ChangeNotifier
+    private let calls = Locked<[String: Int]>([:])
+    private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
+
+    /// - Parameter deaf: the front hears no notification at all: only the safety net wakes it.
+    public init(_ base: any FrontStore, deaf: Bool = false) {
+        self.base = base
+        self.notifier = deaf ? ChangeNotifier() : base.notifier
+    }
+
+    public var driverName: String { base.driverName }
+
+    /// Calls per method name since the last ``reset()``.
+    public var counts: [String: Int] { calls.value }
+    public func count(_ name: String) -> Int { calls.value[name, default: 0] }
+    public func reset() { calls.update { $0 = [:] } }
+
+    /// Runs `body` once, right after the next pull has read the store and before the waiter
+    /// that made it arms: the window a lost wake-up would hide in.
+    public func onceAfterNextPull(_ body: @escaping @Sendable () async throws -> Void) {
+        afterPull.update { $0 = body }
+    }
+
+    private func record(_ name: String) {
+        calls.update { $0[name, default: 0] += 1 }
+    }
+
+    public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+        record("enqueue")
+        return try await base.enqueue(job, limits: limits)
+    }
+
+    public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+        record("job")
+        return try await base.job(id: id, userID: userID)
+    }
+
+    public func pull(_ query: PullQuery) async throws -> PullPage {
+        record("pull")
+        let page = try await base.pull(query)
+        if let hook = afterPull.update({ hook in defer { hook = nil }; return hook }) {
+            try await hook()
+        }
+        return page
+    }
+
+    public func readableScopes(userID: String) async throws -> [Scope] {
+        record("readableScopes")
+        return try await base.readableScopes(userID: userID)
+    }
+
+    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        record("watchState")
+        return try await base.watchState(feeds: feeds, users: users)
+    }
+
+    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+        record("readFeed")
+        return try await base.readFeed(scope, after: position, types: types, limit: limit)
+    }
+
+    public func schemaStatus() async throws -> SchemaStatus {
+        record("schemaStatus")
+        return try await base.schemaStatus()
+    }
+}

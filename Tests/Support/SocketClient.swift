@@ -1,0 +1,54 @@
+public import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+public import SyncGateCore
+
+/// Many concurrent requests to a server on a real socket (HummingbirdTesting's live client runs
+/// one request at a time on one connection), each on a connection of its own.
+public final class SocketClient: Sendable {
+    public let port: Int
+    let client: HTTPClient
+
+    public init(port: Int, connections: Int = 256) {
+        self.port = port
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
+        client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }
+
+    /// Runs `body` with a client, and shuts it down after.
+    public static func with<Result: Sendable>(port: Int, _ body: (SocketClient) async throws -> Result) async throws -> Result {
+        let client = SocketClient(port: port)
+        do {
+            let result = try await body(client)
+            try await client.client.shutdown()
+            return result
+        } catch {
+            try? await client.client.shutdown()
+            throw error
+        }
+    }
+
+    /// A GET with a bearer token and device; the body parsed as JSON when it is JSON.
+    public func get(_ path: String, token: String, device: String = "d1") async throws -> (status: Int, json: JSONValue?, headers: [String: String]) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "X-Device-Id", value: device)
+        let response = try await client.execute(request, timeout: .seconds(120))
+        let body = try await response.body.collect(upTo: 16 * 1024 * 1024)
+        var headers: [String: String] = [:]
+        for header in response.headers { headers[header.name.lowercased()] = header.value }
+        return (Int(response.status.code), try? JSONParser().parse(Array(body.readableBytesView)), headers)
+    }
+
+    /// Opens an event stream; read it with the returned response's body.
+    public func events(token: String, device: String = "watcher") async throws -> HTTPClientResponse {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/sync/events")
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "X-Device-Id", value: device)
+        return try await client.execute(request, timeout: .seconds(120))
+    }
+}

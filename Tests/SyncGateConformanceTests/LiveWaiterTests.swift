@@ -1,0 +1,316 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// Live connections at scale: waiters sleep in memory, wake only for news, share their reads,
+/// and hostile clients are bounded.
+@Suite(.timeLimit(.minutes(3))) struct LiveWaiterTests {
+    static func configuration(poll: Duration = .milliseconds(200)) -> FrontConfiguration {
+        var configuration = HTTPHarness.testConfiguration
+        configuration.pollInterval = poll
+        configuration.liveLimits = .init(perUser: 100, perProcess: 1000)
+        return configuration
+    }
+
+    /// Idle waiters cost no store call: while 30 long-polls and 3 event streams sleep, the only
+    /// calls are the safety net's, one per interval for the whole process.
+    @Test(arguments: Driver.selected)
+    func idleWaitersMakeNoStoreCalls(_ driver: Driver) async throws {
+        let counting = Locked<CountingFrontStore?>(nil)
+        try await HTTPHarness.with(driver, setup: .live, configuration: Self.configuration(), workers: 1, front: { base in
+            let store = CountingFrontStore(base)
+            counting.update { $0 = store }
+            return store
+        }) { http in
+            let store = try #require(counting.value)
+            let port = try #require(http.client.port)
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "alice")], user: "bob")
+            var cursors: [String: String] = [:]
+            for user in ["alice", "bob", "carol"] { cursors[user] = try await http.pullAll(user: user).cursor }
+            let cursorsNow = cursors
+            try await SocketClient.with(port: port) { socket in
+            try await withThrowingTaskGroup(of: JSONValue?.self) { group in
+                for index in 0..<30 {
+                    let user = ["alice", "bob", "carol"][index % 3]
+                    let token = try await http.token(user)
+                    group.addTask {
+                        try await socket.get("/v1/sync/pull?cursor=\(cursorsNow[user]!)&wait=30000", token: token, device: "d\(index)").json
+                    }
+                }
+                var streams: [HTTPClientResponse] = []
+                for user in ["alice", "bob", "carol"] {
+                    streams.append(try await socket.events(token: try await http.token(user)))
+                }
+                try await eventually("33 waiters asleep", timeout: .seconds(20)) { http.watcher.armedCount == 33 }
+
+                store.reset()
+                try await Task.sleep(for: .seconds(2))
+                let idle = store.counts
+                #expect(Set(idle.keys).isSubset(of: ["watchState"]), "idle waiters called the store: \(idle)")
+                // Ten intervals in two seconds (fewer on a loaded machine): the net is per process,
+                // not per waiter.
+                #expect((1...13).contains(idle["watchState", default: 0]), "\(idle)")
+
+                // A change in the household wakes its members' long-polls (alice and bob), and only them.
+                store.reset()
+                _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "bob")
+                var answered = 0
+                for _ in 0..<20 {
+                    let page = try #require(try await group.next() ?? nil)
+                    #expect(page["changes"]?[0]?["entity_id"] == "milk")
+                    answered += 1
+                }
+                #expect(answered == 20)
+                #expect(store.count("pull") == 0, "woken waiters read only the feed that advanced: \(store.counts)")
+                #expect(store.count("readFeed") <= 2, "20 waiters at one position share their read: \(store.counts)")
+                // Carol's long-polls never woke; the streams poked and sleep again.
+                try await eventually("carol's 10 long-polls and 3 streams asleep", timeout: .seconds(10)) { http.watcher.armedCount == 13 }
+                group.cancelAll()
+                _ = streams
+            }
+            }
+        }
+    }
+
+    /// The race the watcher exists for: a change commits after a long-poll's read but before it
+    /// sleeps. Registered before the read, it wakes on that change's notification (the safety
+    /// net is a minute away).
+    @Test(arguments: Driver.selected)
+    func aChangeCommittedBetweenTheReadAndTheWaitWakesTheWaiter(_ driver: Driver) async throws {
+        let counting = Locked<CountingFrontStore?>(nil)
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true, front: { base in
+            let store = CountingFrontStore(base)
+            counting.update { $0 = store }
+            return store
+        }) { http in
+            let store = try #require(counting.value)
+            let cursor = try await http.pullAll(device: "tablet").cursor
+            store.onceAfterNextPull {
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
+                // Let the watcher take the notification before the waiter arms.
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            let started = ContinuousClock.now
+            let page = try await http.pull(device: "tablet", query: "cursor=\(cursor)&wait=30000")
+            #expect(started.duration(to: .now) < NotificationTests.promptly)
+            #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
+        }
+    }
+
+    /// Every notification lost (the front hears none): the safety net's one read per interval
+    /// still wakes a long-poll and an event stream within about an interval.
+    @Test(arguments: Driver.selected)
+    func lostNotificationsAreCaughtByTheSafetyNet(_ driver: Driver) async throws {
+        let interval = Duration.milliseconds(500)
+        try await HTTPHarness.with(driver, setup: .live, configuration: Self.configuration(poll: interval), workers: 1, front: { CountingFrontStore($0, deaf: true) }) { http in
+            let port = try #require(http.client.port)
+            let cursor = try await http.pullAll(device: "tablet").cursor
+            try await SocketClient.with(port: port) { socket in
+                var events = LiveTests.EventStream(iterator: try await socket.events(token: try await http.token("alice")).body.makeAsyncIterator())
+                #expect(try await events.nextEvent(timeout: .seconds(5))?.hasPrefix(": connected") == true)
+                let token = try await http.token()
+                async let waiting = socket.get("/v1/sync/pull?cursor=\(cursor)&wait=30000", token: token, device: "tablet")
+                try await eventually("2 waiters asleep", timeout: .seconds(20)) { http.watcher.armedCount == 2 }
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
+                let committed = ContinuousClock.now
+                let page = try await waiting
+                #expect(committed.duration(to: .now) < interval * 4, "a long-poll woke \(committed.duration(to: .now)) after the commit")
+                #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
+                let poke = try await LiveTests.nextPoke(&events, timeout: .seconds(5))
+                #expect(poke == ["household_ids": [], "user": true])
+                #expect(committed.duration(to: .now) < interval * 4 + .seconds(1))
+            }
+        }
+    }
+
+    /// Over a cap on live connections (per user, per process) a long-poll or an event stream is
+    /// refused with 429 RATE_LIMITED and Retry-After; plain pulls are not live and not capped.
+    @Test(arguments: Driver.selected)
+    func liveConnectionsOverACapAnswer429(_ driver: Driver) async throws {
+        var configuration = Self.configuration()
+        configuration.liveLimits = .init(perUser: 2, perProcess: 3)
+        try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
+            let port = try #require(http.client.port)
+            try await SocketClient.with(port: port) { socket in
+                let alice = try await http.token("alice")
+                let stream = try await socket.events(token: alice)
+                #expect(stream.status.code == 200)
+                async let first = socket.get("/v1/sync/pull?wait=5000", token: alice, device: "phone")
+                try await eventually("2 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 2 }
+
+                let third = try await socket.get("/v1/sync/pull?wait=5000", token: alice, device: "laptop")
+                #expect(third.status == 429 && third.json?.errorCode == "RATE_LIMITED")
+                #expect(third.json?["error"]?["retryable"] == true)
+                #expect(third.headers["retry-after"] == "2")
+                let refusedStream = try await socket.events(token: alice, device: "laptop")
+                #expect(refusedStream.status.code == 429)
+                #expect(refusedStream.headers.first(name: "retry-after") == "2")
+
+                async let bobs = socket.get("/v1/sync/pull?wait=5000", token: try await http.token("bob"))
+                try await eventually("3 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 3 }
+                let carol = try await http.token("carol")
+                let refused = try await socket.get("/v1/sync/pull?wait=5000", token: carol)
+                #expect(refused.status == 429 && refused.json?.errorCode == "RATE_LIMITED", "the process is full")
+                let plain = try await socket.get("/v1/sync/pull", token: carol)
+                #expect(plain.status == 200, "a pull that does not wait is not a live connection")
+
+                #expect(try await first.status == 200)
+                #expect(try await bobs.status == 200)
+                _ = stream
+            }
+        }
+    }
+
+    /// A client that trickles its request is cut off: a body must arrive whole within the read
+    /// timeout, a head within the idle timeout. A long-poll longer than both is not cut.
+    @Test(arguments: Driver.selected)
+    func aSlowClientIsCutOffByTheReadTimeout(_ driver: Driver) async throws {
+        var configuration = Self.configuration()
+        configuration.requestReadTimeout = .seconds(1)
+        configuration.idleTimeout = .seconds(2)
+        try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
+            let port = try #require(http.client.port)
+            let token = try await http.token()
+
+            // A body of 1,000 bytes, one byte every 100 ms (it would take 100 s).
+            let body = try await RawConnection.open(port: port)
+            let opened = ContinuousClock.now
+            try await body.send("POST /v1/sync/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            // (The bounds are loose: on a saturated CI machine the server's event loops run late.)
+            let bodyCut = await body.trickle(every: .milliseconds(100), for: .seconds(30))
+            #expect(bodyCut, "the connection outlived the trickle")
+            #expect(opened.duration(to: .now) < .seconds(20), "cut after \(opened.duration(to: .now)) (read timeout 1 s)")
+
+            // A request head that never ends.
+            let head = try await RawConnection.open(port: port)
+            let started = ContinuousClock.now
+            try await head.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            let headCut = await head.trickle(every: .milliseconds(100), for: .seconds(30))
+            #expect(headCut, "the connection outlived the trickle")
+            #expect(started.duration(to: .now) < .seconds(20), "cut after \(started.duration(to: .now)) (idle timeout 2 s)")
+
+            // A long-poll that waits 3 s (longer than both timeouts) is answered, not cut.
+            let waited = try await SocketClient.with(port: port) { socket in try await socket.get("/v1/sync/pull?wait=3000", token: token) }
+            #expect(waited.status == 200)
+        }
+    }
+
+    /// An event stream ends when its token expires (the client reconnects with a fresh one), and
+    /// after the maximum lifetime; until then keep-alives continue.
+    @Test(arguments: Driver.selected)
+    func anEventStreamEndsWhenItsTokenExpires(_ driver: Driver) async throws {
+        var configuration = Self.configuration()
+        configuration.keepAliveInterval = .milliseconds(300)
+        configuration.maximumStreamLifetime = .seconds(30)
+        try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
+            let port = try #require(http.client.port)
+            let opened = ContinuousClock.now
+            let (_, stream) = try await LiveTests.openEvents(port: port, token: try await http.authority.issue(userID: "alice", ttlSeconds: 2))
+            let events = try await Self.readToEnd(stream, within: .seconds(15))
+            let lasted = opened.duration(to: .now)
+            #expect(events.ended, "the stream outlived its token")
+            #expect(lasted > .milliseconds(900) && lasted < .seconds(6), "ended after \(lasted) (token valid 2 s)")
+            #expect(events.keepAlives >= 1)
+            try await eventually("the stream unregistered", timeout: .seconds(5)) { http.watcher.waiterCount == 0 }
+        }
+        configuration.maximumStreamLifetime = .seconds(1)
+        try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
+            let port = try #require(http.client.port)
+            let opened = ContinuousClock.now
+            let (_, stream) = try await LiveTests.openEvents(port: port, token: try await http.token(ttl: 3600))
+            let events = try await Self.readToEnd(stream, within: .seconds(15))
+            #expect(events.ended && opened.duration(to: .now) < .seconds(5), "ended after \(opened.duration(to: .now)) (lifetime 1 s)")
+        }
+    }
+
+    /// Reads a stream until it ends or `timeout` passes; counts keep-alive comments.
+    static func readToEnd(_ stream: LiveTests.EventStream, within timeout: Duration) async throws -> (ended: Bool, keepAlives: Int) {
+        var stream = stream
+        let deadline = ContinuousClock.now + timeout
+        var keepAlives = 0
+        while ContinuousClock.now < deadline {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            let event = try await stream.nextEvent(timeout: remaining)
+            guard let event else {
+                // nil: the stream ended, or time ran out.
+                return (ContinuousClock.now < deadline, keepAlives)
+            }
+            if event == ": keep-alive" { keepAlives += 1 }
+        }
+        return (false, keepAlives)
+    }
+
+    /// One change to a household wakes all its 100 connected members; their pulls share one read.
+    @Test(arguments: Driver.selected)
+    func aHouseholdChangeWakesEveryMemberWithSharedReads(_ driver: Driver) async throws {
+        let counting = Locked<CountingFrontStore?>(nil)
+        try await HTTPHarness.with(driver, configuration: Self.configuration(), workers: 1, front: { base in
+            let store = CountingFrontStore(base)
+            counting.update { $0 = store }
+            return store
+        }) { http in
+            let store = try #require(counting.value)
+            let members = (0..<100).map { "m\($0)" }
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"])] + members.map { HouseholdTests.member("home", $0) }, user: "owner")
+            var cursors: [String: String] = [:]
+            for member in members { cursors[member] = try await http.pullAll(user: member).cursor }
+            let cursorsNow = cursors
+            try await withThrowingTaskGroup(of: JSONValue?.self) { group in
+                for member in members {
+                    group.addTask { try await http.pull(user: member, query: "cursor=\(cursorsNow[member]!)&wait=30000").json }
+                }
+                try await eventually("100 members asleep", timeout: .seconds(30)) { http.watcher.armedCount == 100 }
+                store.reset()
+                _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "owner")
+                var woken = 0
+                for try await page in group {
+                    #expect(page?["changes"]?.arrayValue?.count == 1 && page?["changes"]?[0]?["entity_id"] == "milk")
+                    woken += 1
+                }
+                #expect(woken == 100)
+            }
+            #expect(store.count("pull") == 0 && store.count("readFeed") <= 2, "\(store.counts)")
+        }
+    }
+}
+
+/// A raw TCP connection to the server under test: bytes exactly as written, and whether the
+/// server closed it.
+final class RawConnection: Sendable {
+    let channel: any Channel
+
+    init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    static func open(port: Int) async throws -> RawConnection {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        return RawConnection(channel: channel)
+    }
+
+    func send(_ text: String) async throws {
+        try await channel.writeAndFlush(ByteBuffer(string: text)).get()
+    }
+
+    /// Sends one byte every `interval` for up to `duration`; `true` once the server closed the
+    /// connection, `false` if it was still open at the end (then it is closed here).
+    func trickle(every interval: Duration, for duration: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + duration
+        while ContinuousClock.now < deadline {
+            guard channel.isActive, (try? await send("x")) != nil else { return true }
+            try? await Task.sleep(for: interval)
+        }
+        let closed = !channel.isActive
+        try? await channel.close()
+        return closed
+    }
+}

@@ -1,0 +1,199 @@
+import SyncGateCore
+import Testing
+
+/// The live waiters' table: whom a head, a scopes version or a resync wakes, with no I/O.
+@Suite struct WatchTableTests {
+    static let alice = DeviceKey(userID: "alice", deviceID: "phone")
+    static let bob = DeviceKey(userID: "bob", deviceID: "tablet")
+    static let home = Scope.household("home")
+    static let aliceFeed = Scope.user("alice")
+
+    @Test func anArmedWaiterWakesOnlyWhenAHeadPassesItsPosition() throws {
+        var table = WatchTable()
+        let id = try table.register(device: Self.alice, feeds: [Self.aliceFeed, Self.home])
+        #expect(table.arm(id, positions: [Self.aliceFeed: 4, Self.home: 10], scopesVersion: 1) == nil)
+        #expect(table.feedAdvanced(Self.home, head: 10).isEmpty, "a head at the position is nothing new")
+        #expect(table.feedAdvanced(Self.aliceFeed, head: 3).isEmpty, "a stale head is nothing new")
+        #expect(table.feedAdvanced(.household("elsewhere"), head: 99).isEmpty)
+        #expect(table.feedAdvanced(Self.home, head: 11) == [id: .init(advanced: [Self.home])])
+        // Woken once: it is disarmed until it has read and arms again.
+        #expect(table.feedAdvanced(Self.home, head: 12).isEmpty)
+        #expect(table.arm(id, positions: [Self.aliceFeed: 4, Self.home: 11], scopesVersion: 1) == .init(advanced: [Self.home]),
+                "head 12 was seen while it read up to 11")
+        #expect(table.arm(id, positions: [Self.aliceFeed: 4, Self.home: 12], scopesVersion: 1) == nil)
+        #expect(table.heads(of: [Self.home, Self.aliceFeed]) == [Self.home: 12, Self.aliceFeed: 3])
+    }
+
+    /// The race the table exists for: a change commits after the waiter's read but before it
+    /// sleeps. Registration happened before the read, so arming sees the head and wakes at once.
+    @Test func aHeadSeenBetweenRegistrationAndArmingWakesAtArming() throws {
+        var table = WatchTable()
+        let id = try table.register(device: Self.alice, feeds: [Self.home])
+        #expect(table.feedAdvanced(Self.home, head: 5).isEmpty, "not armed yet: recorded, nobody to wake")
+        #expect(table.scopesChanged(userID: "alice", version: 3).isEmpty)
+        let wake = table.arm(id, positions: [Self.home: 4], scopesVersion: 2)
+        #expect(wake == .init(advanced: [Self.home], scopesChanged: true))
+    }
+
+    /// A feed nobody watches is not remembered: memory follows the waiters.
+    @Test func headsAreKeptOnlyWhileWatched() throws {
+        var table = WatchTable()
+        #expect(table.feedAdvanced(Self.home, head: 5).isEmpty)
+        #expect(table.heads(of: [Self.home]).isEmpty)
+        let first = try table.register(device: Self.alice, feeds: [Self.home])
+        let second = try table.register(device: Self.bob, feeds: [Self.home, .user("bob")])
+        _ = table.feedAdvanced(Self.home, head: 6)
+        table.remove(first)
+        #expect(table.heads(of: [Self.home]) == [Self.home: 6], "still watched by the second")
+        table.remove(second)
+        #expect(table.watchedFeeds.isEmpty && table.watchedUsers.isEmpty && table.waiterCount == 0)
+        #expect(table.heads(of: [Self.home]).isEmpty)
+        table.remove(second)
+        #expect(table.connections(of: "bob") == 0, "removing twice changes nothing")
+    }
+
+    @Test func onlyTheWaitersBehindAreWoken() throws {
+        var table = WatchTable()
+        var positions: [WatchTable.WaiterID: Int64] = [:]
+        for index in 0..<50 {
+            let id = try table.register(device: DeviceKey(userID: "u\(index)", deviceID: "d"), feeds: [Self.home])
+            positions[id] = Int64(index)
+            #expect(table.arm(id, positions: [Self.home: Int64(index)], scopesVersion: 0) == nil)
+        }
+        let woken = table.feedAdvanced(Self.home, head: 20)
+        #expect(Set(woken.keys) == Set(positions.filter { $0.value < 20 }.keys))
+        #expect(table.armedCount == 30)
+    }
+
+    @Test func scopesChangesWakeTheUsersWaitersOnly() throws {
+        var table = WatchTable()
+        let phone = try table.register(device: Self.alice, feeds: [Self.aliceFeed])
+        let laptop = try table.register(device: DeviceKey(userID: "alice", deviceID: "laptop"), feeds: [Self.aliceFeed])
+        let other = try table.register(device: Self.bob, feeds: [.user("bob")])
+        for id in [phone, laptop, other] { #expect(table.arm(id, positions: [:], scopesVersion: 2) == nil) }
+        #expect(table.scopesChanged(userID: "alice", version: 2).isEmpty, "the version they read")
+        let woken = table.scopesChanged(userID: "alice", version: 3)
+        #expect(woken == [phone: .init(scopesChanged: true), laptop: .init(scopesChanged: true)])
+    }
+
+    /// The safety net's read wakes whoever is behind, whatever notifications were lost; a raised
+    /// resync epoch wakes everyone, including waiters that arm after it was seen.
+    @Test func theSafetyNetsReadWakesWhoeverIsBehind() throws {
+        var table = WatchTable()
+        let ahead = try table.register(device: Self.alice, feeds: [Self.home])
+        let behind = try table.register(device: Self.bob, feeds: [Self.home, .user("bob")])
+        #expect(table.observe(WatchState(resyncEpoch: 0)).isEmpty, "the first read only learns the epoch")
+        #expect(table.arm(ahead, positions: [Self.home: 9], scopesVersion: 0) == nil)
+        #expect(table.arm(behind, positions: [Self.home: 7, .user("bob"): 0], scopesVersion: 0) == nil)
+        let woken = table.observe(WatchState(heads: [Self.home: 9, .user("bob"): 0], scopesVersions: ["alice": 0], resyncEpoch: 0))
+        #expect(woken == [behind: .init(advanced: [Self.home])])
+
+        let late = try table.register(device: DeviceKey(userID: "carol", deviceID: "d"), feeds: [.user("carol")])
+        let resynced = table.observe(WatchState(resyncEpoch: 1))
+        #expect(resynced == [ahead: .init(resynchronize: true)], "the armed waiter; the others are awake")
+        #expect(table.arm(late, positions: [.user("carol"): 0], scopesVersion: 0) == .init(resynchronize: true))
+        #expect(table.arm(late, positions: [.user("carol"): 0], scopesVersion: 0) == nil, "once")
+        #expect(table.arm(behind, positions: [Self.home: 9, .user("bob"): 0], scopesVersion: 0) == .init(resynchronize: true))
+    }
+
+    @Test func connectionCapsPerUserAndPerProcess() throws {
+        var table = WatchTable(limits: .init(perUser: 2, perProcess: 3))
+        let first = try table.register(device: Self.alice, feeds: [])
+        _ = try table.register(device: DeviceKey(userID: "alice", deviceID: "laptop"), feeds: [])
+        #expect(throws: WatchTable.Refusal.userLimit(2)) { try table.register(device: Self.alice, feeds: []) }
+        _ = try table.register(device: Self.bob, feeds: [])
+        #expect(throws: WatchTable.Refusal.processLimit(3)) { try table.register(device: DeviceKey(userID: "carol", deviceID: "d"), feeds: []) }
+        table.remove(first)
+        _ = try table.register(device: Self.alice, feeds: [])
+        #expect(table.connections(of: "alice") == 2 && table.waiterCount == 3)
+    }
+
+    @Test func watermarksOfWatchedDevices() throws {
+        var table = WatchTable()
+        table.jobFinished(3, device: Self.alice)
+        #expect(table.watermark(of: Self.alice) == 0, "not watched: not remembered")
+        let id = try table.register(device: Self.alice, feeds: [])
+        table.jobFinished(7, device: Self.alice)
+        table.jobFinished(5, device: Self.alice)
+        table.jobFinished(9, device: DeviceKey(userID: "alice", deviceID: "laptop"))
+        #expect(table.watermark(of: Self.alice) == 7)
+        table.remove(id)
+        #expect(table.watermark(of: Self.alice) == 0)
+    }
+
+    @Test func anEventStreamChangesTheFeedsItWatches() throws {
+        var table = WatchTable()
+        let id = try table.register(device: Self.alice, feeds: [Self.aliceFeed])
+        table.watch(id, feeds: [Self.aliceFeed, Self.home])
+        #expect(table.arm(id, positions: [Self.aliceFeed: 1, Self.home: 1], scopesVersion: 0) == nil)
+        #expect(table.feedAdvanced(Self.home, head: 2) == [id: .init(advanced: [Self.home])])
+        table.watch(id, feeds: [Self.aliceFeed])
+        #expect(table.watchedFeeds == [Self.aliceFeed])
+        #expect(table.arm(id, positions: [Self.aliceFeed: 1, Self.home: 1], scopesVersion: 0) == nil, "positions of unwatched feeds are ignored")
+        #expect(table.feedAdvanced(Self.home, head: 3).isEmpty)
+    }
+
+    /// Random schedules of registrations, events, arms and removals against a model that knows
+    /// every committed head: an armed waiter is woken exactly when a head it watches passes its
+    /// position (no lost wake-up, no spurious one).
+    @Test(arguments: 0..<40)
+    func randomSchedulesLoseNoWakeUp(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var table = WatchTable(limits: .init(perUser: 1000, perProcess: 1000))
+        let scopes = (0..<4).map { Scope.household("h\($0)") }
+        var committed: [Scope: Int64] = Dictionary(uniqueKeysWithValues: scopes.map { ($0, 0) })
+        // A waiter's positions, as its read (after registration) returned them, and whether it sleeps.
+        struct Model { var feeds: Set<Scope>; var positions: [Scope: Int64]; var sleeping: Bool }
+        var model: [WatchTable.WaiterID: Model] = [:]
+        for _ in 0..<400 {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0...2:
+                let feeds = Set(scopes.filter { _ in Bool.random(using: &random) })
+                let id = try table.register(device: DeviceKey(userID: "u\(Int.random(in: 0..<5, using: &random))", deviceID: "d"), feeds: feeds)
+                // It reads now: positions are the committed heads.
+                model[id] = Model(feeds: feeds, positions: committed.filter { feeds.contains($0.key) }, sleeping: false)
+            case 3...5:
+                let scope = scopes.randomElement(using: &random)!
+                committed[scope]! += Int64.random(in: 1...3, using: &random)
+                // Notifications may arrive late: deliver this head now or a later one only.
+                if Bool.random(using: &random) {
+                    for (id, wake) in table.feedAdvanced(scope, head: committed[scope]!) {
+                        let waiter = try #require(model[id])
+                        #expect(waiter.sleeping && wake.advanced == [scope] && waiter.positions[scope]! < committed[scope]!)
+                        model[id]?.sleeping = false
+                    }
+                }
+            case 6:
+                // The safety net: every head as committed.
+                for (id, wake) in table.observe(WatchState(heads: committed)) {
+                    let waiter = try #require(model[id])
+                    #expect(waiter.sleeping)
+                    #expect(wake.advanced == Set(waiter.feeds.filter { committed[$0]! > waiter.positions[$0]! }))
+                    model[id]?.sleeping = false
+                }
+            case 7...8:
+                guard let (id, waiter) = model.filter({ !$0.value.sleeping }).randomElement(using: &random) else { continue }
+                if let wake = table.arm(id, positions: waiter.positions, scopesVersion: 0) {
+                    // Only for heads it has not read, and only ones the table was told of.
+                    #expect(wake.advanced.allSatisfy { committed[$0]! > waiter.positions[$0]! })
+                    model[id]?.positions = committed.filter { waiter.feeds.contains($0.key) }
+                } else {
+                    model[id]?.sleeping = true
+                }
+            default:
+                guard let id = model.keys.randomElement(using: &random) else { continue }
+                table.remove(id)
+                model[id] = nil
+            }
+        }
+        // Once the safety net has read every head, nobody who still sleeps is behind.
+        for (id, _) in table.observe(WatchState(heads: committed)) {
+            #expect(model[id]?.sleeping == true)
+            model[id]?.sleeping = false
+        }
+        for waiter in model.values where waiter.sleeping {
+            #expect(waiter.feeds.allSatisfy { committed[$0]! == waiter.positions[$0]! }, "a sleeping waiter was left behind")
+        }
+        #expect(table.armedCount == model.values.count(where: \.sleeping))
+    }
+}
