@@ -106,6 +106,8 @@ public final class ChangeNotifier: Sendable {
 public final class ChangeSubscription: Sendable {
     private struct State {
         var pending: [StoreEvent] = []
+        /// The pending events as a set: a busy feed watcher may hold a thousand.
+        var seen: Set<StoreEvent> = []
         var waiter: CheckedContinuation<Void, Never>?
         var finished = false
     }
@@ -159,10 +161,13 @@ public final class ChangeSubscription: Sendable {
     func deliver(_ events: [StoreEvent]) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.finished else { return nil }
-            for event in events where !state.pending.contains(event) {
+            for event in events where state.seen.insert(event).inserted {
                 state.pending.append(event)
             }
-            if state.pending.count > Self.bufferLimit { state.pending = [.resynchronize] }
+            if state.pending.count > Self.bufferLimit {
+                state.pending = [.resynchronize]
+                state.seen = [.resynchronize]
+            }
             defer { state.waiter = nil }
             return state.waiter
         }
@@ -188,7 +193,10 @@ public final class ChangeSubscription: Sendable {
     private func poll() -> Poll {
         state.withLock { state in
             if !state.pending.isEmpty {
-                defer { state.pending = [] }
+                defer {
+                    state.pending = []
+                    state.seen = []
+                }
                 return .events(state.pending)
             }
             return state.finished ? .finished : .nothing

@@ -37,6 +37,7 @@ extension LoadCommand {
         @Option(help: "Processes holding the idle connections (each below its open-files limit)") var processes = 1
         @Option(help: "PID of the front, for its CPU time and memory") var frontPID: Int32?
         @Option(help: "postgres:// URL to read pg_stat_database and pg_stat_statements from") var statsURL: String?
+        @Option(help: "Idle connections opened per second, per process (each first costs the server a pull)") var rampRate = 200
 
         func run() async throws {
             let authority = try await target.authority()
@@ -60,13 +61,24 @@ extension LoadCommand {
                 let range = (part * perProcess)..<min(idleCount, (part + 1) * perProcess)
                 parts.append(try IdleProcess.start(arguments: [
                     "load", "idle", "--url", target.url, "--run", runID, "--first", "\(range.lowerBound)", "--count", "\(range.count)",
-                    "--long-polls", "\(longPolls)", "--users", "\(idleUsers)", "--households", "\(households)", "--ttl", "\(idleSeconds + 600)",
+                    "--long-polls", "\(longPolls)", "--users", "\(idleUsers)", "--households", "\(households)", "--ttl", "\(idleSeconds + 3600)",
+                    "--ramp-rate", "\(rampRate)",
                 ] + target.common.arguments))
             }
             defer { parts.forEach { $0.stop() } }
             var opened = 0
             for part in parts { opened += try await part.waitUntilReady() }
-            print("idle connections open: \(opened)")
+            // Settled once no idle connection was answered (a refusal, a 503 while opening) for 5 s.
+            var settled = false
+            for _ in 0..<60 where !settled {
+                var answered = 0
+                for part in parts { answered += await part.answeredSinceReady() }
+                try await Task.sleep(for: .seconds(5))
+                var again = 0
+                for part in parts { again += await part.answeredSinceReady() }
+                settled = again == answered
+            }
+            print("idle connections open: \(opened)\(settled ? "" : " (never settled: connections keep being answered)")")
 
             // The household, its members and their long-polls.
             try await LiveClient.with(base: target.url, connections: members + 16) { client in
@@ -102,6 +114,8 @@ extension LoadCommand {
                 }
 
                 // Idle: nothing pushed.
+                var answeredBefore = 0
+                for part in parts { answeredBefore += await part.answeredSinceReady() }
                 let database = try await statsURL.map { try DatabaseStats(url: $0) }
                 let startDB = try await database?.sample()
                 let startCPU = frontPID.flatMap(ProcessStats.read)
@@ -122,9 +136,9 @@ extension LoadCommand {
                     }
                 }
                 print(line)
-                var repolls = 0
-                for part in parts { repolls += await part.answeredSinceReady() }
-                print("idle connections answered during the window (re-polls, refusals): \(repolls)")
+                var answeredAfter = 0
+                for part in parts { answeredAfter += await part.answeredSinceReady() }
+                print("idle connections answered during the window (re-polls, refusals): \(answeredAfter - answeredBefore)")
                 try await database?.close()
 
                 // Fan-out: each push must reach every member.
@@ -218,6 +232,7 @@ extension LoadCommand {
         @Option var users: Int
         @Option var households: Int
         @Option var ttl: Int
+        @Option var rampRate = 200
 
         func run() async throws {
             var limit = rlimit()
@@ -243,13 +258,18 @@ extension LoadCommand {
             }
             let connections = IdleConnections(host: host, port: port)
             try await withThrowingTaskGroup(of: Void.self) { group in
-                // Open in waves, so the server's accept backlog is never overrun.
-                for wave in stride(from: 0, to: requests.count, by: 200) {
+                // Open at a bounded rate: each connection's first pull costs the server a read.
+                let wave = max(1, rampRate / 10)
+                for start in stride(from: 0, to: requests.count, by: wave) {
+                    let started = ContinuousClock.now
                     let opened = Locked(0)
-                    for request in requests[wave..<min(requests.count, wave + 200)] {
+                    let batch = requests[start..<min(requests.count, start + wave)]
+                    for request in batch {
                         group.addTask { try await connections.hold(request, opened: opened) }
                     }
-                    while opened.value < min(200, requests.count - wave) { try await Task.sleep(for: .milliseconds(5)) }
+                    while opened.value < batch.count { try await Task.sleep(for: .milliseconds(5)) }
+                    let pause = Duration.milliseconds(100) - started.duration(to: .now)
+                    if pause > .zero { try await Task.sleep(for: pause) }
                 }
                 Self.say("ready \(requests.count)")
                 connections.resetAnswered()
