@@ -110,7 +110,9 @@ final class SyncEngine: Sendable {
 
     // MARK: - Pull
 
-    private func pull(into report: inout SyncReport) async throws {
+    /// Pulls until `has_more` is false, starting over when the server asks. Part of ``sync()``,
+    /// which holds the lock; tests call it alone.
+    func pull(into report: inout SyncReport) async throws {
         let start = try await store.beginPull()
         var cursor = start.cursor
         var resyncs = 0

@@ -60,7 +60,8 @@ final class LocalStore: Sendable {
                     );
                     CREATE INDEX outbox_entity ON outbox (household_id, entity_type, entity_id, seq);
 
-                    -- What the app reads: server documents with pending writes applied.
+                    -- What the app reads: server documents with pending writes applied. A rowid
+                    -- table: SQLite reports no changes of WITHOUT ROWID tables to GRDB's observers.
                     CREATE TABLE local_entity (
                         household_id TEXT NOT NULL,
                         entity_type  TEXT NOT NULL,
@@ -69,13 +70,13 @@ final class LocalStore: Sendable {
                         version      INTEGER,
                         pending      INTEGER NOT NULL,
                         PRIMARY KEY (household_id, entity_type, entity_id)
-                    ) WITHOUT ROWID;
+                    );
                     CREATE INDEX local_entity_type ON local_entity (entity_type, household_id, entity_id);
 
                     CREATE TABLE household (
                         household_id TEXT PRIMARY KEY,
                         stale        INTEGER NOT NULL DEFAULT 0
-                    ) WITHOUT ROWID;
+                    );
 
                     CREATE TABLE sync_state (
                         id               INTEGER PRIMARY KEY CHECK (id = 1),
