@@ -171,6 +171,7 @@ let package = Package(
             dependencies: [
                 "SyncGateClient",
                 "SyncGateTestSupport",
+                "SyncGateStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
