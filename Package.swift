@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "syncgate", targets: ["syncgate"]),
         // The client SDK apps link: a local GRDB store, the outbox and the sync engine. No server code.
         .library(name: "SyncGateClient", targets: ["SyncGateClient"]),
+        .executable(name: "syncgate-demo", targets: ["syncgate-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -125,6 +126,16 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A command-line pantry app: two simulated devices of one household against a running `syncgate serve`.
+        .executableTarget(
+            name: "syncgate-demo",
+            dependencies: [
+                "SyncGateClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -7,11 +7,26 @@ import Synchronization
 final class LiveSync: Sendable {
     let engine: SyncEngine
     let wakeup: Wakeup
-    private let eventStreamOpen = Atomic<Bool>(false)
+    /// Where the event stream stands (a ``StreamState`` raw value).
+    private let streamState: Atomic<UInt8>
+
+    /// The event stream: opening (wait for it), open (pokes arrive), or down (long-poll instead).
+    enum StreamState: UInt8 {
+        case connecting
+        case open
+        case down
+    }
 
     init(engine: SyncEngine, wakeup: Wakeup) {
         self.engine = engine
         self.wakeup = wakeup
+        let initial: StreamState = engine.configuration.live.mode == .serverSentEvents ? .connecting : .down
+        streamState = Atomic(initial.rawValue)
+    }
+
+    private var stream: StreamState {
+        get { StreamState(rawValue: streamState.load(ordering: .acquiring)) ?? .down }
+        set { streamState.store(newValue.rawValue, ordering: .releasing) }
     }
 
     private var options: SyncClient.LiveOptions { engine.configuration.live }
@@ -56,11 +71,18 @@ final class LiveSync: Sendable {
         }
     }
 
-    /// Waits for a poke, a write or a reconnection; long-polls while no event stream is open.
+    /// Waits for a poke, a write or a change of the event stream; long-polls while it is down.
     private func waitForNews() async throws {
-        if eventStreamOpen.load(ordering: .acquiring) {
+        switch stream {
+        case .open:
             await wakeup.wait(timeout: options.safetyInterval)
             return
+        case .connecting:
+            // The stream signals once it opens or fails.
+            await wakeup.wait(timeout: engine.configuration.requestTimeout)
+            return
+        case .down:
+            break
         }
         // Long-poll, but stop as soon as a write (or an event stream coming up) needs a cycle.
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -78,16 +100,16 @@ final class LiveSync: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let stream = try await engine.api.events()
+                let events = try await engine.api.events()
                 failures = 0
-                eventStreamOpen.store(true, ordering: .releasing)
+                stream = .open
                 // Changes may have happened while no stream was open.
                 wakeup.signal()
-                try await read(stream)
+                try await read(events)
             } catch {
                 failures += 1
             }
-            eventStreamOpen.store(false, ordering: .releasing)
+            stream = .down
             if Task.isCancelled { return }
             // Long-poll takes over while the stream is down.
             wakeup.signal()
@@ -96,6 +118,7 @@ final class LiveSync: Sendable {
             } catch {
                 return
             }
+            stream = .connecting
         }
     }
 

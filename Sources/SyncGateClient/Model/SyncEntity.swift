@@ -4,10 +4,10 @@ public struct SyncEntity: Sendable, Hashable, Identifiable {
     public var key: EntityKey
     /// The document the app reads.
     public var data: JSONObject
-    /// The server version the document is based on; `nil` for an entity the server has not
-    /// confirmed yet (created on this device).
+    /// The version of the pulled server document that ``data`` is built on; `nil` when no
+    /// server document has been pulled yet (an entity created on this device).
     public var version: Int64?
-    /// Whether writes of this device are part of ``data`` that the server has not confirmed yet.
+    /// Whether ``data`` includes writes of this device that the server has not decided yet.
     public var hasPendingWrites: Bool
 
     /// Makes an entity (for tests and previews; the client returns them from reads).

@@ -1,8 +1,9 @@
 /// The optimistic document of an entity: the server's, with the device's unconfirmed writes applied in order.
 ///
-/// Pending and sent entries always apply. An acknowledged entry applies only while the server
-/// state is older than the version it was acknowledged at: once a pull brings that version (or a
-/// later one), the server's document already holds it (or something newer).
+/// Pending and sent entries always apply, and make the document pending. An acknowledged entry
+/// (confirmed, so not pending) applies only while the server state is older than the version it
+/// was acknowledged at: once a pull brings that version (or a later one), the server's document
+/// already holds it (or something newer).
 enum LocalView {
     struct Document: Sendable, Hashable {
         var data: JSONObject?
@@ -14,8 +15,12 @@ enum LocalView {
         var data = server?.data
         var pending = false
         for entry in entries {
-            if let acknowledged = entry.acknowledgedVersion, acknowledged <= (server?.version ?? 0) { continue }
-            pending = true
+            if let acknowledged = entry.acknowledgedVersion {
+                // Confirmed by the server: shown until the pulled document holds it, but not pending.
+                if acknowledged <= (server?.version ?? 0) { continue }
+            } else {
+                pending = true
+            }
             data = applying(entry, to: data)
         }
         return Document(data: data, version: server?.version, hasPendingWrites: pending)
