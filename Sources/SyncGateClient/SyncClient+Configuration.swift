@@ -52,7 +52,9 @@ extension SyncClient {
     public struct LiveOptions: Sendable, Hashable {
         /// Server-sent events, with long-poll while the event stream is down; or long-poll only.
         public enum Mode: Sendable, Hashable {
+            /// `GET /v1/sync/events`: a pull on every poke; long-poll while the stream is down.
             case serverSentEvents
+            /// `GET /v1/sync/pull?wait=` only, for networks that cut long-lived streams.
             case longPoll
         }
 

@@ -45,17 +45,20 @@ final class LiveSync: Sendable {
 
     private func cycle() async {
         var failures = 0
+        var stuck = 0
         while !Task.isCancelled {
             wakeup.reset()
             do {
                 let report = try await engine.sync()
                 failures = 0
                 if report.pending > 0 {
-                    // Writes wait for a retryable failure or an unfinished job: try again soon,
-                    // or sooner if something happens.
-                    await wakeup.wait(timeout: engine.configuration.backoff.delay(afterFailures: 1))
+                    // Writes wait for a retryable failure or an unfinished job: try again after a
+                    // delay that grows while they stay, or sooner if something happens.
+                    stuck += 1
+                    await wakeup.wait(timeout: engine.configuration.backoff.delay(afterFailures: stuck))
                     continue
                 }
+                stuck = 0
                 try await waitForNews()
             } catch is CancellationError {
                 return

@@ -39,10 +39,12 @@ public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible
         }
     }
 
+    /// Orders keys by household (the user's own first), type, then id.
     public static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
         (lhs.scopeColumn, lhs.entityType, lhs.entityID) < (rhs.scopeColumn, rhs.entityType, rhs.entityID)
     }
 
+    /// `household/type/id`, or `type/id` for the user's own entities.
     public var description: String {
         householdID.map { "\($0)/\(entityType)/\(entityID)" } ?? "\(entityType)/\(entityID)"
     }

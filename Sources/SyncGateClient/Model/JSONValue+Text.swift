@@ -28,6 +28,7 @@ extension JSONValue {
         public var offset: Int
         /// What was expected there.
         public var reason: String
+        /// Where and why parsing failed.
         public var description: String { "invalid JSON at byte \(offset): \(reason)" }
     }
 

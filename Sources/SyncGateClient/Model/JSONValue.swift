@@ -4,12 +4,19 @@
 /// integral is written with a fraction (`2.0`) so it reads back as a double: a document survives
 /// any number of round trips unchanged, which is what lets the client compare versions of it.
 public enum JSONValue: Sendable, Hashable {
+    /// `null`; in a patch, removes the field.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number without a fraction that fits 64 bits.
     case int(Int64)
+    /// Any other number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; its keys are unordered.
     case object([String: JSONValue])
 }
 
@@ -71,12 +78,19 @@ extension JSONValue {
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
+    /// `nil` is ``null``.
     public init(nilLiteral: ()) { self = .null }
+    /// A boolean literal.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An integer literal is ``int(_:)``.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// A literal with a fraction is ``double(_:)``.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// A string literal.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An array literal.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// A dictionary literal is an object (a repeated key keeps its last value).
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }

@@ -18,6 +18,7 @@ public struct SyncEntity: Sendable, Hashable, Identifiable {
         self.hasPendingWrites = hasPendingWrites
     }
 
+    /// The key, as the identity of the entity in lists.
     public var id: EntityKey { key }
     /// The entity type.
     public var entityType: String { key.entityType }

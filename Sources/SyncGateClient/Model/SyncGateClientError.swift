@@ -7,7 +7,9 @@ public struct SyncGateClientError: Error, Sendable, Hashable, CustomStringConver
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
+        /// The code's name.
+        /// The code, the message and the HTTP status.
+    public var description: String { name }
 
         /// The server could not be reached, or the connection failed before an answer arrived.
         public static let transport = Code("transport")

@@ -18,12 +18,15 @@ public struct HTTPClientTransport: SyncTransport {
         self.maximumBodyBytes = maximumBodyBytes
     }
 
+    /// Sends the request and collects the whole answer (up to ``maximumBodyBytes``).
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let response = try await client.execute(makeRequest(request), timeout: Self.timeAmount(request.timeout))
         let body = try await response.body.collect(upTo: maximumBodyBytes)
         return TransportResponse(status: Int(response.status.code), headers: Self.headers(response.headers), body: Array(body.readableBytesView))
     }
 
+    /// Sends the request and streams the answer's body until the server ends it or the
+    /// reading task is cancelled.
     public func stream(_ request: TransportRequest) async throws -> TransportStream {
         // The deadline covers the whole exchange in AsyncHTTPClient, so a stream gets none: it
         // ends when the server ends it or the reading task is cancelled.
