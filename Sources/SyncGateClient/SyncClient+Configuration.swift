@@ -4,7 +4,7 @@ extension SyncClient {
     /// How a client connects, where it keeps its data, and how it paces sync.
     ///
     /// Only the server, the database file and the token provider are required; the rest has
-    /// defaults that suit a mobile app.
+    /// defaults that suit a mobile app. Waits and sizes outside the protocol's ranges are clamped.
     public struct Configuration: Sendable {
         /// The server's base URL, e.g. `https://sync.example.com`.
         public var serverURL: String
@@ -18,15 +18,16 @@ extension SyncClient {
         public var deviceID: String?
         /// Types the server derives and refuses writes to; writing one locally throws.
         public var readOnlyTypes: Set<String> = ["dailySummaries"]
-        /// How long a push waits for its job (`wait`); longer jobs are followed with ``jobFollowWait``.
+        /// How long a push waits for its job (`wait`, at most 30 s); longer jobs are followed with ``jobFollowWait``.
         public var pushWait: Duration = .seconds(5)
-        /// The `wait` of each job follow-up request.
+        /// The `wait` of each job follow-up request (at most 30 s).
         public var jobFollowWait: Duration = .seconds(10)
         /// How long one sync follows an unfinished job before leaving it to the next sync.
         public var jobFollowLimit: Duration = .seconds(60)
-        /// Changes per pull page (the server allows 1 to 1,000).
+        /// Changes per pull page (1 to 1,000).
         public var pullPageSize: Int = 500
-        /// Operations per push (the server's default maximum is 1,000).
+        /// Operations per push (1 to 1,000, the protocol's maximum; a server configured lower
+        /// refuses larger batches with 400, and the client then halves them).
         public var batchOperations: Int = 500
         /// Approximate bytes per push (the server's default body limit is 4 MiB).
         public var batchBytes: Int = 1 << 20
@@ -60,7 +61,7 @@ extension SyncClient {
 
         /// The way to listen; server-sent events by default.
         public var mode: Mode = .serverSentEvents
-        /// The `wait` of a long-poll pull (the server allows up to 60 s).
+        /// The `wait` of a long-poll pull (at most 60 s).
         public var longPollWait: Duration = .seconds(25)
         /// An event stream silent this long is dead (the server sends a comment every 15 s).
         public var eventStreamIdleTimeout: Duration = .seconds(45)

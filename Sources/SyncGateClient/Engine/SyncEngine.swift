@@ -12,6 +12,16 @@ final class SyncEngine: Sendable {
     /// Resyncs one cycle may start before giving up (a server that keeps asking is broken).
     static let maximumResyncsPerCycle = 3
 
+    /// The protocol's ranges (PROTOCOL.md), which the configuration is clamped to: a value out of
+    /// range would make the server refuse every request with 400, and a refused push would read
+    /// as writes that can never be pushed.
+    enum ProtocolLimits {
+        static let pushWait = 0...30_000
+        static let pullWait = 0...60_000
+        static let pullLimit = 1...1000
+        static let operations = 1...1000
+    }
+
     init(store: LocalStore, api: SyncAPI, events: EventHub, configuration: SyncClient.Configuration) {
         self.store = store
         self.api = api
@@ -35,7 +45,9 @@ final class SyncEngine: Sendable {
     // MARK: - Push
 
     private func push(into report: inout SyncReport) async throws {
-        let configured = OutboxBatcher.Limits(operations: max(1, configuration.batchOperations), bytes: max(1, configuration.batchBytes))
+        let configured = OutboxBatcher.Limits(
+            operations: Self.clamp(configuration.batchOperations, to: ProtocolLimits.operations), bytes: max(1, configuration.batchBytes)
+        )
         var limits = configured
         while true {
             try Task.checkCancellation()
@@ -55,7 +67,7 @@ final class SyncEngine: Sendable {
                 let keys = batch.map(\.idempotencyKey)
                 let answer: JobAnswer
                 do {
-                    answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(configuration.pushWait))
+                    answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(configuration.pushWait, in: ProtocolLimits.pushWait))
                 } catch let error as SyncGateClientError where error.httpStatus == 400 || error.httpStatus == 413 {
                     // The request as a whole was refused for its shape or size: some write in it
                     // can never be pushed. Halve the batch until that write is alone, then refuse it.
@@ -90,7 +102,9 @@ final class SyncEngine: Sendable {
     private func follow(_ jobID: String) async throws -> JobAnswer? {
         let deadline = ContinuousClock.now + configuration.jobFollowLimit
         while true {
-            guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(configuration.jobFollowWait)) else { return nil }
+            guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(configuration.jobFollowWait, in: ProtocolLimits.pushWait)) else {
+                return nil
+            }
             if answer.isFinished || ContinuousClock.now >= deadline { return answer }
         }
     }
@@ -119,7 +133,7 @@ final class SyncEngine: Sendable {
         while true {
             try Task.checkCancellation()
             let reason: ResyncReason
-            switch try await api.pull(cursor: cursor, limit: configuration.pullPageSize) {
+            switch try await api.pull(cursor: cursor, limit: Self.clamp(configuration.pullPageSize, to: ProtocolLimits.pullLimit)) {
             case .cursorInvalid:
                 reason = .cursorInvalid
             case .page(let page) where page.forceResync:
@@ -151,7 +165,7 @@ final class SyncEngine: Sendable {
     func waitForChanges(wait: Duration) async throws -> Bool {
         let state = try await store.pullState()
         if state.resyncing { return true }
-        switch try await api.pull(cursor: state.cursor, limit: 1, waitMilliseconds: Self.milliseconds(wait)) {
+        switch try await api.pull(cursor: state.cursor, limit: 1, waitMilliseconds: Self.milliseconds(wait, in: ProtocolLimits.pullWait)) {
         case .cursorInvalid:
             return true
         case .page(let page):
@@ -159,8 +173,14 @@ final class SyncEngine: Sendable {
         }
     }
 
-    static func milliseconds(_ duration: Duration) -> Int {
+    /// Whole milliseconds of `duration`, within `range`.
+    static func milliseconds(_ duration: Duration, in range: ClosedRange<Int>) -> Int {
         let (seconds, attoseconds) = duration.components
-        return Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        let milliseconds = seconds > Int64(range.upperBound) ? Int64(range.upperBound) : seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return clamp(Int(milliseconds), to: range)
+    }
+
+    static func clamp(_ value: Int, to range: ClosedRange<Int>) -> Int {
+        min(max(value, range.lowerBound), range.upperBound)
     }
 }
