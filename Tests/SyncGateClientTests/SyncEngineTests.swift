@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SyncGateTestSupport
 import Testing
 
 @testable import SyncGateClient
@@ -238,6 +239,48 @@ struct SyncEngineTests {
         let sent = keys.withLock { $0 }
         #expect(sent.count == 4)
         #expect(Set(sent.map { $0 }).count == 1, "every attempt carries the same key")
+    }
+
+    @Test("waits and sizes outside the protocol's ranges are clamped, so a bad setting cannot make every push a 400")
+    func clamps() async throws {
+        let (client, transport) = try scriptedClient(configure: {
+            $0.pushWait = .seconds(90)
+            $0.pullPageSize = 5000
+            $0.batchOperations = 0
+        }) { request in
+            guard request.route == "/v1/sync/push" else { return ScriptedTransport.emptyPage() }
+            return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        try await client.write(type: "weightLogs", id: "w2", data: ["kg": 71])
+        try await client.sync()
+        let pushes = transport.requests.filter { $0.route == "/v1/sync/push" }
+        #expect(pushes.map { $0.query("wait") } == ["30000", "30000"])
+        #expect(pushes.map { ScriptedTransport.operations($0).count } == [1, 1])
+        #expect(transport.requests.first { $0.route == "/v1/sync/pull" }?.query("limit") == "1000")
+    }
+
+    @Test("live sync reports a failure and waits at least the server's Retry-After before trying again")
+    func liveBackoff() async throws {
+        let pulls = Mutex<[ContinuousClock.Instant]>([])
+        let (client, _) = try scriptedClient(configure: {
+            $0.live.mode = .longPoll
+            $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50))
+        }) { request in
+            pulls.withLock { $0.append(.now) }
+            return ScriptedTransport.error(503, "UNAVAILABLE", retryAfter: "1")
+        }
+        let events = client.events()
+        client.startLive()
+        let failure = try await first(of: events.compactMap { event -> Duration? in
+            if case .liveSyncFailed(let error, let retryIn) = event, error.serverCode == "UNAVAILABLE" { return retryIn }
+            return nil
+        }, within: .seconds(10), "a live sync failure")
+        #expect(failure >= .seconds(1))
+        try await eventually("a second attempt", timeout: .seconds(10), every: .milliseconds(20)) { pulls.withLock { $0.count } >= 2 }
+        await client.stopLive()
+        let times = pulls.withLock { $0 }
+        #expect(times[1] - times[0] >= .seconds(1))
     }
 
     @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
