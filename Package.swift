@@ -9,9 +9,13 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "syncgate",
-    platforms: [.macOS(.v15)],
+    // iOS, tvOS, watchOS and visionOS for apps linking SyncGateClient (Mutex needs the 2024 releases).
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
-        .executable(name: "syncgate", targets: ["syncgate"])
+        .executable(name: "syncgate", targets: ["syncgate"]),
+        // The client SDK apps link: a local GRDB store, the outbox and the sync engine. No server code.
+        .library(name: "SyncGateClient", targets: ["SyncGateClient"]),
+        .executable(name: "syncgate-demo", targets: ["syncgate-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -123,6 +127,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The client SDK: local store, outbox, push/pull/live sync. Apps ship it, so it depends on
+        // no server target: it speaks PROTOCOL.md with wire models of its own.
+        .target(
+            name: "SyncGateClient",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A command-line pantry app: two simulated devices of one household against a running `syncgate serve`.
+        .executableTarget(
+            name: "syncgate-demo",
+            dependencies: [
+                "SyncGateClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Tests: unit (Core, pure), conformance (the store, worker and HTTP front, once per driver),
         // process (the real binary), and the support they share.
         .target(
@@ -159,6 +184,20 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The client SDK: its decisions without I/O, its store on real SQLite files, and the
+        // convergence proof against the production server on both drivers.
+        .testTarget(
+            name: "SyncGateClientTests",
+            dependencies: [
+                "SyncGateClient",
+                "SyncGateTestSupport",
+                "SyncGateStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -71,6 +71,40 @@ import Testing
         }
     }
 
+    /// A bootstrap that starts after a purge pages through what is left, however small its pages:
+    /// positions below the floor are fine for a reader that began under that floor (found by the
+    /// client SDK's convergence test, where such a resync could never finish). A purge after it
+    /// began still expires its cursor.
+    @Test(arguments: Driver.selected)
+    func aBootstrapAfterAPurgePagesThroughWhatIsLeft(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([
+                Op.create("households", "home", ["name": "Home"]),
+                Op.create("inventory", "milk", ["q": 1], household: "home"),
+                Op.create("inventory", "eggs", ["q": 1], household: "home"),
+            ])
+            _ = try await harness.apply([Op.delete("inventory", "eggs", base: 1, household: "home")])
+            _ = try await harness.apply(["bread", "butter"].map { Op.create("inventory", $0, ["q": 1], household: "home") })
+            _ = try await harness.apply((0..<4).map { Op.create("weightLogs", "w\($0)", ["kg": 70]) })
+            #expect(try await harness.store.purgeTombstones(olderThanMilliseconds: -1).raisedFloors == 1)
+
+            // Pages of 2: alice's own feed first (the household's position stays 0), then the
+            // household's feed in steps, below its floor.
+            let paged = try await harness.pullAll(limit: 2)
+            #expect(paged.changes.map(\.entityID) == ["w0", "w1", "w2", "w3", "home", "home:alice", "milk", "bread", "butter"])
+
+            // A reader part way through the household's feed when a second purge raises its floor
+            // past the reader's position may have missed a delete: refused.
+            var cursor: SyncCursor?
+            for _ in 0..<3 { cursor = try await harness.store.pull(PullQuery(userID: "alice", deviceID: "d1", cursor: cursor, limit: 2)).cursor }
+            #expect(cursor?.positions[.household("home")] == 2)
+            _ = try await harness.apply([Op.delete("inventory", "butter", base: 1, household: "home")])
+            _ = try await harness.store.purgeTombstones(olderThanMilliseconds: -1)
+            await #expect(throws: CursorError.expired(.household("home"))) { try await harness.pullAll(from: cursor, limit: 2) }
+            #expect(try await harness.pullAll(limit: 2).changes.map(\.entityID) == ["w0", "w1", "w2", "w3", "home", "home:alice", "milk", "bread"])
+        }
+    }
+
     /// Tombstones go in bounded batches, one transaction each (SQLite's writer is never held for a
     /// whole purge), and the floor ends at the newest purged change.
     @Test(arguments: Driver.selected)

@@ -15,6 +15,18 @@ import Testing
         #expect(try SyncCursor.decode(encoded, expectedUserID: "alice:ü/1") == cursor)
     }
 
+    @Test func floorsRoundTripAndOldCursorsHaveNone() throws {
+        var withFloors = cursor
+        withFloors.floors = [.household("h2"): 7]
+        let decoded = try SyncCursor.decode(withFloors.encoded(), expectedUserID: "alice:ü/1")
+        #expect(decoded == withFloors)
+        #expect(decoded.floors == [.household("h2"): 7])
+        // Zero floors are not written, so cursors without purges keep their old form.
+        #expect(SyncCursor(userID: "a", resyncEpoch: 0, positions: [.user("a"): 1], floors: [.user("a"): 0]).encoded()
+            == SyncCursor(userID: "a", resyncEpoch: 0, positions: [.user("a"): 1]).encoded())
+        #expect(try SyncCursor.decode(cursor.encoded(), expectedUserID: "alice:ü/1").floors == [:])
+    }
+
     @Test func encodingIsURLSafeAndDeterministic() {
         let encoded = cursor.encoded()
         #expect(encoded == cursor.encoded())
@@ -51,6 +63,9 @@ import Testing
             ["u": "alice", "e": 0, "p": ["u:alice": "1"]],
             ["u": "alice", "e": -1, "p": ["u:alice": 1]],
             ["u": "alice", "e": 0, "p": ["h:h1": 1]],
+            ["u": "alice", "e": 0, "p": ["u:alice": 1], "f": ["u:alice": -1]],
+            ["u": "alice", "e": 0, "p": ["u:alice": 1], "f": ["x": 1]],
+            ["u": "alice", "e": 0, "p": ["u:alice": 1], "f": [1]],
             ["u": "alice", "p": ["u:alice": 1]],
             ["u": 5, "e": 0, "p": [:]],
             [1, 2, 3],

@@ -1,18 +1,24 @@
 /// The opaque pull cursor: how far a client has read each feed it reads.
 ///
 /// Wire form: `v1.<base64url(JSON payload)>.<checksum>`. The payload names the user it belongs to,
-/// the force-resync epoch it was issued under, and one position (the last sequence number read)
-/// per feed. The version prefix lets later releases change the payload while still recognising
-/// (and rejecting with `CURSOR_INVALID`) cursors they can no longer serve.
+/// the force-resync epoch it was issued under, one position (the last sequence number read)
+/// per feed, and per feed the purge floor the reader is consistent with (omitted when 0). The
+/// version prefix lets later releases change the payload while still recognising (and
+/// rejecting with `CURSOR_INVALID`) cursors they can no longer serve.
 public struct SyncCursor: Sendable, Hashable {
     public var userID: String
     public var resyncEpoch: Int64
     public var positions: [Scope: Int64]
+    /// Per feed, the purge floor already in place when the reader read it: the tombstones up to
+    /// it were gone before the reader could have seen their entities. Only a purge that raises
+    /// the floor past this (and past the position) can have removed a delete the reader missed.
+    public var floors: [Scope: Int64]
 
-    public init(userID: String, resyncEpoch: Int64, positions: [Scope: Int64]) {
+    public init(userID: String, resyncEpoch: Int64, positions: [Scope: Int64], floors: [Scope: Int64] = [:]) {
         self.userID = userID
         self.resyncEpoch = resyncEpoch
         self.positions = positions
+        self.floors = floors.filter { $0.value > 0 }
     }
 
     public static let maximumEncodedLength = 65_536
@@ -21,8 +27,14 @@ public struct SyncCursor: Sendable, Hashable {
     public func encoded() -> String {
         var feeds: JSONObject = [:]
         for (scope, position) in positions { feeds[scope.key] = .int(position) }
-        let payload: JSONValue = ["u": .string(userID), "e": .int(resyncEpoch), "p": .object(feeds)]
-        let body = Base64URL.encode(payload.serializedBytes())
+        var payload: JSONObject = ["u": .string(userID), "e": .int(resyncEpoch), "p": .object(feeds)]
+        let seen = floors.filter { $0.value > 0 }
+        if !seen.isEmpty {
+            var known: JSONObject = [:]
+            for (scope, floor) in seen { known[scope.key] = .int(floor) }
+            payload["f"] = .object(known)
+        }
+        let body = Base64URL.encode(JSONValue.object(payload).serializedBytes())
         return Self.prefix + body + "." + Self.checksum(of: body)
     }
 
@@ -47,11 +59,22 @@ public struct SyncCursor: Sendable, Hashable {
             }
             positions[scope] = position
         }
+        // Cursors issued before floors were recorded have none: every floor counts as new.
+        var floors: [Scope: Int64] = [:]
+        if let known = payload["f"] {
+            guard let known = known.objectValue else { throw .malformed("cursor holds invalid floors") }
+            for (key, value) in known {
+                guard let scope = Scope(key: key), let floor = value.integerValue, floor >= 0 else {
+                    throw .malformed("cursor holds an invalid feed floor")
+                }
+                floors[scope] = floor
+            }
+        }
         guard user == expectedUserID else { throw .otherUser }
         guard positions.keys.contains(where: { $0 == .user(user) }) else {
             throw .malformed("cursor lacks the user's own feed")
         }
-        return SyncCursor(userID: user, resyncEpoch: epoch, positions: positions)
+        return SyncCursor(userID: user, resyncEpoch: epoch, positions: positions, floors: floors)
     }
 
     /// FNV-1a (64-bit) of the body, hex: catches truncation and accidental edits, not forgery

@@ -6,7 +6,7 @@
 /// 2. calls ``plan(_:households:resyncEpoch:feeds:)``;
 /// 3. reads each planned feed in order after ``PullPlan/FeedRead/after``, with a limit of the
 ///    remaining page size plus one, stopping once the page is full;
-/// 4. calls ``PullPlan/assemble(pages:deviceWatermark:)``.
+/// 4. calls ``PullPlan/assemble(pages:floors:deviceWatermark:)`` with the rows and the floors as of that read.
 public enum PullPlanner {
     public static func plan(
         _ query: PullQuery,
@@ -49,9 +49,19 @@ public enum PullPlanner {
             }
             let feed = feeds[scope] ?? FeedInfo(head: 0, floor: 0)
             guard position <= feed.head else { throw .ahead(scope) }
-            // Tombstones up to the floor were purged: a reader behind it may have missed a delete.
-            guard position >= feed.floor else { throw .expired(scope) }
-            reads.append(.init(scope: scope, after: position, resumes: true))
+            // At 0 the reader has read nothing of this feed yet (a bootstrap, or a newly joined
+            // household, whose pages filled up before reaching it): it holds nothing a purge
+            // could have deleted, so it reads what is left, as a bootstrap does.
+            guard position > 0 else {
+                reads.append(.init(scope: scope, after: 0, resumes: false))
+                continue
+            }
+            // Tombstones up to the floor were purged: a reader behind it may have missed a delete,
+            // unless the floor was already there when it read the feed (a bootstrap paging
+            // through a feed purged before it began).
+            let seen = cursor.floors[scope] ?? 0
+            guard position >= feed.floor || feed.floor <= seen else { throw .expired(scope) }
+            reads.append(.init(scope: scope, after: position, resumes: true, floorSeen: seen))
         }
         let removed = cursor.positions.keys.filter { !readable.contains($0) }.compactMap(\.householdID).sorted()
         return PullPlan(
@@ -100,11 +110,21 @@ public struct PullPlan: Sendable {
         /// It continues from a position the client holds, so the feed's floor must not pass it
         /// (a bootstrap or a newly joined household starts from nothing and sees what is left).
         public var resumes: Bool
+        /// The floor the reader was already consistent with (``SyncCursor/floors``): a floor
+        /// up to it does not expire the position.
+        public var floorSeen: Int64
 
-        public init(scope: Scope, after: Int64, resumes: Bool) {
+        public init(scope: Scope, after: Int64, resumes: Bool, floorSeen: Int64 = 0) {
             self.scope = scope
             self.after = after
             self.resumes = resumes
+            self.floorSeen = floorSeen
+        }
+
+        /// Whether a purge that left the feed's floor at `floor` may have removed a delete this
+        /// reader has not seen.
+        public func isExpired(byFloor floor: Int64) -> Bool {
+            resumes && floor > after && floor > floorSeen
         }
     }
 
@@ -119,9 +139,9 @@ public struct PullPlan: Sendable {
     /// The user's scopes version the plan was made under.
     public var scopesVersion: Int64
 
-    /// Builds the page from the rows read per feed. Feeds without an entry in `pages` were not
-    /// read because the page was already full.
-    public func assemble(pages: [Scope: [FeedChange]], deviceWatermark: Int64) -> PullPage {
+    /// Builds the page from the rows read per feed and the floors as of that read. Feeds without
+    /// an entry in `pages` were not read because the page was already full.
+    public func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullPage {
         if forceResync, let cursor = query.cursor {
             return PullPage(
                 changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [],
@@ -130,15 +150,20 @@ public struct PullPlan: Sendable {
         }
         var changes: [FeedChange] = []
         var positions: [Scope: Int64] = [:]
+        var floorsSeen: [Scope: Int64] = [:]
         var hasMore = false
         var remaining = query.limit
         for read in reads {
             let head = feeds[read.scope]?.head ?? 0
             guard let rows = pages[read.scope] else {
                 positions[read.scope] = read.after
+                floorsSeen[read.scope] = read.floorSeen
                 if head > read.after { hasMore = true }
                 continue
             }
+            // The rows were read under this floor (a purge past the position would have failed
+            // the read), so the new position is consistent with it.
+            floorsSeen[read.scope] = max(read.floorSeen, floors[read.scope] ?? 0)
             let taken = rows.prefix(remaining)
             remaining -= taken.count
             changes.append(contentsOf: taken)
@@ -153,7 +178,7 @@ public struct PullPlan: Sendable {
         }
         return PullPage(
             changes: changes,
-            cursor: SyncCursor(userID: query.userID, resyncEpoch: resyncEpoch, positions: positions),
+            cursor: SyncCursor(userID: query.userID, resyncEpoch: resyncEpoch, positions: positions, floors: floorsSeen),
             hasMore: hasMore,
             forceResync: false,
             scopesAdded: added,

@@ -6,8 +6,8 @@ extension SyncStore {
     /// 1. the context (households, resync epoch, watermark, feed heads and floors), which the
     ///    ``PullPlanner`` turns into feed reads or a cursor error;
     /// 2. the planned reads, with the floors as of that read: a purge that raised a floor past a
-    ///    resumed position in between may have removed a tombstone the client has not seen, so
-    ///    that cursor is refused too.
+    ///    resumed position (and past the floor the reader began under) in between may have
+    ///    removed a tombstone the client has not seen, so that cursor is refused too.
     public func pull(_ query: PullQuery) async throws -> PullPage {
         let extra = query.cursor.map { Array($0.positions.keys) } ?? []
         let context = try await driver.pullContext(userID: query.userID, deviceID: query.deviceID, extraScopes: extra)
@@ -15,16 +15,18 @@ extension SyncStore {
             query, households: context.households, resyncEpoch: context.resyncEpoch, feeds: context.feeds, scopesVersion: context.scopesVersion
         )
         var pages: [Scope: [FeedChange]] = [:]
+        var floors: [Scope: Int64] = [:]
         if !plan.forceResync, !plan.reads.isEmpty {
             let page = try await driver.readChanges(plan.reads, types: query.entityTypes, limit: query.limit)
-            for read in plan.reads where read.resumes && (page.floors[read.scope] ?? 0) > read.after {
+            for read in plan.reads where read.isExpired(byFloor: page.floors[read.scope] ?? 0) {
                 throw CursorError.expired(read.scope)
             }
+            floors = page.floors
             for (scope, rows) in page.rows {
                 pages[scope] = try rows.map { row throws(StoredDataError) in try FeedChange(scope: scope, row: row) }
             }
         }
-        return plan.assemble(pages: pages, deviceWatermark: context.deviceWatermark)
+        return plan.assemble(pages: pages, floors: floors, deviceWatermark: context.deviceWatermark)
     }
 
     public func readableScopes(userID: String) async throws -> [Scope] {

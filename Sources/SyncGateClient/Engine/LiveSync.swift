@@ -1,0 +1,165 @@
+import Logging
+import Synchronization
+
+/// Live sync: a cycle whenever the server pokes (server-sent events) or, while the event stream
+/// is down, whenever a long-poll returns; and whenever the app writes. Failures back off with
+/// jitter, never sooner than the server's `Retry-After`.
+final class LiveSync: Sendable {
+    let engine: SyncEngine
+    let wakeup: Wakeup
+    /// Where the event stream stands (a ``StreamState`` raw value).
+    private let streamState: Atomic<UInt8>
+
+    /// The event stream: opening (wait for it), open (pokes arrive), or down (long-poll instead).
+    enum StreamState: UInt8 {
+        case connecting
+        case open
+        case down
+    }
+
+    init(engine: SyncEngine, wakeup: Wakeup) {
+        self.engine = engine
+        self.wakeup = wakeup
+        let initial: StreamState = engine.configuration.live.mode == .serverSentEvents ? .connecting : .down
+        streamState = Atomic(initial.rawValue)
+    }
+
+    private var stream: StreamState {
+        get { StreamState(rawValue: streamState.load(ordering: .acquiring)) ?? .down }
+        set { streamState.store(newValue.rawValue, ordering: .releasing) }
+    }
+
+    private var options: SyncClient.LiveOptions { engine.configuration.live }
+
+    /// Runs until the task is cancelled.
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            if options.mode == .serverSentEvents {
+                group.addTask { await self.listen() }
+            }
+            group.addTask { await self.cycle() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func cycle() async {
+        var failures = 0
+        var stuck = 0
+        while !Task.isCancelled {
+            wakeup.reset()
+            do {
+                let report = try await engine.sync()
+                failures = 0
+                if report.pending > 0 {
+                    // Writes wait for a retryable failure or an unfinished job: try again after a
+                    // delay that grows while they stay, or sooner if something happens.
+                    stuck += 1
+                    await wakeup.wait(timeout: engine.configuration.backoff.delay(afterFailures: stuck))
+                    continue
+                }
+                stuck = 0
+                try await waitForNews()
+            } catch is CancellationError {
+                return
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                let clientError = error as? SyncGateClientError ?? SyncGateClientError(.transport, "\(error)")
+                let delay = engine.configuration.backoff.delay(afterFailures: failures, retryAfter: clientError.retryAfter)
+                engine.logger.warning("live sync failed; retrying", metadata: ["syncgate.error": "\(clientError)", "syncgate.retry_in": "\(delay)"])
+                engine.events.emit(.liveSyncFailed(clientError, retryIn: delay))
+                do { try await Task.sleep(for: delay) } catch { return }
+            }
+        }
+    }
+
+    /// Waits for a poke, a write or a change of the event stream; long-polls while it is down.
+    private func waitForNews() async throws {
+        switch stream {
+        case .open:
+            await wakeup.wait(timeout: options.safetyInterval)
+            return
+        case .connecting:
+            // The stream signals once it opens or fails.
+            await wakeup.wait(timeout: engine.configuration.requestTimeout)
+            return
+        case .down:
+            break
+        }
+        // Long-poll, but stop as soon as a write (or an event stream coming up) needs a cycle.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !(try await self.engine.waitForChanges(wait: self.options.longPollWait)) {}
+            }
+            group.addTask { await self.wakeup.wait() }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Keeps an event stream open and turns its pokes into wake-ups.
+    private func listen() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let events = try await engine.api.events()
+                failures = 0
+                stream = .open
+                // Changes may have happened while no stream was open.
+                wakeup.signal()
+                try await read(events)
+            } catch {
+                failures += 1
+            }
+            stream = .down
+            if Task.isCancelled { return }
+            // Long-poll takes over while the stream is down.
+            wakeup.signal()
+            do {
+                try await Task.sleep(for: engine.configuration.backoff.delay(afterFailures: max(failures, 1)))
+            } catch {
+                return
+            }
+            stream = .connecting
+        }
+    }
+
+    /// Reads pokes until the stream ends, fails or stays silent past the idle timeout.
+    private func read(_ stream: TransportStream) async throws {
+        let lastActivity = LastActivity()
+        let idleTimeout = options.eventStreamIdleTimeout
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var parser = ServerSentEventParser()
+                for try await chunk in stream.body {
+                    lastActivity.touch()
+                    for event in parser.consume(chunk) where event.event == "poke" {
+                        self.wakeup.signal()
+                    }
+                }
+            }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: min(idleTimeout / 3, .seconds(5)))
+                    if lastActivity.silence > idleTimeout { return }
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+/// When a stream last delivered bytes.
+private final class LastActivity: Sendable {
+    private let instant = Mutex(ContinuousClock.now)
+
+    func touch() {
+        instant.withLock { $0 = .now }
+    }
+
+    var silence: Duration {
+        ContinuousClock.now - instant.withLock { $0 }
+    }
+}

@@ -1,0 +1,186 @@
+import Logging
+
+/// The sync cycle: push the outbox (following 202s), then pull until `has_more` is false,
+/// starting over when the server asks. One cycle runs at a time.
+final class SyncEngine: Sendable {
+    let store: LocalStore
+    let api: SyncAPI
+    let events: EventHub
+    let configuration: SyncClient.Configuration
+    private let lock = AsyncLock()
+
+    /// Resyncs one cycle may start before giving up (a server that keeps asking is broken).
+    static let maximumResyncsPerCycle = 3
+
+    /// The protocol's ranges (PROTOCOL.md), which the configuration is clamped to: a value out of
+    /// range would make the server refuse every request with 400, and a refused push would read
+    /// as writes that can never be pushed.
+    enum ProtocolLimits {
+        static let pushWait = 0...30_000
+        static let pullWait = 0...60_000
+        static let pullLimit = 1...1000
+        static let operations = 1...1000
+    }
+
+    init(store: LocalStore, api: SyncAPI, events: EventHub, configuration: SyncClient.Configuration) {
+        self.store = store
+        self.api = api
+        self.events = events
+        self.configuration = configuration
+    }
+
+    var logger: Logger { configuration.logger }
+
+    /// One cycle; waits for a cycle already running to finish first.
+    func sync() async throws -> SyncReport {
+        try await lock.withLock {
+            var report = SyncReport()
+            try await push(into: &report)
+            try await pull(into: &report)
+            report.pending = try await store.pendingCount()
+            return report
+        }
+    }
+
+    // MARK: - Push
+
+    private func push(into report: inout SyncReport) async throws {
+        let configured = OutboxBatcher.Limits(
+            operations: Self.clamp(configuration.batchOperations, to: ProtocolLimits.operations), bytes: max(1, configuration.batchBytes)
+        )
+        var limits = configured
+        while true {
+            try Task.checkCancellation()
+            switch try await store.nextBatch(limits: limits) {
+            case .idle:
+                return
+            case .follow(let jobID):
+                let keys = try await store.entries(ofJob: jobID)
+                guard let answer = try await follow(jobID) else {
+                    logger.debug("job unknown to the server; pushing its writes again", metadata: ["syncgate.job": "\(jobID)"])
+                    try await store.forgetJob(jobID)
+                    continue
+                }
+                guard let results = answer.results else { return }
+                if try await settle(keys, results, into: &report) { return }
+            case .push(let batch):
+                let keys = batch.map(\.idempotencyKey)
+                let answer: JobAnswer
+                do {
+                    answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(configuration.pushWait, in: ProtocolLimits.pushWait))
+                } catch let error as SyncGateClientError where error.httpStatus == 400 || error.httpStatus == 413 {
+                    // The request as a whole was refused for its shape or size: some write in it
+                    // can never be pushed. Halve the batch until that write is alone, then refuse it.
+                    if batch.count > 1 {
+                        limits.operations = max(1, batch.count / 2)
+                        continue
+                    }
+                    let code = error.serverCode ?? (error.httpStatus == 413 ? "PAYLOAD_TOO_LARGE" : "VALIDATION_ERROR")
+                    if let outcome = try await store.refuse(idempotencyKey: keys[0], code: code, message: error.message) {
+                        report.settled.append(outcome)
+                        events.emit(.writeSettled(outcome))
+                    }
+                    limits = configured
+                    continue
+                }
+                if let results = answer.results {
+                    if try await settle(keys, results, into: &report) { return }
+                    continue
+                }
+                try await store.recordJob(answer.jobID, for: keys)
+                guard let followed = try await follow(answer.jobID) else {
+                    try await store.forgetJob(answer.jobID)
+                    continue
+                }
+                guard let results = followed.results else { return }
+                if try await settle(keys, results, into: &report) { return }
+            }
+        }
+    }
+
+    /// Follows a job until it finishes or the follow-up time runs out; `nil` if the server does not know it.
+    private func follow(_ jobID: String) async throws -> JobAnswer? {
+        let deadline = ContinuousClock.now + configuration.jobFollowLimit
+        while true {
+            guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(configuration.jobFollowWait, in: ProtocolLimits.pushWait)) else {
+                return nil
+            }
+            if answer.isFinished || ContinuousClock.now >= deadline { return answer }
+        }
+    }
+
+    /// Applies results; returns whether some writes must wait for a later attempt.
+    private func settle(_ keys: [String], _ results: [WireResult], into report: inout SyncReport) async throws -> Bool {
+        let settlement = try await store.settle(batch: keys, results: results)
+        for outcome in settlement.outcomes {
+            events.emit(.writeSettled(outcome))
+            if case .rejected(let code, _) = outcome.result {
+                logger.debug("write rejected", metadata: ["syncgate.entity": "\(outcome.key)", "syncgate.code": "\(code)"])
+            }
+        }
+        report.settled += settlement.outcomes
+        return !settlement.retryable.isEmpty
+    }
+
+    // MARK: - Pull
+
+    /// Pulls until `has_more` is false, starting over when the server asks. Part of ``sync()``,
+    /// which holds the lock; tests call it alone.
+    func pull(into report: inout SyncReport) async throws {
+        let start = try await store.beginPull()
+        var cursor = start.cursor
+        var resyncs = 0
+        while true {
+            try Task.checkCancellation()
+            let reason: ResyncReason
+            switch try await api.pull(cursor: cursor, limit: Self.clamp(configuration.pullPageSize, to: ProtocolLimits.pullLimit)) {
+            case .cursorInvalid:
+                reason = .cursorInvalid
+            case .page(let page) where page.forceResync:
+                reason = .forced
+            case .page(let page):
+                let effect = try await store.apply(page, epoch: start.epoch)
+                report.pulledChanges += page.changes.count
+                if !effect.joined.isEmpty || !effect.left.isEmpty {
+                    events.emit(.householdsChanged(joined: effect.joined, left: effect.left))
+                }
+                if !page.hasMore { return }
+                cursor = page.cursor
+                continue
+            }
+            resyncs += 1
+            guard resyncs <= Self.maximumResyncsPerCycle else {
+                throw SyncGateClientError(.resyncLoop, "the server asked to start over \(resyncs) times in one sync")
+            }
+            logger.debug("starting over from the beginning of the feeds", metadata: ["syncgate.reason": "\(reason.rawValue)"])
+            try await store.beginResync()
+            report.resynced = reason
+            events.emit(.resynced(reason))
+            cursor = nil
+        }
+    }
+
+    /// Waits (long-poll) until the server has something after the current cursor, or `wait`
+    /// passes; returns whether it has. Only a wake-up: the sync that follows reads the changes.
+    func waitForChanges(wait: Duration) async throws -> Bool {
+        let state = try await store.pullState()
+        if state.resyncing { return true }
+        switch try await api.pull(cursor: state.cursor, limit: 1, waitMilliseconds: Self.milliseconds(wait, in: ProtocolLimits.pullWait)) {
+        case .cursorInvalid:
+            return true
+        case .page(let page):
+            return !page.changes.isEmpty || page.hasMore || page.forceResync || !page.scopesAdded.isEmpty || !page.scopesRemoved.isEmpty
+        }
+    }
+
+    /// Whole milliseconds of `duration`, within `range`.
+    static func milliseconds(_ duration: Duration, in range: ClosedRange<Int>) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds > Int64(range.upperBound) ? Int64(range.upperBound) : seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return clamp(Int(milliseconds), to: range)
+    }
+
+    static func clamp(_ value: Int, to range: ClosedRange<Int>) -> Int {
+        min(max(value, range.lowerBound), range.upperBound)
+    }
+}

@@ -1,0 +1,57 @@
+/// Names one entity: its type, its id, and the household it belongs to (`nil` for the user's own).
+///
+/// The server keeps one entity per household for the same type and id, so the household is part
+/// of the identity.
+public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The entity type, e.g. `inventory`.
+    public var entityType: String
+    /// The entity id, unique within its type and household.
+    public var entityID: String
+    /// The household of a household-scoped type; `nil` for the user's own entities.
+    public var householdID: String?
+
+    /// A key. For `households` the household is the id itself, and for `household_members` the
+    /// part of the id before `:`, whatever `householdID` says.
+    public init(entityType: String, entityID: String, householdID: String? = nil) {
+        self.entityType = entityType
+        self.entityID = entityID
+        self.householdID = Self.household(of: entityType, id: entityID, given: householdID)
+    }
+
+    /// The household column value: `""` for the user's own entities.
+    var scopeColumn: String { householdID ?? "" }
+
+    init(scopeColumn: String, entityType: String, entityID: String) {
+        self.entityType = entityType
+        self.entityID = entityID
+        self.householdID = scopeColumn.isEmpty ? nil : scopeColumn
+    }
+
+    static func household(of entityType: String, id: String, given: String?) -> String? {
+        switch entityType {
+        case BuiltInTypes.households:
+            return id
+        case BuiltInTypes.householdMembers:
+            guard let colon = id.firstIndex(of: ":"), colon != id.startIndex else { return given }
+            return String(id[..<colon])
+        default:
+            return given
+        }
+    }
+
+    /// Orders keys by household (the user's own first), type, then id.
+    public static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
+        (lhs.scopeColumn, lhs.entityType, lhs.entityID) < (rhs.scopeColumn, rhs.entityType, rhs.entityID)
+    }
+
+    /// `household/type/id`, or `type/id` for the user's own entities.
+    public var description: String {
+        householdID.map { "\($0)/\(entityType)/\(entityID)" } ?? "\(entityType)/\(entityID)"
+    }
+}
+
+/// The entity types every SyncGate server has.
+enum BuiltInTypes {
+    static let households = "households"
+    static let householdMembers = "household_members"
+}

@@ -1,0 +1,47 @@
+public import Foundation
+
+extension JSONValue: Codable {
+    /// Decodes any JSON value (a number without a fraction as ``int(_:)`` when it fits).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode(JSONObject.self))
+        }
+    }
+
+    /// Encodes the value as the JSON it represents.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// The JSON form of an `Encodable` value (an app's model type), through `JSONEncoder`.
+    public init(encoding value: some Encodable, encoder: JSONEncoder = JSONEncoder()) throws {
+        self = try JSONValue(parsing: try encoder.encode(value))
+    }
+
+    /// Decodes this value as `type` (an app's model type), through `JSONDecoder`.
+    public func decode<T: Decodable>(as type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        try decoder.decode(type, from: Data(serialized().utf8))
+    }
+}

@@ -1,0 +1,20 @@
+/// Something the app may want to react to, reported by ``SyncClient/events()``.
+public enum SyncEvent: Sendable, Hashable {
+    /// The server decided one of the device's writes. Rejections are the ones to show the user.
+    case writeSettled(WriteOutcome)
+    /// The client dropped its copy of the server's data and pulled everything again; pending
+    /// writes were kept.
+    case resynced(ResyncReason)
+    /// The user joined or left households (a left household's data is gone from the device).
+    case householdsChanged(joined: [String], left: [String])
+    /// Live sync failed and will try again after `retryIn`.
+    case liveSyncFailed(SyncGateClientError, retryIn: Duration)
+}
+
+/// Why the client started over from the beginning of the feeds.
+public enum ResyncReason: String, Sendable, Hashable {
+    /// The server answered `409 CURSOR_INVALID`: the cursor is older than a purge, or unreadable.
+    case cursorInvalid
+    /// The server asked with `force_resync: true` (an operator, or a schema change).
+    case forced
+}

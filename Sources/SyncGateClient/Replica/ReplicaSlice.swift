@@ -1,0 +1,58 @@
+/// The local state of a few entities — their server records and their outbox entries — with
+/// every decision the client makes about them, as pure functions.
+///
+/// The store loads the slice a transaction touches, lets it decide, and writes back what
+/// changed, so each decision (recording a write, applying push results or a pulled page) is
+/// tested without a database.
+struct ReplicaSlice: Sendable, Hashable {
+    /// Server records of the slice's entities (absent: the server has none, or it is deleted).
+    var server: [EntityKey: ServerRecord]
+    /// Every outbox entry of the slice's entities, in outbox order.
+    var outbox: [OutboxEntry]
+
+    init(server: [EntityKey: ServerRecord] = [:], outbox: [OutboxEntry] = []) {
+        self.server = server
+        self.outbox = outbox.sorted { $0.sequence < $1.sequence }
+    }
+
+    /// The entries of one entity, in outbox order.
+    func entries(of key: EntityKey) -> [OutboxEntry] {
+        outbox.filter { $0.key == key }
+    }
+
+    /// What the app sees of an entity.
+    func view(of key: EntityKey) -> LocalView.Document {
+        LocalView.document(server: server[key], entries: entries(of: key))
+    }
+
+    /// Every entity the slice knows.
+    var keys: Set<EntityKey> {
+        Set(server.keys).union(outbox.map(\.key))
+    }
+
+    /// Drops acknowledged entries the server state has caught up with, and lets the first
+    /// unresolved entry of each entity be pushed.
+    mutating func tidy() {
+        outbox.removeAll { entry in
+            guard let acknowledged = entry.acknowledgedVersion, let record = server[entry.key] else { return false }
+            return acknowledged <= record.version
+        }
+        var unresolvedBefore: Set<EntityKey> = []
+        for index in outbox.indices where !outbox[index].isAcknowledged {
+            if !unresolvedBefore.contains(outbox[index].key) {
+                outbox[index].followsPending = false
+            }
+            unresolvedBefore.insert(outbox[index].key)
+        }
+    }
+
+    /// Removes acknowledged entries from before pull epoch `epoch`: a pull that began at that
+    /// epoch has completed, so the server state holds whatever they wrote (or something newer,
+    /// or the entity is gone).
+    mutating func dropAcknowledged(before epoch: Int64) {
+        outbox.removeAll { entry in
+            if case .acknowledged(_, let acknowledgedAt) = entry.state { return acknowledgedAt < epoch }
+            return false
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import GRDB
+
+extension LocalStore {
+    /// Which entities a read returns.
+    struct Selection: Sendable, Hashable {
+        var entityType: String?
+        /// `.some(nil)`: the user's own entities only; `nil`: any household.
+        var household: String??
+    }
+
+    static func entities(_ db: Database, _ selection: Selection) throws -> [SyncEntity] {
+        var conditions: [String] = []
+        var arguments: [any DatabaseValueConvertible] = []
+        if let type = selection.entityType {
+            conditions.append("entity_type = ?")
+            arguments.append(type)
+        }
+        if let household = selection.household {
+            conditions.append("household_id = ?")
+            arguments.append(household ?? "")
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        return try Row.fetchAll(
+            db,
+            sql: "SELECT * FROM local_entity \(filter) ORDER BY entity_type, household_id, entity_id",
+            arguments: StatementArguments(arguments)
+        ).map(entity)
+    }
+
+    func entities(_ selection: Selection) async throws -> [SyncEntity] {
+        try await database.read { db in try Self.entities(db, selection) }
+    }
+
+    func entity(_ key: EntityKey) async throws -> SyncEntity? {
+        try await database.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM local_entity WHERE household_id = ? AND entity_type = ? AND entity_id = ?",
+                arguments: [key.scopeColumn, key.entityType, key.entityID]
+            ).map(Self.entity)
+        }
+    }
+
+    /// The server's records (not the view), for inspection.
+    func serverRecords() async throws -> [EntityKey: ServerRecord] {
+        try await database.read { db in
+            var records: [EntityKey: ServerRecord] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM server_entity") {
+                let key = EntityKey(scopeColumn: row["household_id"], entityType: row["entity_type"], entityID: row["entity_id"])
+                records[key] = ServerRecord(version: row["version"], data: try Self.document(row["data"]), stale: row["stale"])
+            }
+            return records
+        }
+    }
+
+    /// The entities of a selection now and after every change, until the sequence is no longer iterated.
+    func observe(_ selection: Selection) -> AsyncThrowingStream<[SyncEntity], any Error> {
+        let observation = ValueObservation
+            .tracking { db in try Self.entities(db, selection) }
+            .removeDuplicates()
+            .values(in: database)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SyncEntity].self, throwing: (any Error).self)
+        let task = Task {
+            do {
+                for try await entities in observation {
+                    continuation.yield(entities)
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    static func entity(_ row: Row) throws -> SyncEntity {
+        SyncEntity(
+            key: EntityKey(scopeColumn: row["household_id"], entityType: row["entity_type"], entityID: row["entity_id"]),
+            data: try document(row["data"]),
+            version: row["version"],
+            hasPendingWrites: row["pending"]
+        )
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import GRDB
+
+/// The device's database (SQLite through GRDB): server records, the outbox, the optimistic view
+/// the app reads, the cursor and the user's households.
+///
+/// Every method is one transaction. The decisions are ``ReplicaSlice``'s: a method loads the
+/// slice it touches, lets it decide, and writes back what changed, together with the view rows
+/// of the entities involved.
+final class LocalStore: Sendable {
+    let database: DatabasePool
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.label = "SyncGateClient"
+        // A live sync, the app's writes and the app's reads may meet: wait for a lock rather than fail.
+        configuration.busyMode = .timeout(10)
+        database = try DatabasePool(path: path, configuration: configuration)
+        try Self.migrator.migrate(database)
+    }
+
+    /// Closes the database; later calls fail.
+    func close() {
+        try? database.close()
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            // The server's documents as last pulled or answered; `stale` while a resync replaces them.
+            try db.execute(
+                sql: """
+                    CREATE TABLE server_entity (
+                        household_id TEXT NOT NULL,
+                        entity_type  TEXT NOT NULL,
+                        entity_id    TEXT NOT NULL,
+                        version      INTEGER NOT NULL,
+                        data         TEXT NOT NULL,
+                        stale        INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (household_id, entity_type, entity_id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX server_entity_stale ON server_entity (stale) WHERE stale = 1;
+
+                    CREATE TABLE outbox (
+                        seq              INTEGER PRIMARY KEY,
+                        idempotency_key  TEXT NOT NULL UNIQUE,
+                        household_id     TEXT NOT NULL,
+                        entity_type      TEXT NOT NULL,
+                        entity_id        TEXT NOT NULL,
+                        intent           TEXT NOT NULL CHECK (intent IN ('create', 'update', 'delete')),
+                        data             TEXT,
+                        base_version     INTEGER NOT NULL,
+                        follows_pending  INTEGER NOT NULL,
+                        client_timestamp INTEGER NOT NULL,
+                        state            TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'acknowledged')),
+                        job_id           TEXT,
+                        acked_version    INTEGER,
+                        acked_epoch      INTEGER
+                    );
+                    CREATE INDEX outbox_entity ON outbox (household_id, entity_type, entity_id, seq);
+
+                    -- What the app reads: server documents with pending writes applied. A rowid
+                    -- table: SQLite reports no changes of WITHOUT ROWID tables to GRDB's observers.
+                    CREATE TABLE local_entity (
+                        household_id TEXT NOT NULL,
+                        entity_type  TEXT NOT NULL,
+                        entity_id    TEXT NOT NULL,
+                        data         TEXT NOT NULL,
+                        version      INTEGER,
+                        pending      INTEGER NOT NULL,
+                        PRIMARY KEY (household_id, entity_type, entity_id)
+                    );
+                    CREATE INDEX local_entity_type ON local_entity (entity_type, household_id, entity_id);
+
+                    CREATE TABLE household (
+                        household_id TEXT PRIMARY KEY,
+                        stale        INTEGER NOT NULL DEFAULT 0
+                    );
+
+                    CREATE TABLE sync_state (
+                        id               INTEGER PRIMARY KEY CHECK (id = 1),
+                        cursor           TEXT,
+                        resyncing        INTEGER NOT NULL DEFAULT 0,
+                        pull_epoch       INTEGER NOT NULL DEFAULT 0,
+                        next_sequence    INTEGER NOT NULL DEFAULT 1,
+                        device_watermark TEXT,
+                        device_id        TEXT
+                    );
+                    INSERT INTO sync_state (id) VALUES (1);
+                    """
+            )
+        }
+        return migrator
+    }
+
+    // MARK: - Sync state
+
+    /// Where pulling stands.
+    struct PullState: Sendable, Hashable {
+        /// `nil`: from the beginning.
+        var cursor: String?
+        /// A resync is under way: records are stale until pulled again.
+        var resyncing: Bool
+        /// Incremented when a pull begins (see ``OutboxEntry/State/acknowledged(version:epoch:)``).
+        var epoch: Int64
+        /// The highest finished job of this device, as the last pull reported it.
+        var deviceWatermark: String?
+    }
+
+    func pullState() async throws -> PullState {
+        try await database.read { db in try Self.pullState(db) }
+    }
+
+    static func pullState(_ db: Database) throws -> PullState {
+        let row = try Row.fetchOne(db, sql: "SELECT cursor, resyncing, pull_epoch, device_watermark FROM sync_state WHERE id = 1")!
+        return PullState(cursor: row["cursor"], resyncing: row["resyncing"], epoch: row["pull_epoch"], deviceWatermark: row["device_watermark"])
+    }
+
+    /// Starts a pull: returns the state to pull from; acknowledgements from now on belong to the new epoch.
+    func beginPull() async throws -> PullState {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE sync_state SET pull_epoch = pull_epoch + 1 WHERE id = 1")
+            return try Self.pullState(db)
+        }
+    }
+
+    /// Starts over from the beginning of the feeds: the cursor goes, every record and household
+    /// becomes stale (replaced by what the pull brings, removed at its end if it brings nothing).
+    /// The outbox stays.
+    func beginResync() async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE server_entity SET stale = 1;
+                    UPDATE household SET stale = 1;
+                    UPDATE sync_state SET cursor = NULL, resyncing = 1 WHERE id = 1;
+                    """
+            )
+        }
+    }
+
+    /// The households the user belongs to, as the last pulls reported them.
+    func households() async throws -> [String] {
+        try await database.read { db in
+            try String.fetchAll(db, sql: "SELECT household_id FROM household ORDER BY household_id")
+        }
+    }
+
+    /// The device id: `preferred` if given (kept if none is yet), else the kept one, else a new one.
+    func deviceID(preferring preferred: String?) throws -> String {
+        if let preferred {
+            guard Self.isValidDeviceID(preferred) else {
+                throw SyncGateClientError(.invalidArgument, "a device id is 1 to 128 of A-Za-z0-9._:- (got '\(preferred)')")
+            }
+        }
+        return try database.write { db in
+            if let kept = try String.fetchOne(db, sql: "SELECT device_id FROM sync_state WHERE id = 1") {
+                return preferred ?? kept
+            }
+            let id = preferred ?? "d-" + UUID().uuidString.lowercased()
+            try db.execute(sql: "UPDATE sync_state SET device_id = ? WHERE id = 1", arguments: [id])
+            return id
+        }
+    }
+
+    static func isValidDeviceID(_ id: String) -> Bool {
+        (1...128).contains(id.utf8.count)
+            && id.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")
+            }
+    }
+
+    static func takeSequence(_ db: Database) throws -> Int64 {
+        let next = try Int64.fetchOne(db, sql: "SELECT next_sequence FROM sync_state WHERE id = 1")!
+        try db.execute(sql: "UPDATE sync_state SET next_sequence = ? WHERE id = 1", arguments: [next + 1])
+        return next
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// An offline-first client of a SyncGate server: a local store the app reads and writes at
+/// once, an outbox of writes that ``sync()`` pushes, and pulls that bring the other devices'
+/// changes — on demand, or continuously with ``startLive()``.
+///
+/// ```swift
+/// let client = try SyncClient(.init(serverURL: "http://127.0.0.1:8080", databasePath: path) { try await auth.token() })
+/// try await client.write(type: "inventory", id: "milk", data: ["name": "Milk", "quantity": 2], household: "home")
+/// try await client.sync()
+/// for try await items in client.observe(type: "inventory") { render(items) }
+/// client.startLive()
+/// ```
+///
+/// Reads show the server's data with this device's unconfirmed writes applied. Every write
+/// gets an idempotency key once, so pushing it again after a lost answer never applies it
+/// twice; the server's decision arrives as a ``SyncEvent/writeSettled(_:)`` event.
+public final class SyncClient: Sendable {
+    /// The device id sent as `X-Device-Id`.
+    public let deviceID: String
+    let configuration: Configuration
+    let store: LocalStore
+    let engine: SyncEngine
+    let hub = EventHub()
+    let wakeup = Wakeup()
+    private let live = Mutex<Task<Void, Never>?>(nil)
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens the device's database (creating it if needed).
+    ///
+    /// - Parameter transport: how requests reach the server; by default AsyncHTTPClient to
+    ///   ``Configuration/serverURL``.
+    public init(_ configuration: Configuration, transport: (any SyncTransport)? = nil) throws {
+        self.configuration = configuration
+        do {
+            store = try LocalStore(path: configuration.databasePath)
+            deviceID = try store.deviceID(preferring: configuration.deviceID)
+        } catch let error as SyncGateClientError {
+            throw error
+        } catch {
+            throw SyncGateClientError(.localStore, "cannot open \(configuration.databasePath): \(error)")
+        }
+        let api = SyncAPI(
+            transport: transport ?? HTTPClientTransport(baseURL: configuration.serverURL),
+            deviceID: deviceID,
+            tokens: TokenCache(provider: configuration.token),
+            requestTimeout: configuration.requestTimeout,
+            logger: configuration.logger
+        )
+        engine = SyncEngine(store: store, api: api, events: hub, configuration: configuration)
+    }
+
+    // MARK: - Sync
+
+    /// Pushes the outbox (following jobs the server answers 202 for), then pulls every change
+    /// since the last pull, starting over if the server asks.
+    ///
+    /// Writes the server rejects leave the outbox and are reported; writes that failed in a way
+    /// that may pass (a job that died, a job still running) stay and are pushed again next
+    /// time with the same idempotency keys (``SyncReport/pending``).
+    /// - Throws: ``SyncGateClientError``; ``SyncGateClientError/isRetryable`` tells whether a later try may succeed.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        try checkOpen()
+        do {
+            return try await engine.sync()
+        } catch let error as SyncGateClientError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw SyncGateClientError(.localStore, "\(error)")
+        }
+    }
+
+    /// Keeps the device in sync until ``stopLive()``: a cycle now, then one whenever the server
+    /// reports a change (server-sent events, or long-poll while the event stream is down) and
+    /// whenever the app writes. Failures are retried with backoff and reported as
+    /// ``SyncEvent/liveSyncFailed(_:retryIn:)``. Calling it while live does nothing.
+    public func startLive() {
+        guard !closed.load(ordering: .acquiring) else { return }
+        live.withLock { task in
+            guard task == nil else { return }
+            let live = LiveSync(engine: engine, wakeup: wakeup)
+            task = Task { await live.run() }
+        }
+    }
+
+    /// Stops live sync and waits until its cycle has ended.
+    public func stopLive() async {
+        let task = live.withLock { task -> Task<Void, Never>? in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Events from now on: settled writes (rejections among them), resyncs, household changes,
+    /// live sync failures. Each call is a separate subscription.
+    public func events() -> AsyncStream<SyncEvent> {
+        hub.subscribe()
+    }
+
+    /// Stops live sync and ends event subscriptions. The client cannot be used afterwards.
+    public func close() async {
+        closed.store(true, ordering: .releasing)
+        await stopLive()
+        hub.finish()
+        store.close()
+    }
+
+    // MARK: - Inspection
+
+    /// The households the user belongs to, as of the last pull.
+    public func households() async throws -> [String] {
+        try checkOpen()
+        return try await local { try await store.households() }
+    }
+
+    /// Writes not yet decided by the server.
+    public func pendingWriteCount() async throws -> Int {
+        try checkOpen()
+        return try await local { try await store.pendingCount() }
+    }
+
+    func checkOpen() throws {
+        if closed.load(ordering: .acquiring) { throw SyncGateClientError(.closed, "the client was closed") }
+    }
+
+    /// Runs a local database call, its failures as ``SyncGateClientError/Code/localStore``.
+    func local<Result>(_ body: () async throws -> Result) async throws -> Result {
+        do {
+            return try await body()
+        } catch let error as SyncGateClientError {
+            throw error
+        } catch {
+            throw SyncGateClientError(.localStore, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+import Synchronization
+import HummingbirdTesting
+import SyncGateStorage
+import SyncGateClient
+import SyncGateTestSupport
+import Testing
+
+/// The SDK against the production server (``HTTPHarness`` `.live`), on both drivers.
+@Suite("Client against the server", .timeLimit(.minutes(3)))
+struct ClientServerTests {
+    @Test("two devices: a write reaches the other device; concurrent offline edits resolve by lww", arguments: Driver.selected)
+    func twoDevices(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let phone = try devices.make("alice", "phone")
+            // The tablet waits 0 ms for pushes: every push answers 202 and is followed at /v1/jobs.
+            let tablet = try devices.make("alice", "tablet") { $0.pushWait = .zero }
+
+            let created = try await phone.write(type: "weightLogs", id: "w1", data: ["kg": 70.5, "date": "2026-01-15"])
+            let first = try await phone.sync()
+            #expect(first.settled == [WriteOutcome(idempotencyKey: created.idempotencyKey!, key: EntityKey(entityType: "weightLogs", entityID: "w1"), result: .applied(version: 1))])
+            #expect(try await phone.read(type: "weightLogs", id: "w1") == SyncEntity(
+                key: EntityKey(entityType: "weightLogs", entityID: "w1"), data: ["kg": 70.5, "date": "2026-01-15"], version: 1, hasPendingWrites: false
+            ))
+            try await tablet.sync()
+            #expect(try await tablet.read(type: "weightLogs", id: "w1")?.data == ["kg": 70.5, "date": "2026-01-15"])
+
+            // Both edit offline; the tablet's edit is later, so lww keeps it wherever it arrives.
+            try await phone.update(type: "weightLogs", id: "w1", fields: ["kg": 71])
+            try await Task.sleep(for: .milliseconds(5))
+            try await tablet.update(type: "weightLogs", id: "w1", fields: ["kg": 72])
+            #expect(try await tablet.sync().settled.map(\.result) == [.applied(version: 2)])
+            #expect(try await phone.sync().settled.map(\.result) == [.serverWins(version: 2, data: ["kg": 72, "date": "2026-01-15"])])
+            for device in [phone, tablet] {
+                try await device.sync()
+                #expect(try await device.read(type: "weightLogs", id: "w1")?.data == ["kg": 72, "date": "2026-01-15"])
+                #expect(try await device.pendingWriteCount() == 0)
+            }
+        }
+    }
+
+    @Test("field_merge keeps both devices' fields; items_merge merges items; summaries are derived and read-only", arguments: Driver.selected)
+    func merges(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let phone = try devices.make("alice", "phone")
+            let tablet = try devices.make("alice", "tablet")
+            try await phone.write(type: "userGoals", id: "goals", data: ["calories": 2000, "protein": 100])
+            let log: JSONObject = ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "rice", "calories": 200, "updatedAt": "2026-01-15T12:00:00.000Z"]]]
+            try await phone.write(type: "foodLogs", id: "fl1", data: log)
+            try await phone.sync()
+            try await tablet.sync()
+
+            try await phone.update(type: "userGoals", id: "goals", fields: ["calories": 1800])
+            try await tablet.update(type: "userGoals", id: "goals", fields: ["protein": 120])
+            try await tablet.update(type: "foodLogs", id: "fl1", fields: ["items": [
+                ["id": "rice", "calories": 200, "updatedAt": "2026-01-15T12:00:00.000Z"], ["id": "soup", "calories": 150, "updatedAt": "2026-01-15T12:05:00.000Z"],
+            ]])
+            try await phone.update(type: "foodLogs", id: "fl1", fields: ["items": [["id": "rice", "calories": 250, "updatedAt": "2026-01-15T12:10:00.000Z"]]])
+            try await phone.sync()
+            let report = try await tablet.sync()
+            #expect(Set(report.settled.map { "\($0.key.entityType):\(Self.status($0.result))" }) == ["userGoals:applied", "foodLogs:merged"])
+            try await phone.sync()
+            for device in [phone, tablet] {
+                #expect(try await device.read(type: "userGoals", id: "goals")?.data == ["calories": 1800, "protein": 120])
+                let items = try await device.read(type: "foodLogs", id: "fl1")?.data["items"]?.arrayValue ?? []
+                #expect(Set(items.compactMap { "\($0["id"]?.stringValue ?? ""):\($0["calories"]?.numberValue ?? 0)" }) == ["rice:250.0", "soup:150.0"])
+                let summary = try await device.read(type: "dailySummaries", id: "2026-01-15")
+                #expect(summary?.data["calories"]?.numberValue == 400)
+            }
+            await #expect(throws: SyncGateClientError.self) { try await phone.write(type: "dailySummaries", id: "2026-01-15", data: ["calories": 1]) }
+        }
+    }
+
+    @Test("households: joining brings the data, leaving drops it, and a write after leaving is rejected and reported", arguments: Driver.selected)
+    func households(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let alice = try devices.make("alice", "alice-phone")
+            let bob = try devices.make("bob", "bob-phone")
+            let bobEvents = bob.events()
+
+            try await alice.createHousehold("home", name: "Home")
+            try await alice.write(type: "inventory", id: "milk", data: ["name": "Milk", "quantity": 2], household: "home")
+            try await alice.addMember("bob", to: "home")
+            #expect(try await alice.sync().settled.allSatisfy { if case .applied = $0.result { true } else { false } })
+            #expect(try await alice.households() == ["home"])
+
+            try await bob.sync()
+            #expect(try await bob.households() == ["home"])
+            #expect(try await bob.read(type: "inventory", in: .household("home")).map(\.data) == [["name": "Milk", "quantity": 2]])
+            try await bob.update(type: "inventory", id: "milk", fields: ["quantity": 1], household: "home")
+            try await bob.sync()
+            try await alice.sync()
+            #expect(try await alice.read(type: "inventory", id: "milk", household: "home")?.data["quantity"] == 1)
+
+            // Bob edits offline while Alice removes him.
+            let lateWrite = try await bob.update(type: "inventory", id: "milk", fields: ["quantity": 0], household: "home")
+            try await alice.removeMember("bob", from: "home")
+            try await alice.sync()
+            try await bob.sync()
+            #expect(try await bob.households() == [])
+            #expect(try await bob.read(in: .household("home")) == [])
+            #expect(try await bob.pendingWriteCount() == 0)
+
+            var seen: [SyncEvent] = []
+            for await event in bobEvents {
+                seen.append(event)
+                if case .writeSettled(let outcome) = event, outcome.idempotencyKey == lateWrite.idempotencyKey { break }
+            }
+            #expect(seen.contains(.householdsChanged(joined: ["home"], left: [])))
+            guard case .writeSettled(let rejected) = seen.last else { Issue.record("no outcome for the late write"); return }
+            #expect(rejected.rejectionCode == "PERMISSION_DENIED")
+            try await alice.sync()
+            #expect(try await alice.read(type: "inventory", id: "milk", household: "home")?.data["quantity"] == 1)
+        }
+    }
+
+    @Test("a purge older than the cursor and an operator's force-resync make devices start over without losing pending writes", arguments: Driver.selected)
+    func resync(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let phone = try devices.make("alice", "phone")
+            let tablet = try devices.make("alice", "tablet")
+            try await phone.write(type: "recentFoods", id: "soup", data: ["name": "Soup"])
+            try await phone.write(type: "recentFoods", id: "rice", data: ["name": "Rice"])
+            try await phone.sync()
+            try await tablet.sync()
+            try await phone.delete(type: "recentFoods", id: "soup")
+            try await phone.sync()
+            _ = try await http.store.store.purgeTombstones(olderThanMilliseconds: -1)
+
+            // The tablet's cursor is behind the purged tombstone: 409, then a fresh start.
+            try await tablet.write(type: "recentFoods", id: "bread", data: ["name": "Bread"])
+            let report = try await tablet.sync()
+            #expect(report.resynced == .cursorInvalid)
+            #expect(report.settled.map(\.key.entityID) == ["bread"])
+            #expect(try await tablet.read(type: "recentFoods").map(\.entityID) == ["bread", "rice"])
+
+            try await http.store.store.forceResync(userID: "alice")
+            try await phone.write(type: "recentFoods", id: "tea", data: ["name": "Tea"])
+            #expect(try await phone.sync().resynced == .forced)
+            #expect(try await phone.read(type: "recentFoods").map(\.entityID) == ["bread", "rice", "tea"])
+            #expect(try await phone.sync().resynced == nil)
+        }
+    }
+
+    @Test("live sync follows pokes: another device's write shows up without a sync call, and local writes push themselves", arguments: Driver.selected)
+    func liveEvents(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let recorder = Mutex<FaultyTransport?>(nil)
+            let baseline = http.waiters
+            try await Self.liveRoundTrip(
+                try Devices(http),
+                listener: { devices in
+                    try devices.make("alice", "tablet") { $0.live.safetyInterval = .seconds(600) } transport: { base in
+                        let transport = FaultyTransport(base: base, seed: 1, rates: .none)
+                        recorder.withLock { $0 = transport }
+                        return transport
+                    }
+                },
+                whenListening: { try await http.waitForWaiters(1, beyond: baseline) }
+            )
+            // Pokes on one event stream did it: no long-poll, no reconnection.
+            let requests = try #require(recorder.withLock { $0 }).requests
+            #expect(requests["events"] == 1)
+            #expect(requests["long-poll"] == nil)
+        }
+    }
+
+    @Test("live sync by long-poll, and by long-poll as the fallback when event streams fail", arguments: Driver.selected)
+    func liveLongPoll(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            try await Self.liveRoundTrip(devices, listener: { try $0.make("alice", "tablet") { $0.live.mode = .longPoll } })
+            try await Self.liveRoundTrip(devices, listener: { try $0.make("alice", "tablet-2", transport: NoEventStreamTransport.init) })
+        }
+    }
+
+    /// Another device writes and syncs; the live listener's observation shows it. Then the
+    /// listener writes and, without a sync call, the other device can pull it.
+    static func liveRoundTrip(
+        _ devices: Devices, listener make: (Devices) throws -> SyncClient, whenListening: () async throws -> Void = {}
+    ) async throws {
+        let writer = try devices.make("alice", "writer-\(UUID().uuidString.prefix(6))")
+        let listener = try make(devices)
+        let id = "item-\(UUID().uuidString.prefix(6))"
+        listener.startLive()
+        try await whenListening()
+        let observed = listener.observe(type: "recentFoods")
+        try await writer.write(type: "recentFoods", id: id, data: ["name": "Live"])
+        try await writer.sync()
+        _ = try await first(of: observed.filter { $0.contains { $0.entityID == id && !$0.hasPendingWrites } }, within: .seconds(20), "the poke-driven pull")
+
+        let events = listener.events()
+        let reply = try #require(try await listener.write(type: "recentFoods", id: id, data: ["name": "Live", "seen": true]).idempotencyKey)
+        let settled = events.filter { if case .writeSettled(let outcome) = $0 { outcome.idempotencyKey == reply } else { false } }
+        _ = try await first(of: settled, within: .seconds(20), "the live push")
+        try await writer.sync()
+        #expect(try await writer.read(type: "recentFoods", id: id)?.data == ["name": "Live", "seen": true])
+        await listener.stopLive()
+        await listener.close()
+    }
+
+    static func status(_ result: WriteOutcome.Result) -> String {
+        switch result {
+        case .applied: "applied"
+        case .clientWins: "client_wins"
+        case .merged: "merged"
+        case .serverWins: "server_wins"
+        case .duplicate: "duplicate"
+        case .rejected(let code, _): code
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+@testable import SyncGateClient
+
+@Suite("JSON values", .timeLimit(.minutes(1)))
+struct JSONValueTests {
+    @Test("integers stay exact, integral doubles keep their fraction, both round-trip")
+    func numbers() throws {
+        let text = #"{"a":9007199254740993,"b":2.0,"c":-0.5,"d":1e3,"e":-12}"#
+        let value = try JSONValue(parsing: text)
+        #expect(value["a"] == .int(9_007_199_254_740_993))
+        #expect(value["b"] == .double(2))
+        #expect(value["c"] == .double(-0.5))
+        #expect(value["d"] == .double(1000))
+        #expect(value["e"] == .int(-12))
+        #expect(value.serialized() == #"{"a":9007199254740993,"b":2.0,"c":-0.5,"d":1000.0,"e":-12}"#)
+        #expect(try JSONValue(parsing: value.serialized()) == value)
+    }
+
+    @Test("keys are written sorted, so equal objects encode equally")
+    func sortedKeys() {
+        let value: JSONValue = ["z": 1, "a": ["y": true, "b": nil], "m": [1, "two"]]
+        #expect(value.serialized() == #"{"a":{"b":null,"y":true},"m":[1,"two"],"z":1}"#)
+    }
+
+    @Test("strings: escapes, control characters, surrogate pairs and non-ASCII survive a round trip")
+    func strings() throws {
+        let parsed = try JSONValue(parsing: #""q\"b\\s\/n\n t\t u\u00e9 e\ud83d\ude00 x""#)
+        #expect(parsed == .string("q\"b\\s/n\n t\t u\u{e9} e😀 x"))
+        let tricky = JSONValue.string("line\nnul\u{0}bell\u{7}ünï😀\"\\")
+        #expect(try JSONValue(parsing: tricky.serialized()) == tricky)
+        #expect(tricky.serialized().contains("\\u0000"))
+    }
+
+    @Test("invalid text is refused with its position", arguments: [
+        "", "{", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"abc", "\"\\x\"", "\"\\ud800\"", "{\"a\":1}x", "nan", "\"a\u{1}\"",
+    ])
+    func invalid(_ text: String) {
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue(parsing: text) }
+    }
+
+    @Test("nesting deeper than the limit is refused instead of overflowing the stack")
+    func depth() throws {
+        let deep = String(repeating: "[", count: JSONTextParser.maximumDepth + 1) + String(repeating: "]", count: JSONTextParser.maximumDepth + 1)
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue(parsing: deep) }
+        let fine = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(try JSONValue(parsing: fine).arrayValue != nil)
+    }
+
+    @Test("app models encode to and decode from JSON values")
+    func codable() throws {
+        struct Item: Codable, Equatable {
+            var name: String
+            var quantity: Int
+            var tags: [String]
+        }
+        let item = Item(name: "Milk", quantity: 2, tags: ["dairy"])
+        let value = try JSONValue(encoding: item)
+        #expect(value == ["name": "Milk", "quantity": 2, "tags": ["dairy"]])
+        #expect(try value.decode(as: Item.self) == item)
+        let decoded = try JSONDecoder().decode(JSONValue.self, from: Data(#"{"a":[true,null,1.5,"x",3]}"#.utf8))
+        #expect(decoded == ["a": [true, nil, 1.5, "x", 3]])
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+
+@testable import SyncGateClient
+
+@Suite("Local store on SQLite", .timeLimit(.minutes(2)))
+struct LocalStoreTests {
+    let path: String
+    let store: LocalStore
+    let counter = KeyMaker()
+
+    init() throws {
+        path = try temporaryFolder("store") + "/device.sqlite"
+        store = try LocalStore(path: path)
+    }
+
+    func write(_ change: LocalChange, _ key: EntityKey, at time: Int64 = 1) async throws -> WriteEffect {
+        let counter = self.counter
+        return try await store.record(change, on: key, at: time, newKey: { counter.next() })
+    }
+
+    func page(_ changes: [PullChange], cursor: String = "c", hasMore: Bool = false, added: [String] = [], removed: [String] = []) -> PullPage {
+        PullPage(changes: changes, cursor: cursor, hasMore: hasMore, scopesAdded: added, scopesRemoved: removed, deviceWatermark: "5")
+    }
+
+    @Test("writes show in reads at once and survive reopening the file, outbox and all")
+    func persistence() async throws {
+        try await _ = write(.put(["name": "Milk", "quantity": 2]), .milk)
+        try await _ = write(.put(["kg": 70.5]), .weight)
+        #expect(try await store.entities(.init(entityType: "inventory")).map(\.data) == [["name": "Milk", "quantity": 2]])
+        let reopened = try LocalStore(path: path)
+        #expect(try await reopened.entities(.init()).map(\.key) == [.milk, .weight])
+        #expect(try await reopened.entity(.weight)?.data == ["kg": 70.5])
+        #expect(try await reopened.entity(.weight)?.hasPendingWrites == true)
+        #expect(try await reopened.outbox().map(\.idempotencyKey) == ["k1", "k2"])
+        #expect(try await reopened.outbox() == (try await store.outbox()))
+    }
+
+    @Test("reads filter by type and household")
+    func selections() async throws {
+        try await _ = write(.put(["q": 1]), .milk)
+        try await _ = write(.put(["q": 2]), EntityKey(entityType: "inventory", entityID: "milk", householdID: "cabin"))
+        try await _ = write(.put(["kg": 1]), .weight)
+        #expect(try await store.entities(.init(entityType: "inventory", household: .some("cabin"))).map(\.data) == [["q": 2]])
+        #expect(try await store.entities(.init(entityType: nil, household: .some(nil))).map(\.key) == [.weight])
+        #expect(try await store.entities(.init(entityType: "inventory")).count == 2)
+    }
+
+    @Test("a batch is marked sent in the same transaction: a later write follows it instead of merging")
+    func batches() async throws {
+        try await _ = write(.put(["q": 1]), .milk)
+        guard case .push(let batch) = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20)) else { Issue.record(); return }
+        #expect(batch.map(\.state) == [.sent(jobID: nil)])
+        #expect(try await write(.patch(["q": 2]), .milk) == .appended(idempotencyKey: "k2"))
+        #expect(try await store.outbox().map(\.followsPending) == [false, true])
+        try await store.recordJob("77", for: ["k1"])
+        #expect(try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20)) == .follow(jobID: "77"))
+        #expect(try await store.entries(ofJob: "77") == ["k1"])
+        try await store.forgetJob("77")
+        #expect(try await store.outbox().first?.state == .sent(jobID: nil))
+    }
+
+    @Test("results settle entries and the view, and release the write that followed")
+    func settle() async throws {
+        try await _ = write(.put(["q": 1]), .milk)
+        _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
+        try await _ = write(.patch(["q": 2]), .milk)
+        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)])
+        #expect(settlement.outcomes.map(\.result) == [.applied(version: 1)])
+        let outbox = try await store.outbox()
+        #expect(outbox.map(\.state) == [.acknowledged(version: 1, epoch: 0), .pending])
+        #expect(outbox[1].baseVersion == 1)
+        #expect(!outbox[1].followsPending)
+        #expect(try await store.entity(.milk)?.data == ["q": 2])
+    }
+
+    @Test("a page applies changes, cursor and watermark together; households joined and left")
+    func pages() async throws {
+        let start = try await store.beginPull()
+        let cabin = EntityKey(entityType: "inventory", entityID: "wood", householdID: "cabin")
+        var effect = try await store.apply(
+            page([PullChange(key: .milk, data: ["q": 1], version: 3), PullChange(key: cabin, data: ["q": 9], version: 1)], added: ["home", "cabin"]),
+            epoch: start.epoch
+        )
+        #expect(effect.joined == ["cabin", "home"])
+        #expect(try await store.households() == ["cabin", "home"])
+        #expect(try await store.pullState().cursor == "c")
+        #expect(try await store.pullState().deviceWatermark == "5")
+        #expect(try await store.entity(.milk) == SyncEntity(key: .milk, data: ["q": 1], version: 3, hasPendingWrites: false))
+
+        // A pending write to the household we are about to leave stays for the server to decide.
+        try await _ = write(.patch(["q": 8]), cabin)
+        effect = try await store.apply(page([], cursor: "d", removed: ["cabin"]), epoch: start.epoch)
+        #expect(effect.left == ["cabin"])
+        #expect(try await store.households() == ["home"])
+        #expect(try await store.serverRecords().keys.sorted() == [.milk])
+        #expect(try await store.outbox().map(\.key) == [cabin])
+        #expect(try await store.entity(cabin) == nil)
+    }
+
+    @Test("a resync keeps what the feed brings again, drops the rest at its end, and keeps the outbox")
+    func resync() async throws {
+        let first = try await store.beginPull()
+        _ = try await store.apply(
+            page([PullChange(key: .milk, data: ["q": 5], version: 5), PullChange(key: .eggs, data: ["q": 12], version: 2)], added: ["home", "old"]),
+            epoch: first.epoch
+        )
+        try await _ = write(.put(["kg": 80]), .weight)
+        try await store.beginResync()
+        #expect(try await store.pullState() == .init(cursor: nil, resyncing: true, epoch: first.epoch, deviceWatermark: "5"))
+        let second = try await store.beginPull()
+        // The id was purged and created again: version 1 replaces the stale version 5.
+        var effect = try await store.apply(page([PullChange(key: .milk, data: ["q": 1], version: 1)], cursor: "r1", hasMore: true, added: ["home"]), epoch: second.epoch)
+        #expect(!effect.finishedResync)
+        #expect(try await store.entity(.eggs) != nil)
+        effect = try await store.apply(page([], cursor: "r2"), epoch: second.epoch)
+        #expect(effect.finishedResync)
+        #expect(effect.left == ["old"])
+        #expect(effect.joined.isEmpty)
+        #expect(try await store.serverRecords() == [.milk: ServerRecord(version: 1, data: ["q": 1])])
+        #expect(try await store.entity(.eggs) == nil)
+        #expect(try await store.entity(.weight)?.data == ["kg": 80])
+        #expect(try await store.outbox().count == 1)
+        #expect(try await store.pullState().resyncing == false)
+    }
+
+    @Test("a completed pull drops acknowledgements from before it began, not ones made during it")
+    func epochs() async throws {
+        try await _ = write(.put(["q": 1]), .milk)
+        try await _ = write(.put(["q": 2]), .eggs)
+        _ = try await store.nextBatch(limits: .init(operations: 1, bytes: 1 << 20))
+        _ = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)])
+        let pull = try await store.beginPull()
+        _ = try await store.nextBatch(limits: .init(operations: 1, bytes: 1 << 20))
+        _ = try await store.settle(batch: ["k2"], results: [result("k2", .eggs, .applied, version: 1)])
+        // The pull read nothing of either write (as if it were read before they committed).
+        _ = try await store.apply(page([]), epoch: pull.epoch)
+        #expect(try await store.outbox().map(\.idempotencyKey) == ["k2"])
+        #expect(try await store.entity(.milk) == nil)
+        #expect(try await store.entity(.eggs)?.data == ["q": 2])
+    }
+
+    @Test("observation sees local writes and pulled changes")
+    func observation() async throws {
+        var iterator = store.observe(.init(entityType: "inventory")).makeAsyncIterator()
+        #expect(try await iterator.next() == [])
+        try await _ = write(.put(["q": 1]), .milk)
+        #expect(try await iterator.next()?.map(\.data) == [["q": 1]])
+        let pull = try await store.beginPull()
+        _ = try await store.apply(page([PullChange(key: .eggs, data: ["q": 6], version: 1)]), epoch: pull.epoch)
+        #expect(try await iterator.next()?.map(\.key) == [.eggs, .milk])
+    }
+
+    @Test("the device id is made once and kept; a given one must be valid")
+    func deviceID() throws {
+        let made = try store.deviceID(preferring: nil)
+        #expect(made.hasPrefix("d-"))
+        #expect(try LocalStore(path: path).deviceID(preferring: nil) == made)
+        #expect(try store.deviceID(preferring: "phone-1") == "phone-1")
+        #expect(throws: SyncGateClientError.self) { try store.deviceID(preferring: "bad id!") }
+        #expect(throws: SyncGateClientError.self) { try store.deviceID(preferring: "") }
+    }
+}

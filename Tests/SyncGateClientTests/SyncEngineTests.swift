@@ -1,0 +1,298 @@
+import Foundation
+import Synchronization
+import SyncGateTestSupport
+import Testing
+
+@testable import SyncGateClient
+
+/// The sync cycle against scripted answers: every branch of the protocol a server can take.
+@Suite("Sync cycle", .timeLimit(.minutes(2)))
+struct SyncEngineTests {
+    @Test("a push answered 202 is followed at /v1/jobs/{id}?wait= until done, then settled")
+    func followsJobs() async throws {
+        let polls = Atomic<Int>(0)
+        let pushed = Mutex<TransportRequest?>(nil)
+        let (client, transport) = try scriptedClient { request in
+            switch request.route {
+            case "/v1/sync/push":
+                pushed.withLock { $0 = request }
+                return ScriptedTransport.json(["job_id": "5", "status": "queued", "status_url": "/v1/jobs/5"], status: 202)
+            case "/v1/jobs/5":
+                if polls.add(1, ordering: .relaxed).newValue < 3 { return ScriptedTransport.json(["job_id": "5", "status": "running"]) }
+                return ScriptedTransport.json(["job_id": "5", "status": "done", "results": .array(ScriptedTransport.applied(pushed.withLock { $0! }))])
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        let write = try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        let report = try await client.sync()
+        #expect(report.settled == [WriteOutcome(idempotencyKey: write.idempotencyKey!, key: .weight, result: .applied(version: 1))])
+        #expect(report.pending == 0)
+        #expect(transport.requests.map(\.route) == ["/v1/sync/push", "/v1/jobs/5", "/v1/jobs/5", "/v1/jobs/5", "/v1/sync/pull"])
+        #expect(transport.requests[1].query("wait") == "10")
+        #expect(transport.requests.allSatisfy { $0.headers["authorization"] == "Bearer token" && $0.headers["x-device-id"] == "phone" })
+    }
+
+    @Test("a job still unfinished after the follow-up time is followed first on the next sync, never pushed twice meanwhile")
+    func unfinishedJob() async throws {
+        let done = Atomic<Bool>(false)
+        let pushed = Mutex<TransportRequest?>(nil)
+        let (client, transport) = try scriptedClient(configure: { $0.jobFollowLimit = .zero }) { request in
+            switch request.route {
+            case "/v1/sync/push":
+                pushed.withLock { $0 = request }
+                return ScriptedTransport.json(["job_id": "8", "status": "queued"], status: 202)
+            case "/v1/jobs/8":
+                guard done.load(ordering: .relaxed) else { return ScriptedTransport.json(["job_id": "8", "status": "retrying"]) }
+                return ScriptedTransport.json(["job_id": "8", "status": "done", "results": .array(ScriptedTransport.applied(pushed.withLock { $0! }))])
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        #expect(try await client.sync().pending == 1)
+        try await client.write(type: "weightLogs", id: "w2", data: ["kg": 71])
+        #expect(try await client.sync().pending == 2)
+        done.store(true, ordering: .relaxed)
+        let report = try await client.sync()
+        #expect(report.settled.map(\.key.entityID) == ["w1", "w2"])
+        let pushes = transport.requests.filter { $0.route == "/v1/sync/push" }
+        #expect(pushes.count == 2)
+        #expect(ScriptedTransport.operations(pushes[1]).map { $0["entity_id"] } == ["w2"])
+    }
+
+    @Test("a job the server no longer knows (404) is pushed again with the same keys")
+    func forgottenJob() async throws {
+        let pushes = Mutex<[TransportRequest]>([])
+        let (client, _) = try scriptedClient(configure: { $0.jobFollowLimit = .zero }) { request in
+            switch request.route {
+            case "/v1/sync/push":
+                let count = pushes.withLock { $0.append(request); return $0.count }
+                if count == 1 { return ScriptedTransport.json(["job_id": "3", "status": "queued"], status: 202) }
+                return ScriptedTransport.json(["job_id": "4", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            case "/v1/jobs/3":
+                return ScriptedTransport.error(404, "NOT_FOUND")
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        let report = try await client.sync()
+        #expect(report.settled.count == 1)
+        let keys = pushes.withLock { $0.map { ScriptedTransport.operations($0).map { $0["idempotency_key"] } } }
+        #expect(keys.count == 2)
+        #expect(keys[0] == keys[1])
+    }
+
+    @Test("a batch refused as a whole (400) is halved until the write it cannot take is alone; that one is rejected, the rest pushed")
+    func splitsBatches() async throws {
+        let (client, transport) = try scriptedClient { request in
+            switch request.route {
+            case "/v1/sync/push":
+                let operations = ScriptedTransport.operations(request)
+                if operations.contains(where: { $0["entity_id"] == "bad" }) { return ScriptedTransport.error(400, "VALIDATION_ERROR") }
+                return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        for id in ["a", "b", "bad", "c", "d"] {
+            try await client.write(type: "weightLogs", id: id, data: ["kg": 1])
+        }
+        let events = client.events()
+        let report = try await client.sync()
+        #expect(report.pending == 0)
+        #expect(report.settled.map(\.key.entityID).sorted() == ["a", "b", "bad", "c", "d"])
+        #expect(report.settled.first { $0.key.entityID == "bad" }?.result == .rejected(code: "VALIDATION_ERROR", message: "scripted"))
+        #expect(try await client.pendingWriteCount() == 0)
+        let pushedIDs = transport.requests.filter { $0.route == "/v1/sync/push" }.map { ScriptedTransport.operations($0).compactMap { $0["entity_id"]?.stringValue } }
+        #expect(pushedIDs.first == ["a", "b", "bad", "c", "d"])
+        var iterator = events.makeAsyncIterator()
+        var rejected: [String] = []
+        for _ in 0..<5 {
+            if case .writeSettled(let outcome) = await iterator.next(), let code = outcome.rejectionCode { rejected.append("\(outcome.key.entityID):\(code)") }
+        }
+        #expect(rejected == ["bad:VALIDATION_ERROR"])
+    }
+
+    @Test("a refused token is refreshed once; refused again, sync fails as unauthenticated")
+    func tokens() async throws {
+        let issued = Atomic<Int>(0)
+        let accepted = Mutex<Set<String>>(["t2"])
+        let (client, _) = try scriptedClient(token: { "t\(issued.add(1, ordering: .relaxed).newValue)" }) { request in
+            let token = request.headers["authorization"]?.replacingOccurrences(of: "Bearer ", with: "") ?? ""
+            guard accepted.withLock({ $0.contains(token) }) else { return ScriptedTransport.error(401, "UNAUTHENTICATED") }
+            return ScriptedTransport.emptyPage()
+        }
+        _ = try await client.sync()
+        #expect(issued.load(ordering: .relaxed) == 2)
+        _ = try await client.sync()
+        #expect(issued.load(ordering: .relaxed) == 2, "a working token is kept")
+        accepted.withLock { $0 = [] }
+        await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+        #expect(issued.load(ordering: .relaxed) == 3)
+        do {
+            _ = try await client.sync()
+        } catch let error as SyncGateClientError {
+            #expect(error.code == .unauthenticated)
+            #expect(!error.isRetryable)
+        }
+    }
+
+    @Test("pulls page with the cursor until has_more is false, and keep the cursor for next time")
+    func paging() async throws {
+        let (client, transport) = try scriptedClient { request in
+            let cursor = request.query("cursor")
+            let next = (cursor.flatMap(Int.init) ?? 0) + 1
+            let change: JSONValue = ["entity_type": "weightLogs", "entity_id": .string("w\(next)"), "operation": "upsert", "data": ["kg": .int(Int64(next))], "version": 1, "household_id": nil]
+            return ScriptedTransport.json(["changes": next <= 3 ? [change] : [], "cursor": .string("\(next)"), "has_more": .bool(next < 3), "force_resync": false, "scopes": ["added": [], "removed": []]])
+        }
+        let report = try await client.sync()
+        #expect(report.pulledChanges == 3)
+        #expect(transport.requests.map { $0.query("cursor") } == [nil, "1", "2"])
+        #expect(try await client.read(type: "weightLogs").map(\.entityID) == ["w1", "w2", "w3"])
+        _ = try await client.sync()
+        #expect(transport.requests.last?.query("cursor") == "3")
+    }
+
+    @Test("CURSOR_INVALID and force_resync start over from the beginning, keeping pending writes", arguments: [ResyncReason.cursorInvalid, .forced])
+    func resync(reason: ResyncReason) async throws {
+        let refused = Atomic<Bool>(false)
+        let (client, transport) = try scriptedClient { request in
+            switch request.route {
+            case "/v1/sync/push":
+                return ScriptedTransport.error(503, "UNAVAILABLE", retryAfter: "2")
+            default:
+                if request.query("cursor") == "old", !refused.exchange(true, ordering: .relaxed) {
+                    if reason == .cursorInvalid { return ScriptedTransport.error(409, "CURSOR_INVALID") }
+                    return ScriptedTransport.json(["changes": [], "cursor": "old", "has_more": false, "force_resync": true, "scopes": ["added": [], "removed": []]])
+                }
+                if request.query("cursor") == nil {
+                    let change: JSONValue = ["entity_type": "weightLogs", "entity_id": "kept", "operation": "upsert", "data": ["kg": 1], "version": 1, "household_id": nil]
+                    return ScriptedTransport.json(["changes": [change], "cursor": "old", "has_more": false, "force_resync": false, "scopes": ["added": [], "removed": []]])
+                }
+                return ScriptedTransport.emptyPage(cursor: "old")
+            }
+        }
+        // A first pull leaves the cursor "old" and one record ("kept"); the server will refuse that cursor.
+        _ = try await client.engine.store.apply(PullPage(changes: [PullChange(key: EntityKey(entityType: "weightLogs", entityID: "gone"), data: ["kg": 9], version: 4)], cursor: "old"), epoch: 0)
+        try await client.write(type: "weightLogs", id: "mine", data: ["kg": 2])
+        let events = client.events()
+        // Pushing fails (503) but the cycle's pull is what this test is about: pull directly.
+        var report = SyncReport()
+        try await client.engine.pull(into: &report)
+        #expect(report.resynced == reason)
+        #expect(transport.requests.map { $0.query("cursor") } == ["old", nil])
+        #expect(try await client.read(type: "weightLogs").map(\.entityID) == ["kept", "mine"])
+        #expect(try await client.pendingWriteCount() == 1)
+        var iterator = events.makeAsyncIterator()
+        #expect(await iterator.next() == .resynced(reason))
+    }
+
+    @Test("a server that asks to start over every time makes the sync fail instead of looping")
+    func resyncLoop() async throws {
+        let (client, _) = try scriptedClient { _ in ScriptedTransport.error(409, "CURSOR_INVALID") }
+        do {
+            _ = try await client.sync()
+            Issue.record("expected an error")
+        } catch let error as SyncGateClientError {
+            #expect(error.code == .resyncLoop)
+        }
+    }
+
+    @Test("retryable failures keep the writes, sent, and push them again with the same keys")
+    func retryable() async throws {
+        let attempt = Atomic<Int>(0)
+        let keys = Mutex<[[JSONValue?]]>([])
+        let (client, _) = try scriptedClient { request in
+            guard request.route == "/v1/sync/push" else { return ScriptedTransport.emptyPage() }
+            keys.withLock { $0.append(ScriptedTransport.operations(request).map { $0["idempotency_key"] }) }
+            switch attempt.add(1, ordering: .relaxed).newValue {
+            case 1: throw URLErrorLike()
+            case 2: return ScriptedTransport.error(429, "RATE_LIMITED", retryAfter: "2")
+            case 3:
+                let dead = ScriptedTransport.operations(request).map { operation -> JSONValue in
+                    ["idempotency_key": operation["idempotency_key"]!, "entity_type": "weightLogs", "entity_id": operation["entity_id"]!, "status": "rejected", "error_code": "INTERNAL", "error_message": "job died", "retryable": true]
+                }
+                return ScriptedTransport.json(["job_id": "2", "status": "dead", "results": .array(dead)])
+            default:
+                return ScriptedTransport.json(["job_id": "3", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            }
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        do {
+            _ = try await client.sync()
+            Issue.record("expected a transport error")
+        } catch let error as SyncGateClientError {
+            #expect(error.code == .transport)
+            #expect(error.isRetryable)
+        }
+        do {
+            _ = try await client.sync()
+            Issue.record("expected 429")
+        } catch let error as SyncGateClientError {
+            #expect(error.httpStatus == 429)
+            #expect(error.retryAfter == .seconds(2))
+        }
+        #expect(try await client.sync().pending == 1)
+        #expect(try await client.sync().settled.map(\.result) == [.applied(version: 1)])
+        let sent = keys.withLock { $0 }
+        #expect(sent.count == 4)
+        #expect(Set(sent.map { $0 }).count == 1, "every attempt carries the same key")
+    }
+
+    @Test("waits and sizes outside the protocol's ranges are clamped, so a bad setting cannot make every push a 400")
+    func clamps() async throws {
+        let (client, transport) = try scriptedClient(configure: {
+            $0.pushWait = .seconds(90)
+            $0.pullPageSize = 5000
+            $0.batchOperations = 0
+        }) { request in
+            guard request.route == "/v1/sync/push" else { return ScriptedTransport.emptyPage() }
+            return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        try await client.write(type: "weightLogs", id: "w2", data: ["kg": 71])
+        try await client.sync()
+        let pushes = transport.requests.filter { $0.route == "/v1/sync/push" }
+        #expect(pushes.map { $0.query("wait") } == ["30000", "30000"])
+        #expect(pushes.map { ScriptedTransport.operations($0).count } == [1, 1])
+        #expect(transport.requests.first { $0.route == "/v1/sync/pull" }?.query("limit") == "1000")
+    }
+
+    @Test("live sync reports a failure and waits at least the server's Retry-After before trying again")
+    func liveBackoff() async throws {
+        let pulls = Mutex<[ContinuousClock.Instant]>([])
+        let (client, _) = try scriptedClient(configure: {
+            $0.live.mode = .longPoll
+            $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50))
+        }) { request in
+            pulls.withLock { $0.append(.now) }
+            return ScriptedTransport.error(503, "UNAVAILABLE", retryAfter: "1")
+        }
+        let events = client.events()
+        client.startLive()
+        let failure = try await first(of: events.compactMap { event -> Duration? in
+            if case .liveSyncFailed(let error, let retryIn) = event, error.serverCode == "UNAVAILABLE" { return retryIn }
+            return nil
+        }, within: .seconds(10), "a live sync failure")
+        #expect(failure >= .seconds(1))
+        try await eventually("a second attempt", timeout: .seconds(10), every: .milliseconds(20)) { pulls.withLock { $0.count } >= 2 }
+        await client.stopLive()
+        let times = pulls.withLock { $0 }
+        #expect(times[1] - times[0] >= .seconds(1))
+    }
+
+    @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
+    func localErrors() async throws {
+        let (client, _) = try scriptedClient { _ in ScriptedTransport.emptyPage() }
+        await #expect(throws: SyncGateClientError.self) { try await client.write(type: "dailySummaries", id: "2026-01-15", data: [:]) }
+        await #expect(throws: SyncGateClientError.self) { try await client.update(type: "weightLogs", id: "none", fields: ["kg": 1]) }
+        #expect(try await client.delete(type: "weightLogs", id: "none").idempotencyKey == nil)
+        await client.close()
+        await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+    }
+}
+
+/// A connection failure, as a transport reports one.
+struct URLErrorLike: Error {}
