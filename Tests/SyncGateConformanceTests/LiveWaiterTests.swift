@@ -106,6 +106,41 @@ import Testing
         }
     }
 
+    /// A long-poll that answered with nothing new leaves its waiter armed; the device's re-poll
+    /// with the cursor it was given takes it over and waits without reading. A change committed
+    /// between the answer and the re-poll is still answered at once (the safety net is a minute away).
+    @Test(arguments: Driver.selected)
+    func anIdleRePollWaitsWithoutReading(_ driver: Driver) async throws {
+        let counting = Locked<CountingFrontStore?>(nil)
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true, front: { base in
+            let store = CountingFrontStore(base)
+            counting.update { $0 = store }
+            return store
+        }) { http in
+            let store = try #require(counting.value)
+            var cursor = try await http.pullAll(device: "tablet").cursor
+            store.reset()
+            for poll in 0..<3 {
+                let page = try await http.pull(device: "tablet", query: "cursor=\(cursor)&wait=300")
+                #expect(page.json?["changes"] == [], "poll \(poll)")
+                cursor = try #require(page.json?["cursor"]?.stringValue)
+                #expect(http.watcher.lingeringCount == 1)
+            }
+            #expect(store.count("pull") == 1, "only the first poll read: \(store.counts)")
+            #expect(Set(store.counts.keys).isSubset(of: ["pull", "watchState"]), "\(store.counts)")
+
+            // Another device's poll, or another cursor, does not take it over.
+            _ = try await http.pull(device: "phone", query: "cursor=\(cursor)&wait=100")
+            #expect(store.count("pull") == 2)
+
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
+            let started = ContinuousClock.now
+            let page = try await http.pull(device: "tablet", query: "cursor=\(cursor)&wait=30000")
+            #expect(started.duration(to: .now) < NotificationTests.promptly)
+            #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
+        }
+    }
+
     /// Every notification lost (the front hears none): the safety net's one read per interval
     /// still wakes a long-poll and an event stream within about an interval.
     @Test(arguments: Driver.selected)

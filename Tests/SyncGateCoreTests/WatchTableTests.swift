@@ -108,6 +108,55 @@ import Testing
         #expect(table.connections(of: "alice") == 2 && table.waiterCount == 3)
     }
 
+    /// A long-poll that answered with nothing new lingers armed, outside the caps: the next poll
+    /// adopts it only if nothing passed it since; stale ones are found for removal.
+    @Test func lingeringWaitersAreAdoptedOnlyIfNothingPassedThem() throws {
+        var table = WatchTable(limits: .init(perUser: 1, perProcess: 2))
+        let start = ContinuousClock.now
+        let quiet = try table.register(device: Self.alice, feeds: [Self.home])
+        #expect(table.linger(quiet, since: start) == false, "unarmed: nothing to keep")
+        #expect(table.arm(quiet, positions: [Self.home: 4], scopesVersion: 1) == nil)
+        #expect(table.linger(quiet, since: start) == true)
+        #expect(table.waiterCount == 0 && table.connections(of: "alice") == 0 && table.lingeringWaiterCount == 1)
+        // Its connection is free: the same user may open another meanwhile.
+        let other = try table.register(device: DeviceKey(userID: "alice", deviceID: "laptop"), feeds: [])
+        #expect(throws: WatchTable.Refusal.userLimit(1)) { try table.adopt(quiet) }
+        table.remove(other)
+        #expect(try table.adopt(quiet) == true)
+        #expect(table.waiterCount == 1 && table.connections(of: "alice") == 1 && table.lingeringWaiterCount == 0)
+        #expect(try table.adopt(quiet) == false, "adopted once")
+
+        // Passed while lingering (a head, a scopes change): no longer adoptable, and stale.
+        #expect(table.linger(quiet, since: start) == true)
+        #expect(table.feedAdvanced(Self.home, head: 5).keys.contains(quiet))
+        #expect(table.staleLingering(before: start) == [quiet])
+        #expect(try table.adopt(quiet) == false)
+        let joiner = try table.register(device: Self.bob, feeds: [.user("bob")])
+        #expect(table.arm(joiner, positions: [.user("bob"): 0], scopesVersion: 1) == nil)
+        #expect(table.linger(joiner, since: start) == true)
+        _ = table.scopesChanged(userID: "bob", version: 2)
+        #expect(try table.adopt(joiner) == false)
+        table.remove(quiet)
+        table.remove(joiner)
+        #expect(table.connections(of: "alice") == 0 && table.connections(of: "bob") == 0 && table.lingeringWaiterCount == 0)
+
+        // Expiry by age; the count of lingering waiters is capped like connections.
+        let old = try table.register(device: Self.alice, feeds: [])
+        _ = table.arm(old, positions: [:], scopesVersion: 0)
+        #expect(table.linger(old, since: start) == true)
+        #expect(table.staleLingering(before: start).isEmpty)
+        #expect(table.staleLingering(before: start + .seconds(1)) == [old])
+        var ids: [WatchTable.WaiterID] = []
+        for device in ["a", "b"] {
+            let id = try table.register(device: DeviceKey(userID: device, deviceID: "d"), feeds: [])
+            _ = table.arm(id, positions: [:], scopesVersion: 0)
+            ids.append(id)
+        }
+        #expect(table.linger(ids[0], since: start) == true)
+        #expect(table.linger(ids[1], since: start) == false, "two linger already")
+        #expect(table.waiterCount == 1)
+    }
+
     @Test func watermarksOfWatchedDevices() throws {
         var table = WatchTable()
         table.jobFinished(3, device: Self.alice)

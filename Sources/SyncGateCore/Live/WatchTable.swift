@@ -9,6 +9,12 @@
 ///
 /// Heads and versions are kept only while a waiter watches them, so memory follows the waiters,
 /// not the number of feeds.
+///
+/// A long-poll that ends with nothing new *lingers*: it stays armed, uncounted against the caps,
+/// until the device polls again with the cursor it was given (``adopt(_:)``), something passes it
+/// (it is dropped: the next poll reads), or it expires (``expireLingering(before:)``). While it
+/// stays armed and unwoken, nothing it reads has moved, so the next poll may wait without reading
+/// — the same guarantee a waiter asleep all along has.
 public struct WatchTable: Sendable {
     public typealias WaiterID = Int
 
@@ -64,6 +70,8 @@ public struct WatchTable: Sendable {
         /// Global resyncs seen when the waiter registered.
         var resyncs: Int
         var armed: Armed?
+        /// Since when the waiter lingers after its long-poll answered (`nil`: a connection holds it).
+        var lingering: ContinuousClock.Instant?
     }
 
     struct Armed: Sendable {
@@ -77,6 +85,7 @@ public struct WatchTable: Sendable {
     private var devices: [DeviceKey: Watched<Int64>] = [:]
     private var waiters: [WaiterID: Waiter] = [:]
     private var connections: [String: Int] = [:]
+    private var lingeringCount = 0
     private var nextID: WaiterID = 0
     /// The global resync epoch as last read, and how many raises of it were seen.
     private var resyncEpoch: Int64?
@@ -92,7 +101,7 @@ public struct WatchTable: Sendable {
     public mutating func register(device: DeviceKey, feeds: Set<Scope>) throws(Refusal) -> WaiterID {
         let held = connections[device.userID, default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
-        guard waiters.count < limits.perProcess else { throw .processLimit(limits.perProcess) }
+        guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
         let id = nextID
         nextID += 1
         connections[device.userID] = held + 1
@@ -114,6 +123,11 @@ public struct WatchTable: Sendable {
 
     public mutating func remove(_ id: WaiterID) {
         guard let waiter = waiters.removeValue(forKey: id) else { return }
+        if waiter.lingering != nil {
+            // Its connection was already given back when it began to linger.
+            lingeringCount -= 1
+            connections[waiter.device.userID, default: 0] += 1
+        }
         for scope in waiter.feeds { forget(id, feed: scope) }
         users[waiter.device.userID]?.waiters.remove(id)
         if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
@@ -121,6 +135,40 @@ public struct WatchTable: Sendable {
         if devices[waiter.device]?.waiters.isEmpty == true { devices[waiter.device] = nil }
         let held = connections[waiter.device.userID, default: 1] - 1
         connections[waiter.device.userID] = held > 0 ? held : nil
+    }
+
+    /// The waiter's long-poll answered with nothing new at the positions it is armed with: keep it
+    /// armed, without its connection, for the next poll to ``adopt(_:)``. `false` (and nothing
+    /// changes) if it is not armed or the process already keeps `limits.perProcess` lingering.
+    public mutating func linger(_ id: WaiterID, since now: ContinuousClock.Instant) -> Bool {
+        guard let waiter = waiters[id], waiter.armed != nil, waiter.lingering == nil, lingeringCount < limits.perProcess else { return false }
+        waiters[id]?.lingering = now
+        lingeringCount += 1
+        let held = connections[waiter.device.userID, default: 1] - 1
+        connections[waiter.device.userID] = held > 0 ? held : nil
+        return true
+    }
+
+    /// A new poll takes over a lingering waiter, still armed: `true` if nothing passed it since, so
+    /// the poll may wait without reading; `false` if it is gone. Over a cap it stays lingering.
+    public mutating func adopt(_ id: WaiterID) throws(Refusal) -> Bool {
+        guard let waiter = waiters[id], waiter.lingering != nil, waiter.armed != nil else { return false }
+        let held = connections[waiter.device.userID, default: 0]
+        guard held < limits.perUser else { throw .userLimit(limits.perUser) }
+        guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
+        waiters[id]?.lingering = nil
+        lingeringCount -= 1
+        connections[waiter.device.userID] = held + 1
+        return true
+    }
+
+    /// The lingering waiters that began lingering before `cutoff` or can no longer be adopted
+    /// (something passed them), to ``remove(_:)``.
+    public func staleLingering(before cutoff: ContinuousClock.Instant) -> [WaiterID] {
+        waiters.compactMap { id, waiter in
+            guard let since = waiter.lingering else { return nil }
+            return since < cutoff || waiter.armed == nil ? id : nil
+        }
     }
 
     private mutating func forget(_ id: WaiterID, feed scope: Scope) {
@@ -196,7 +244,8 @@ public struct WatchTable: Sendable {
             }
             resyncEpoch = max(resyncEpoch ?? epoch, epoch)
         }
-        // Woken waiters stay unarmed until they have read and arm again.
+        // Woken waiters stay unarmed until they have read and arm again (a lingering one can then
+        // no longer be adopted: the next poll reads).
         for id in wakes.keys { waiters[id]?.armed = nil }
         return wakes
     }
@@ -220,8 +269,10 @@ public struct WatchTable: Sendable {
     /// What the safety net reads: every watched feed and user.
     public var watchedFeeds: [Scope] { Array(feeds.keys) }
     public var watchedUsers: [String] { Array(users.keys) }
-    public var waiterCount: Int { waiters.count }
-    public var armedCount: Int { waiters.values.count(where: { $0.armed != nil }) }
+    /// Waiters a connection holds (lingering ones are not counted).
+    public var waiterCount: Int { waiters.count - lingeringCount }
+    public var lingeringWaiterCount: Int { lingeringCount }
+    public var armedCount: Int { waiters.values.count(where: { $0.armed != nil && $0.lingering == nil }) }
     public func connections(of userID: String) -> Int { connections[userID, default: 0] }
 }
 

@@ -24,8 +24,30 @@ public final class FeedWatcher: Service, Sendable {
     private struct State {
         var table: WatchTable
         var signals: [WaiterID: WakeSignal] = [:]
+        /// Long-polls that answered with nothing new, by the poll that would follow them.
+        var lingering: [PullQuery: Lingering] = [:]
+        var lingeringQueries: [WaiterID: PullQuery] = [:]
         var closed = false
+
+        /// Removes lingering waiters; returns them, to be released outside the lock (a waiter's
+        /// `deinit` takes it).
+        mutating func dropLingering(_ ids: some Sequence<WaiterID>) -> [LiveWaiter] {
+            ids.compactMap { id in
+                guard let query = lingeringQueries.removeValue(forKey: id) else { return nil }
+                table.remove(id)
+                signals[id] = nil
+                return lingering.removeValue(forKey: query)?.waiter
+            }
+        }
     }
+
+    struct Lingering {
+        var waiter: LiveWaiter
+        var page: PullPage
+    }
+
+    /// How long a long-poll that answered with nothing new stays armed for the device's next poll.
+    static let lingerFor: Duration = .seconds(10)
 
     /// - Parameters:
     ///   - interval: how often the safety net reads every watched head.
@@ -80,7 +102,7 @@ public final class FeedWatcher: Service, Sendable {
         }
         let woken = state.withLock { state -> [(WakeSignal, WatchTable.Wake)] in
             for (id, device) in finished { state.table.jobFinished(id, device: device) }
-            return Self.signals(for: state.table.observe(observed), in: state)
+            return Self.observe(observed, in: &state)
         }
         for (signal, wake) in woken { signal.wake(wake) }
         return lost
@@ -91,7 +113,7 @@ public final class FeedWatcher: Service, Sendable {
         let (feeds, users) = state.withLock { ($0.table.watchedFeeds, $0.table.watchedUsers) }
         do {
             let observed = try await store.watchState(feeds: feeds, users: users)
-            let woken = state.withLock { state in Self.signals(for: state.table.observe(observed), in: state) }
+            let woken = state.withLock { state in Self.observe(observed, in: &state) }
             for (signal, wake) in woken { signal.wake(wake) }
             if afterLoss {
                 // The listener reconnected (notifications may have been lost) or an operator
@@ -106,10 +128,20 @@ public final class FeedWatcher: Service, Sendable {
             logger.warning("the live waiters' safety-net read failed; retrying next interval", metadata: ["syncgate.error": "\(error)"])
         }
         reads.prune(olderThan: max(interval, .seconds(1)))
+        let expired = state.withLock { state in
+            state.dropLingering(state.table.staleLingering(before: .now - Self.lingerFor))
+        }
+        withExtendedLifetime(expired) {}
     }
 
-    private static func signals(for wakes: [WaiterID: WatchTable.Wake], in state: State) -> [(WakeSignal, WatchTable.Wake)] {
-        wakes.compactMap { id, wake in state.signals[id].map { ($0, wake) } }
+    /// Applies what was observed; returns the signals of the woken waiters that a connection holds.
+    /// Woken lingering waiters stay in the table, unarmed (so no poll adopts them), until the next
+    /// check drops them.
+    private static func observe(_ observed: WatchState, in state: inout State) -> [(WakeSignal, WatchTable.Wake)] {
+        state.table.observe(observed).compactMap { id, wake in
+            guard state.lingeringQueries[id] == nil else { return nil }
+            return state.signals[id].map { ($0, wake) }
+        }
     }
 
     // MARK: Waiters
@@ -131,11 +163,56 @@ public final class FeedWatcher: Service, Sendable {
         switch registered {
         case .success(let id):
             return LiveWaiter(id: id, device: device, signal: signal, watcher: self)
-        case .failure(.userLimit(let limit)):
-            throw ProtocolError(.rateLimited, "this user already holds \(limit) live connections (long-polls and event streams); close one or retry later", retryAfterSeconds: retryAfterSeconds)
-        case .failure(.processLimit(let limit)):
-            throw ProtocolError(.rateLimited, "this server holds its maximum of \(limit) live connections; retry later", retryAfterSeconds: retryAfterSeconds)
+        case .failure(let refusal):
+            throw Self.error(refusal, retryAfterSeconds: retryAfterSeconds)
         }
+    }
+
+    private static func error(_ refusal: WatchTable.Refusal, retryAfterSeconds: Int) -> ProtocolError {
+        switch refusal {
+        case .userLimit(let limit):
+            ProtocolError(.rateLimited, "this user already holds \(limit) live connections (long-polls and event streams); close one or retry later", retryAfterSeconds: retryAfterSeconds)
+        case .processLimit(let limit):
+            ProtocolError(.rateLimited, "this server holds its maximum of \(limit) live connections; retry later", retryAfterSeconds: retryAfterSeconds)
+        }
+    }
+
+    /// A long-poll answered `page`, with nothing new, at the deadline: its waiter stays armed
+    /// (lingers) for ``lingerFor``, for the device's next poll, `next`, to ``adopt(_:retryAfterSeconds:)``.
+    /// `false` if it cannot linger (then unregister it).
+    func linger(_ waiter: LiveWaiter, answered page: PullPage, next: PullQuery) -> Bool {
+        let (lingers, replaced) = state.withLock { state -> (Bool, [LiveWaiter]) in
+            guard !state.closed, state.table.linger(waiter.id, since: .now) else { return (false, []) }
+            // The same poll answered twice (one device, two identical long-polls): keep the newer.
+            let replaced = state.lingering[next].map { state.dropLingering([$0.waiter.id]) } ?? []
+            state.lingering[next] = Lingering(waiter: waiter, page: page)
+            state.lingeringQueries[waiter.id] = next
+            return (true, replaced)
+        }
+        withExtendedLifetime(replaced) {}
+        return lingers
+    }
+
+    /// The lingering waiter of the poll that `query` follows, and the page it answered (with the
+    /// device's newest finished job), if nothing passed it since: the poll may wait on it without
+    /// reading. `nil` if there is none (the poll registers and reads).
+    func adopt(_ query: PullQuery, retryAfterSeconds: Int) throws(ProtocolError) -> (LiveWaiter, PullPage)? {
+        let (adopted, dropped, refusal) = state.withLock { state -> ((LiveWaiter, PullPage)?, [LiveWaiter], WatchTable.Refusal?) in
+            guard let entry = state.lingering[query] else { return (nil, [], nil) }
+            do throws(WatchTable.Refusal) {
+                guard try state.table.adopt(entry.waiter.id) else { return (nil, state.dropLingering([entry.waiter.id]), nil) }
+            } catch {
+                return (nil, state.dropLingering([entry.waiter.id]), error)
+            }
+            state.lingering[query] = nil
+            state.lingeringQueries[entry.waiter.id] = nil
+            var page = entry.page
+            page.deviceWatermark = max(page.deviceWatermark, state.table.watermark(of: entry.waiter.device))
+            return ((entry.waiter, page), [], nil)
+        }
+        withExtendedLifetime(dropped) {}
+        if let refusal { throw Self.error(refusal, retryAfterSeconds: retryAfterSeconds) }
+        return adopted
     }
 
     func arm(_ waiter: LiveWaiter, positions: [Scope: Int64], scopesVersion: Int64) {
@@ -172,12 +249,16 @@ public final class FeedWatcher: Service, Sendable {
     /// Ends every wait at once (shutdown of a server whose requests are not drained by a
     /// graceful-shutdown handler).
     public func close() {
-        let signals = state.withLock { state in
+        let (signals, lingering) = state.withLock { state in
             state.closed = true
-            return Array(state.signals.values)
+            return (Array(state.signals.values), state.dropLingering(Array(state.lingeringQueries.keys)))
         }
         signals.forEach { $0.close() }
+        withExtendedLifetime(lingering) {}
     }
+
+    /// Long-polls that answered with nothing new and stay armed for their device's next poll.
+    public var lingeringCount: Int { state.withLock { $0.table.lingeringWaiterCount } }
 }
 
 /// One registered live connection. Dropping it unregisters it, so a response body that never

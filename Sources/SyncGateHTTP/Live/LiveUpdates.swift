@@ -39,19 +39,32 @@ struct LiveUpdates: Sendable {
     /// touching the store until a head passes its positions or its scopes change. A wake on
     /// advanced feeds reads only those feeds, through reads shared with every waiter at the same
     /// position; a scopes change runs a whole pull.
+    ///
+    /// A poll that ends with nothing new leaves its waiter armed for a while; the device's next
+    /// poll, with the cursor it was given, takes it over and waits without reading if nothing
+    /// passed it meanwhile. So an idle long-poll, re-polling every `wait`, costs no store call.
     func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullPage {
         let deadline = ContinuousClock.now + timeout
         let device = DeviceKey(userID: query.userID, deviceID: query.deviceID)
         let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
-        let waiter = try watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
-        defer { waiter.unregister() }
+        let adopted = try watcher.adopt(query, retryAfterSeconds: retryAfterSeconds)
+        let waiter = try adopted?.0 ?? watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
+        var lingers = false
+        defer { if !lingers { waiter.unregister() } }
         return try await withGracefulShutdownHandler {
-            var page = try await store.pull(query)
+            var page: PullPage
+            if let adopted { page = adopted.1 } else { page = try await store.pull(query) }
             while true {
                 // A first page that reads households not registered yet has news anyway (scopes added).
                 guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else { return page }
                 watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
-                guard case .woken(let wake) = await waiter.wait(until: deadline) else { return page }
+                let outcome = await waiter.wait(until: deadline)
+                if case .timedOut = outcome {
+                    var next = query
+                    next.cursor = page.cursor
+                    lingers = watcher.linger(waiter, answered: page, next: next)
+                }
+                guard case .woken(let wake) = outcome else { return page }
                 var next = query
                 next.cursor = page.cursor
                 if wake.scopesChanged || wake.resynchronize {
