@@ -66,13 +66,20 @@ extension PostgresDriver {
         ).first.map(Self.jobRow)
     }
 
+    /// Evaluated in a statement's CTE (and referenced, so it runs), makes that statement's own
+    /// implicit transaction commit without waiting for the WAL flush.
+    static let relaxedCommit = "set_config('synchronous_commit', 'off', true) AS synchronous_commit"
+
     public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
         // Oldest runnable jobs first, skipping rows other workers are claiming, and only a user's
-        // oldest unfinished job: one job per user at a time, in push order.
+        // oldest unfinished job: one job per user at a time, in push order. The commit does not
+        // wait for the WAL flush (`relaxed`): a claim lost in a crash only runs the job again
+        // (docs/job-states.md, "Claims and heartbeats do not wait for fsync").
         let rows = try await query(
             "claim jobs", .job,
             """
-            WITH candidates AS (
+            WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)),
+            candidates AS (
                 SELECT j.id FROM jobs j
                 WHERE j.state IN ('queued', 'retrying') AND j.run_at <= coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
                   AND NOT EXISTS (
@@ -91,7 +98,7 @@ extension PostgresDriver {
                 lease_token = md5(random()::text || clock_timestamp()::text),
                 lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
                 updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
-            FROM candidates WHERE jobs.id = candidates.id
+            FROM candidates, relaxed WHERE jobs.id = candidates.id
             RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
             """,
             as: (Int64, String, String, String, Int, Int, String).self
@@ -104,12 +111,16 @@ extension PostgresDriver {
 
     public func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
         // A job whose row is locked is being applied right now, which protects it better than a
-        // lease: skip it rather than wait for the apply transaction.
+        // lease: skip it rather than wait for the apply transaction. Like a claim, it does not wait
+        // for the WAL flush: a lost extension can only let a lease expire early, and fencing
+        // makes that safe.
         try await execute(
             "extend leases", .job,
             """
+            WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
             UPDATE jobs SET lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
                 updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
+            FROM relaxed
             WHERE id IN (
                 SELECT j.id FROM jobs j
                 JOIN unnest(\(leases.map(\.id))::bigint[], \(leases.map(\.token))::text[]) AS lease(id, token)

@@ -3,12 +3,15 @@ public import ServiceLifecycle
 public import SyncGateCore
 public import SyncGateStorage
 
-/// Claims jobs and applies them, one lane per unit of concurrency.
+/// Claims jobs and applies them, up to `concurrency` at a time.
 ///
-/// Each lane claims one job at a time (the claim hands out at most one job per user, oldest
-/// first), keeps its lease alive with a heartbeat while applying, and records failures with
-/// capped, jittered backoff until the attempts run out and the job is `dead`. A rescuer returns
-/// jobs whose lease expired (their worker died) to the queue.
+/// One producer per process (River's design) claims as many runnable jobs as it has free lanes
+/// in one query (the claim hands out at most one job per user, oldest first) and hands each to
+/// a lane; it claims again when a lane frees up, when a "jobs available" notification arrives
+/// (however many arrive meanwhile: they coalesce into one claim), or every `pollInterval`. One
+/// heartbeat per process extends every lease in hand in one statement. Failures are recorded
+/// with capped, jittered backoff until the attempts run out and the job is `dead`. A rescuer
+/// returns jobs whose lease expired (their worker died) to the queue.
 ///
 /// On graceful shutdown (SIGTERM) lanes stop claiming and finish the jobs in hand.
 public final class Worker: Service {
@@ -36,20 +39,18 @@ public final class Worker: Service {
             stop.trigger()
         }
         guard !stop.isTriggered else { return }
-        let subscriptions = (0..<configuration.concurrency).map { _ in
-            store.notifier.subscribe(.init(jobsAvailable: true))
-        }
+        let subscription = store.notifier.subscribe(.init(jobsAvailable: true))
+        let leases = LeasesInHand()
         logger.info("worker started", metadata: ["syncgate.concurrency": "\(configuration.concurrency)"])
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                for (lane, subscription) in subscriptions.enumerated() {
-                    group.addTask { await self.runLane(lane, subscription: subscription, stop: stop) }
-                }
+                group.addTask { await self.runProducer(subscription: subscription, leases: leases, stop: stop) }
+                group.addTask { await self.runHeartbeat(leases: leases, stop: stop) }
                 group.addTask { await self.runRescuer(stop: stop) }
             }
         } onGracefulShutdown: {
             stop.trigger()
-            subscriptions.forEach { $0.cancel() }
+            subscription.cancel()
         }
         logger.info("worker stopped")
     }
@@ -71,22 +72,61 @@ public final class Worker: Service {
         }
     }
 
-    func runLane(_ lane: Int, subscription: ChangeSubscription, stop: StopSignal) async {
+    /// Claims up to the free lanes' worth of jobs in one query and applies each in a lane of its
+    /// own; on graceful shutdown stops claiming and waits for the lanes in hand.
+    func runProducer(subscription: ChangeSubscription, leases: LeasesInHand, stop: StopSignal) async {
+        // Lanes ring it when they finish; the notifications are forwarded to it.
+        let doorbell = ChangeNotifier()
+        let rung = doorbell.subscribe(.init(jobsAvailable: true))
+        defer { rung.cancel() }
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                while let events = await subscription.next(timeout: .seconds(3600)) {
+                    if events.contains(.jobsAvailable) { doorbell.publish(.jobsAvailable) }
+                }
+                rung.cancel()
+            }
+            let running = Locked(0)
+            while !stop.isTriggered, !Task.isCancelled {
+                let free = configuration.concurrency - running.value
+                if free > 0 {
+                    do {
+                        let claimed = try await store.claimJobs(workerID: configuration.workerID, limit: free, leaseMilliseconds: configuration.leaseMilliseconds)
+                        for job in claimed {
+                            running.update { $0 += 1 }
+                            leases.insert(job.lease)
+                            group.addTask {
+                                await self.process(job)
+                                leases.remove(job.lease)
+                                running.update { $0 -= 1 }
+                                doorbell.publish(.jobsAvailable)
+                            }
+                        }
+                    } catch {
+                        logger.warning("claiming jobs failed", metadata: ["syncgate.error": "\(error)"])
+                    }
+                }
+                // Claim again when a lane finishes (its user's next job may be runnable now), on a
+                // notification (all that arrived meanwhile count once), or after the poll
+                // interval. One that rang during the claim is still pending: no wake-up is lost.
+                _ = await rung.next(timeout: configuration.pollInterval)
+                if rung.isFinished { break }
+            }
+            subscription.cancel()
+        }
+    }
+
+    /// One statement per interval extends every lease this process holds.
+    func runHeartbeat(leases: LeasesInHand, stop: StopSignal) async {
         while !stop.isTriggered, !Task.isCancelled {
-            let claimed: [ClaimedJob]
+            await stop.sleep(for: configuration.heartbeatInterval)
+            let held = leases.all
+            guard !held.isEmpty, !stop.isTriggered else { continue }
             do {
-                claimed = try await store.claimJobs(workerID: configuration.workerID, limit: 1, leaseMilliseconds: configuration.leaseMilliseconds)
+                try await store.extendLeases(held, leaseMilliseconds: configuration.leaseMilliseconds)
             } catch {
-                logger.warning("claiming jobs failed", metadata: ["syncgate.error": "\(error)"])
-                _ = await subscription.next(timeout: configuration.pollInterval)
-                continue
+                logger.warning("extending leases failed; retrying next interval", metadata: ["syncgate.error": "\(error)"])
             }
-            guard let job = claimed.first else {
-                // Idle: wake on a "jobs available" notification, or poll.
-                _ = await subscription.next(timeout: configuration.pollInterval)
-                continue
-            }
-            await process(job)
         }
     }
 
@@ -97,23 +137,8 @@ public final class Worker: Service {
         let started = ContinuousClock.now
         let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
         do {
-            let outcome = try await withThrowingTaskGroup(of: ApplyOutcome?.self) { group in
-                group.addTask {
-                    while true {
-                        try await Task.sleep(for: self.configuration.heartbeatInterval)
-                        try? await self.store.extendLeases([job.lease], leaseMilliseconds: self.configuration.leaseMilliseconds)
-                    }
-                }
-                group.addTask {
-                    try await self.hooks.beforeApply(info)
-                    return try await self.store.apply(job, collections: self.collections, now: Timestamp.now())
-                }
-                defer { group.cancelAll() }
-                while let result = try await group.next() {
-                    if let outcome = result { return outcome }
-                }
-                return ApplyOutcome.leaseLost
-            }
+            try await hooks.beforeApply(info)
+            let outcome = try await store.apply(job, collections: collections, now: Timestamp.now())
             switch outcome {
             case .done(let results, let statements):
                 logger.debug("job applied", metadata: [
@@ -168,20 +193,27 @@ extension JobSettlement {
     }
 }
 
-/// A one-way flag that also ends sleeps early.
+/// The leases a worker process holds now, for its one heartbeat.
+final class LeasesInHand: Sendable {
+    private let leases = Locked<[Int64: JobLease]>([:])
+
+    func insert(_ lease: JobLease) { leases.update { $0[lease.id] = lease } }
+    func remove(_ lease: JobLease) { leases.update { $0[lease.id] = nil } }
+    var all: [JobLease] { leases.value.values.sorted { $0.id < $1.id } }
+}
+
+/// A one-way flag that also ends sleeps early; any number of tasks may sleep on it at once.
 final class StopSignal: Sendable {
     private let notifier = ChangeNotifier()
-    private let subscription: ChangeSubscription
 
-    init() {
-        subscription = notifier.subscribe(.init())
-    }
+    var isTriggered: Bool { notifier.isClosed }
 
-    var isTriggered: Bool { subscription.isFinished }
-
-    func trigger() { subscription.cancel() }
+    func trigger() { notifier.close() }
 
     func sleep(for duration: Duration) async {
+        // A subscription per sleeper: one subscription holds one waiter.
+        let subscription = notifier.subscribe(.init())
+        defer { subscription.cancel() }
         _ = await subscription.next(timeout: duration)
     }
 }

@@ -1,0 +1,66 @@
+public import SyncGateCore
+public import SyncGateStorage
+
+/// A worker store that counts its calls and the jobs each claim asked for: tests of how often a
+/// worker touches the database.
+public final class CountingWorkerStore: WorkerStore {
+    public let base: any WorkerStore
+    private let calls = Locked<[String: Int]>([:])
+    private let limits = Locked<[Int]>([])
+    private let extended = Locked<[[Int64]]>([])
+
+    public init(_ base: any WorkerStore) {
+        self.base = base
+    }
+
+    public var notifier: ChangeNotifier { base.notifier }
+
+    public var counts: [String: Int] { calls.value }
+    public func count(_ name: String) -> Int { calls.value[name, default: 0] }
+    /// The `limit` of every claim so far.
+    public var claimLimits: [Int] { limits.value }
+    /// The job ids of every heartbeat so far.
+    public var heartbeats: [[Int64]] { extended.value }
+    public func reset() {
+        calls.update { $0 = [:] }
+        limits.update { $0 = [] }
+        extended.update { $0 = [] }
+    }
+
+    private func record(_ name: String) {
+        calls.update { $0[name, default: 0] += 1 }
+    }
+
+    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+        record("claimJobs")
+        limits.update { $0.append(limit) }
+        return try await base.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
+    }
+
+    public func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
+        record("extendLeases")
+        extended.update { $0.append(jobs.map(\.id)) }
+        try await base.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds)
+    }
+
+    public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        record("apply")
+        return try await base.apply(job, collections: collections, now: now)
+    }
+
+    @discardableResult
+    public func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+        record("fail")
+        return try await base.fail(job, error: error, settlement: settlement)
+    }
+
+    public func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+        record("rescueExpiredLeases")
+        return try await base.rescueExpiredLeases(policy: policy, jitter: jitter)
+    }
+
+    public func schemaStatus() async throws -> SchemaStatus {
+        record("schemaStatus")
+        return try await base.schemaStatus()
+    }
+}

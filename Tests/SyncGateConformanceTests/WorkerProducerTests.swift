@@ -1,0 +1,82 @@
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWorker
+import Testing
+
+/// One producer and one heartbeat per worker process: an idle worker costs one claim per poll
+/// interval whatever its lanes, one claim fills every free lane, one statement extends every lease.
+@Suite(.timeLimit(.minutes(2))) struct WorkerProducerTests {
+    static func worker(_ store: any WorkerStore, _ harness: StoreHarness, concurrency: Int, hooks: WorkerHooks = .init()) -> Worker {
+        Worker(
+            store: store,
+            collections: harness.collections,
+            configuration: WorkerConfiguration(
+                concurrency: concurrency, heartbeatInterval: .milliseconds(100), pollInterval: .milliseconds(200),
+                rescueInterval: .seconds(60), workerID: "producer"
+            ),
+            hooks: hooks,
+            logger: StoreHarness.logger
+        )
+    }
+
+    static func running<Result: Sendable>(_ worker: Worker, _ body: @Sendable () async throws -> Result) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await worker.run() }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func anIdleWorkerClaimsOncePerPollIntervalWhateverItsLanes(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let store = CountingWorkerStore(harness.store)
+            try await Self.running(Self.worker(store, harness, concurrency: 8)) {
+                try await eventually("the first claim", timeout: .seconds(10)) { store.count("claimJobs") > 0 }
+                store.reset()
+                try await Task.sleep(for: .seconds(1))
+                // Five intervals: five claims (a loaded machine may fit fewer); eight lanes each
+                // polling would make forty.
+                #expect((1...7).contains(store.count("claimJobs")), "\(store.counts)")
+                #expect(store.claimLimits.allSatisfy { $0 == 8 }, "an idle worker asks for all its lanes: \(store.claimLimits)")
+                #expect(store.count("extendLeases") == 0, "no lease in hand, no heartbeat")
+            }
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func oneClaimFillsTheFreeLanesAndOneHeartbeatExtendsEveryLease(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            var pushed: [Int64] = []
+            for user in ["u1", "u2", "u3", "u4"] {
+                pushed.append(try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 1])], user: user))
+            }
+            let ids = pushed
+            let store = CountingWorkerStore(harness.store)
+            let inHand = Locked<[Int64]>([])
+            let claimsWhenFull = Locked<Int?>(nil)
+            let allInHand = TestGate("four jobs in hand")
+            let release = TestGate("the jobs' release")
+            let hooks = WorkerHooks(beforeApply: { job in
+                let count = inHand.update { $0.append(job.id); return $0.count }
+                if count == 4 {
+                    claimsWhenFull.update { $0 = store.count("claimJobs") }
+                    allInHand.open()
+                }
+                try await release.wait()
+            })
+            try await Self.running(Self.worker(store, harness, concurrency: 4, hooks: hooks)) {
+                try await allInHand.wait()
+                #expect(claimsWhenFull.value == 1, "one claim handed out four jobs: \(store.claimLimits)")
+                #expect(store.claimLimits.first == 4)
+                try await eventually("a heartbeat", timeout: .seconds(10)) { !store.heartbeats.isEmpty }
+                #expect(store.heartbeats.first == ids.sorted(), "one statement for every lease in hand")
+                release.open()
+                for (id, user) in zip(ids, ["u1", "u2", "u3", "u4"]) {
+                    #expect(try await harness.waitFinished(id, user: user).state == .done)
+                }
+            }
+        }
+    }
+}
