@@ -197,7 +197,7 @@ public struct StoreHarness: Sendable {
     public func execute(_ sql: String) async throws {
         switch url {
         case .postgres(let location):
-            try await withConnection(location) { try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) }
+            _ = try await withConnection(location) { try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) }
         case .sqlite(let path):
             // A running server's idle workers take the write lock to claim: wait like it does.
             var configuration = Configuration()
