@@ -35,10 +35,10 @@ import Testing
             try await Self.running(Self.worker(store, harness, concurrency: 8)) {
                 try await eventually("the first claim", timeout: .seconds(10)) { store.count("claimJobs") > 0 }
                 store.reset()
-                try await Task.sleep(for: .seconds(1))
-                // Five intervals: five claims (a loaded machine may fit fewer); eight lanes each
-                // polling would make forty.
-                #expect((1...7).contains(store.count("claimJobs")), "\(store.counts)")
+                try await Task.sleep(for: .seconds(2))
+                // Ten intervals: ten claims (a loaded machine may fit fewer); eight lanes each
+                // polling would make eighty.
+                #expect((1...14).contains(store.count("claimJobs")), "\(store.counts)")
                 #expect(store.claimLimits.allSatisfy { $0 == 8 }, "an idle worker asks for all its lanes: \(store.claimLimits)")
                 #expect(store.count("extendLeases") == 0, "no lease in hand, no heartbeat")
             }
