@@ -21,17 +21,26 @@ import Testing
         return configuration
     }
 
-    /// Idle waiters cost no store call: while 30 long-polls and 3 event streams sleep, the only
-    /// calls are the safety net's, one per interval for the whole process.
-    @Test(arguments: Driver.selected)
-    func idleWaitersMakeNoStoreCalls(_ driver: Driver) async throws {
+    /// An HTTP harness whose front store counts its calls.
+    static func withCountingFront(
+        _ driver: Driver, setup: TestingSetup = .router, configuration: FrontConfiguration = HTTPHarness.testConfiguration, workers: Int,
+        notificationsOnly: Bool = false, _ body: @Sendable (HTTPHarness, CountingFrontStore) async throws -> Void
+    ) async throws {
         let counting = Locked<CountingFrontStore?>(nil)
-        try await HTTPHarness.with(driver, setup: .live, configuration: Self.configuration(), workers: 1, front: { base in
+        try await HTTPHarness.with(driver, setup: setup, configuration: configuration, workers: workers, notificationsOnly: notificationsOnly, front: { base in
             let store = CountingFrontStore(base)
             counting.update { $0 = store }
             return store
         }) { http in
-            let store = try #require(counting.value)
+            try await body(http, try #require(counting.value))
+        }
+    }
+
+    /// Idle waiters cost no store call: while 30 long-polls and 3 event streams sleep, the only
+    /// calls are the safety net's, one per interval for the whole process.
+    @Test(arguments: Driver.selected)
+    func idleWaitersMakeNoStoreCalls(_ driver: Driver) async throws {
+        try await Self.withCountingFront(driver, setup: .live, configuration: Self.configuration(), workers: 1) { http, store in
             let port = try #require(http.client.port)
             _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "alice")], user: "bob")
             var cursors: [String: String] = [:]
@@ -86,13 +95,7 @@ import Testing
     /// net is a minute away).
     @Test(arguments: Driver.selected)
     func aChangeCommittedBetweenTheReadAndTheWaitWakesTheWaiter(_ driver: Driver) async throws {
-        let counting = Locked<CountingFrontStore?>(nil)
-        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true, front: { base in
-            let store = CountingFrontStore(base)
-            counting.update { $0 = store }
-            return store
-        }) { http in
-            let store = try #require(counting.value)
+        try await Self.withCountingFront(driver, workers: 1, notificationsOnly: true) { http, store in
             let cursor = try await http.pullAll(device: "tablet").cursor
             store.onceAfterNextPull {
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
@@ -111,13 +114,7 @@ import Testing
     /// between the answer and the re-poll is still answered at once (the safety net is a minute away).
     @Test(arguments: Driver.selected)
     func anIdleRePollWaitsWithoutReading(_ driver: Driver) async throws {
-        let counting = Locked<CountingFrontStore?>(nil)
-        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true, front: { base in
-            let store = CountingFrontStore(base)
-            counting.update { $0 = store }
-            return store
-        }) { http in
-            let store = try #require(counting.value)
+        try await Self.withCountingFront(driver, workers: 1, notificationsOnly: true) { http, store in
             var cursor = try await http.pullAll(device: "tablet").cursor
             store.reset()
             for poll in 0..<3 {
@@ -129,7 +126,7 @@ import Testing
             #expect(store.count("pull") == 1, "only the first poll read: \(store.counts)")
             #expect(Set(store.counts.keys).isSubset(of: ["pull", "watchState"]), "\(store.counts)")
 
-            // Another device's poll, or another cursor, does not take it over.
+            // Another device's poll with the same cursor does not take it over: it reads.
             _ = try await http.pull(device: "phone", query: "cursor=\(cursor)&wait=100")
             #expect(store.count("pull") == 2)
 
@@ -287,13 +284,7 @@ import Testing
     /// One change to a household wakes all its 100 connected members; their pulls share one read.
     @Test(arguments: Driver.selected)
     func aHouseholdChangeWakesEveryMemberWithSharedReads(_ driver: Driver) async throws {
-        let counting = Locked<CountingFrontStore?>(nil)
-        try await HTTPHarness.with(driver, configuration: Self.configuration(), workers: 1, front: { base in
-            let store = CountingFrontStore(base)
-            counting.update { $0 = store }
-            return store
-        }) { http in
-            let store = try #require(counting.value)
+        try await Self.withCountingFront(driver, configuration: Self.configuration(), workers: 1) { http, store in
             let members = (0..<100).map { "m\($0)" }
             _ = try await http.results([Op.create("households", "home", ["name": "Home"])] + members.map { HouseholdTests.member("home", $0) }, user: "owner")
             var cursors: [String: String] = [:]

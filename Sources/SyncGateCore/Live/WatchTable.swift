@@ -123,18 +123,22 @@ public struct WatchTable: Sendable {
 
     public mutating func remove(_ id: WaiterID) {
         guard let waiter = waiters.removeValue(forKey: id) else { return }
-        if waiter.lingering != nil {
-            // Its connection was already given back when it began to linger.
-            lingeringCount -= 1
-            connections[waiter.device.userID, default: 0] += 1
-        }
         for scope in waiter.feeds { forget(id, feed: scope) }
         users[waiter.device.userID]?.waiters.remove(id)
         if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
         devices[waiter.device]?.waiters.remove(id)
         if devices[waiter.device]?.waiters.isEmpty == true { devices[waiter.device] = nil }
-        let held = connections[waiter.device.userID, default: 1] - 1
-        connections[waiter.device.userID] = held > 0 ? held : nil
+        if waiter.lingering != nil {
+            // Its connection was given back when it began to linger.
+            lingeringCount -= 1
+        } else {
+            releaseConnection(of: waiter.device.userID)
+        }
+    }
+
+    private mutating func releaseConnection(of userID: String) {
+        let held = connections[userID, default: 1] - 1
+        connections[userID] = held > 0 ? held : nil
     }
 
     /// The waiter's long-poll answered with nothing new at the positions it is armed with: keep it
@@ -144,8 +148,7 @@ public struct WatchTable: Sendable {
         guard let waiter = waiters[id], waiter.armed != nil, waiter.lingering == nil, lingeringCount < limits.perProcess else { return false }
         waiters[id]?.lingering = now
         lingeringCount += 1
-        let held = connections[waiter.device.userID, default: 1] - 1
-        connections[waiter.device.userID] = held > 0 ? held : nil
+        releaseConnection(of: waiter.device.userID)
         return true
     }
 
