@@ -98,6 +98,23 @@ struct LocalStoreTests {
         #expect(try await store.entity(cabin) == nil)
     }
 
+    /// Seed 1655 of the convergence run: bob's write to the household was in flight, lost its
+    /// answer, and bob left; the retried push's answer (server_wins, from before he left)
+    /// brought the household's document back after the pull had dropped the household.
+    @Test("an answer that arrives after its household was left does not bring the household's data back")
+    func answerAfterLeaving() async throws {
+        let start = try await store.beginPull()
+        _ = try await store.apply(page([PullChange(key: .eggs, data: ["q": 1], version: 1)], added: ["home"]), epoch: start.epoch)
+        try await _ = write(.patch(["q": 2]), .eggs)
+        _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
+        _ = try await store.apply(page([], cursor: "d", removed: ["home"]), epoch: start.epoch)
+        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .eggs, .serverWins, version: 3, serverData: ["q": 7])])
+        #expect(settlement.outcomes.map(\.result) == [.serverWins(version: 3, data: ["q": 7])])
+        #expect(try await store.entity(.eggs) == nil)
+        #expect(try await store.serverRecords().isEmpty)
+        #expect(try await store.outbox().isEmpty)
+    }
+
     @Test("a resync keeps what the feed brings again, drops the rest at its end, and keeps the outbox")
     func resync() async throws {
         let first = try await store.beginPull()

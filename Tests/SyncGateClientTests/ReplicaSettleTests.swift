@@ -60,6 +60,27 @@ struct ReplicaSettleTests {
         #expect(slice.server[.milk] == ServerRecord(version: 6, data: ["name": "Milk", "quantity": 3, "unit": "l"]))
     }
 
+    @Test("server_wins and merged for a household the device no longer reads: the document is not adopted")
+    func unreadableHousehold() throws {
+        for status in [WireResult.Status.serverWins, .merged] {
+            var slice = ReplicaSlice()
+            try record(.put(["name": "Milk"]), on: .milk, in: &slice, keys: KeyMaker())
+            markSent(["k1"], in: &slice)
+            let settlement = slice.settle(
+                batch: ["k1"], results: [result("k1", .milk, status, version: 3, serverData: ["name": "Oat milk"], merged: ["name": "Oat milk"])],
+                pullEpoch: 1, unreadable: ["home"]
+            )
+            #expect(settlement.outcomes.count == 1)
+            #expect(slice.outbox.isEmpty)
+            #expect(slice.server[.milk] == nil)
+            #expect(slice.view(of: .milk).data == nil)
+        }
+        // Another household, or the user's own scope, is unaffected.
+        var (slice, _) = try sentUpdate()
+        _ = slice.settle(batch: ["k1"], results: [result("k1", .milk, .serverWins, version: 4, serverData: ["name": "Oat milk"])], pullEpoch: 1, unreadable: ["cabin"])
+        #expect(slice.server[.milk]?.version == 4)
+    }
+
     @Test("rejected: the write leaves the outbox and the view shows the server's state again")
     func rejected() throws {
         var (slice, _) = try sentUpdate()

@@ -19,7 +19,12 @@ extension ReplicaSlice {
     ///
     /// An entry that followed one of these takes its resulting version as base version when the
     /// write took effect; after a loss or a rejection it keeps the base version it was made on.
-    mutating func settle(batch: [String], results: [WireResult], pullEpoch: Int64) -> PushSettlement {
+    ///
+    /// - Parameter unreadable: households of the batch the device does not read now (it left
+    ///   them while the batch was in flight, or has not pulled them yet). A server document
+    ///   for one of them is not adopted: the device may no longer see it, and nothing would
+    ///   remove it again; a pull brings the household's state if the user is a member.
+    mutating func settle(batch: [String], results: [WireResult], pullEpoch: Int64, unreadable: Set<String> = []) -> PushSettlement {
         var settlement = PushSettlement()
         var byKey: [String: WireResult] = [:]
         for result in results { byKey[result.idempotencyKey] = result }
@@ -48,13 +53,13 @@ extension ReplicaSlice {
             case .merged:
                 let data = result.mergedData ?? [:]
                 outcome = .merged(version: version, data: data)
-                adopt(data, version: version, for: entry.key)
+                if !entry.key.isIn(unreadable) { adopt(data, version: version, for: entry.key) }
                 rebaseFollower(of: index, on: version)
                 leaving.insert(idempotencyKey)
             case .serverWins:
                 let data = result.serverData?.objectValue
                 outcome = .serverWins(version: version, data: data)
-                adopt(data, version: version, for: entry.key)
+                if !entry.key.isIn(unreadable) { adopt(data, version: version, for: entry.key) }
                 rebaseFollower(of: index, on: nil)
                 leaving.insert(idempotencyKey)
             case .rejected(let code, let message, let retryable):
@@ -110,5 +115,11 @@ extension ReplicaSlice {
         else { return }
         outbox[next].followsPending = false
         if let version { outbox[next].baseVersion = version }
+    }
+}
+
+extension EntityKey {
+    fileprivate func isIn(_ households: Set<String>) -> Bool {
+        householdID.map(households.contains) ?? false
     }
 }

@@ -64,9 +64,11 @@ extension LocalStore {
         try await database.write { db in
             let epoch = try Self.pullState(db).epoch
             let keys = try Self.entityKeys(db, idempotencyKeys: batch)
+            let known = Set(try String.fetchAll(db, sql: "SELECT household_id FROM household"))
+            let unreadable = Set(keys.compactMap(\.householdID)).subtracting(known)
             let original = try Self.slice(db, keys: keys)
             var updated = original
-            let settlement = updated.settle(batch: batch, results: results, pullEpoch: epoch)
+            let settlement = updated.settle(batch: batch, results: results, pullEpoch: epoch, unreadable: unreadable)
             try Self.save(db, from: original, to: updated)
             return settlement
         }
