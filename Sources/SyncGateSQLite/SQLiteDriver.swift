@@ -32,9 +32,13 @@ public final class SQLiteDriver: StorageDriver, Service {
         configuration.allowsUnsafeTransactions = true
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA foreign_keys = ON")
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         self.pool = try DatabasePool(path: path, configuration: configuration)
+        // FULL: in WAL mode NORMAL does not sync the log at commit, so an acknowledged push could
+        // vanish on power loss; FULL syncs every commit (one fsync each). Set on the writer after
+        // the pool opened it: GRDB sets NORMAL while switching the writer to WAL, after
+        // `prepareDatabase` ran.
+        try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
     }
 
     /// The driver needs no background work of its own: it waits for shutdown, then closes the

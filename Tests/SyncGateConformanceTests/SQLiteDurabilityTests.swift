@@ -1,0 +1,37 @@
+import GRDB
+import Logging
+import SyncGateCore
+import SyncGateServer
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+@testable import SyncGateSQLite
+
+/// The embedded driver's promises about the file: an acknowledged push survives power loss, and
+/// a command opening a live server's file leaves the server's jobs alone.
+@Suite(.timeLimit(.minutes(1))) struct SQLiteDurabilityTests {
+    /// WAL with `synchronous = NORMAL` does not sync the log at commit: the push a client was told
+    /// is stored could vanish with the power. FULL (2) syncs every commit.
+    @Test func everyCommitIsSyncedToDisk() async throws {
+        let driver = try SQLiteDriver(path: try TestDatabases.freshSQLitePath(), logger: TestDatabases.logger)
+        #expect(try await driver.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
+        #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+    }
+
+    /// `syncgate admin …` and `syncgate migrate` open the file of a running server: the job that
+    /// server's worker holds stays held (only a serving process, at its start, releases leases).
+    @Test func aCommandOpeningALiveFileKeepsTheServersLeases() async throws {
+        let path = try TestDatabases.freshSQLitePath()
+        try await StoreHarness.withExisting(.sqlite(path: path)) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            try await harness.execute("UPDATE jobs SET state = 'running', attempts = 1, lease_expires_at = 4102444800000 WHERE id = \(id)")
+        }
+        let (stats, _) = try await OpenStore.with(.sqlite(path: path), logger: TestDatabases.logger) { store in
+            (try await store.stats(), try await store.migrate(logger: TestDatabases.logger))
+        }
+        #expect(stats.jobsByState[.running] == 1, "\(stats)")
+        let lease = try await DatabaseQueue(path: path).read { try Int64.fetchOne($0, sql: "SELECT lease_expires_at FROM jobs") }
+        #expect(lease == 4_102_444_800_000)
+    }
+}
