@@ -35,8 +35,11 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
             return try await next(request, context)
         } catch {
             let protocolError = Self.protocolError(for: error, retryAfterSeconds: retryAfterSeconds)
+            // Drivers' errors describe themselves without bound values (see PostgresFailure).
             if protocolError.code == .internal {
                 context.logger.error("request failed", metadata: ["syncgate.error": "\(String(reflecting: error))"])
+            } else if let error = error as? StoreUnavailableError {
+                context.logger.warning("database unavailable", metadata: ["syncgate.error": "\(error.reason)"])
             }
             return protocolError.response
         }
@@ -48,8 +51,9 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
             return error
         case let error as CursorError:
             return error.protocolError
-        case let error as StoreUnavailableError:
-            return ProtocolError(.unavailable, "the database is unavailable; retry later (\(error.reason))", retryAfterSeconds: retryAfterSeconds)
+        case is StoreUnavailableError:
+            // The reason (which operation, how it failed) is logged, not sent.
+            return ProtocolError(.unavailable, "the database is unavailable; retry later", retryAfterSeconds: retryAfterSeconds)
         case let error as HTTPError:
             switch error.status.code {
             case 404, 405: return ProtocolError(.notFound, "no such route")

@@ -245,9 +245,11 @@ public final class PostgresDriver: StorageDriver, Service {
         }
     }
 
-    /// Connection-level failures become ``StoreUnavailableError``; anything else passes through.
+    /// Connection-level failures become ``StoreUnavailableError``; other PostgreSQL errors a
+    /// ``PostgresFailure`` (no bind values); anything else passes through.
     static func availabilityError(_ error: any Error, operation: String) -> any Error {
-        guard let error = error as? PSQLError, isConnectionFailure(error) else { return error }
+        guard let error = error as? PSQLError else { return error }
+        guard isConnectionFailure(error) else { return PostgresFailure(operation: operation, error) }
         return StoreUnavailableError("\(operation): \(error.code)")
     }
 

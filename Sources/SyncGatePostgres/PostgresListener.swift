@@ -50,7 +50,7 @@ struct PostgresListener: Sendable {
                 if Task.isCancelled { return }
                 if failures == 0 {
                     logger.warning("notification listener disconnected; reconnecting (until then the live waiters' safety net polls)", metadata: [
-                        "syncgate.error": "\(String(reflecting: error))",
+                        "syncgate.error": "\((error as? PSQLError).map { PostgresFailure(operation: "listen", $0) } ?? error)",
                     ])
                 }
                 failures += 1

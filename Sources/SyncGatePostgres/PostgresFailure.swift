@@ -1,0 +1,36 @@
+import Foundation
+import PostgresNIO
+
+/// A PostgreSQL error as SyncGate logs and records it: the operation, the SQLSTATE and the
+/// server's message — never the values bound to the statement or the server's DETAIL.
+///
+/// `PSQLError`'s debug description prints every bind (documents, ids, tokens' subjects) and the
+/// DETAIL quotes row values; its plain description says nothing at all. Logs, `500` answers and
+/// the `last_error` of dead jobs need the cause without the data, so the driver converts every
+/// `PSQLError` it passes on into this.
+public struct PostgresFailure: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public var operation: String
+    /// The SQLSTATE (e.g. `22P02`), or the client-side error code when the server sent none.
+    public var code: String
+    /// The server's message, cut before a `: ` that introduces a value (e.g. `invalid input
+    /// syntax for type integer: "…"`).
+    public var message: String
+
+    init(operation: String, _ error: PSQLError) {
+        self.operation = operation
+        if let info = error.serverInfo {
+            code = info[.sqlState] ?? "?"
+            let full = info[.message] ?? ""
+            message = full.range(of: ": ").map { String(full[..<$0.lowerBound]) } ?? full
+        } else {
+            code = "\(error.code)"
+            message = ""
+        }
+    }
+
+    public var description: String {
+        message.isEmpty ? "\(operation) failed: \(code)" : "\(operation) failed: \(code) \(message)"
+    }
+
+    public var debugDescription: String { description }
+}
