@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
@@ -176,6 +177,7 @@ let package = Package(
         .testTarget(
             name: "SyncGateConformanceTests",
             dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
                 "SyncGateTestSupport",
                 "SyncGateServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),

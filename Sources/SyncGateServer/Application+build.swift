@@ -30,11 +30,12 @@ public func buildApplication(
         ?? OpenStore.open(configuration.database, maximumConnections: 10 + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger)
     let store = opened.store
     let secret = try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database)
-    let authority = await TokenAuthority(secret: secret.value)
+    let authority = await TokenAuthority(secret: secret.value, maximumLifetimeSeconds: configuration.jwtMaximumLifetimeSeconds)
     if let file = secret.developmentFile {
-        let token = try await authority.issue(userID: "dev", ttlSeconds: 30 * 86_400)
+        let days = min(30 * 86_400, configuration.jwtMaximumLifetimeSeconds) / 86_400
+        let token = try await authority.issue(userID: "dev", ttlSeconds: min(30 * 86_400, configuration.jwtMaximumLifetimeSeconds))
         logger.warning("SYNCGATE_JWT_SECRET is not set: using the development secret in \(file). Set a real secret before exposing this server.")
-        logger.notice("a token for the user 'dev' (valid 30 days; mint others with `syncgate token --user ID`): \(token)")
+        logger.notice("a token for the user 'dev' (valid \(days) days; mint others with `syncgate token --user ID`): \(token)")
     }
 
     let front = configuration.front

@@ -31,6 +31,7 @@ extension ServerConfiguration {
 
         public static let databaseURL = Setting("databaseUrl", isSecret: true)
         public static let jwtSecret = Setting("jwtSecret", isSecret: true)
+        public static let jwtMaxLifetime = Setting("jwtMaxLifetime")
         public static let host = Setting("host")
         public static let port = Setting("port")
         public static let workers = Setting("workers")
@@ -59,7 +60,7 @@ extension ServerConfiguration {
 
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
-            databaseURL, jwtSecret, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
+            databaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout,
@@ -106,6 +107,12 @@ extension ServerConfiguration {
             }
         }
         jwtSecret = values.string(.jwtSecret)
+        if let lifetime = try values.milliseconds(.jwtMaxLifetime) {
+            guard lifetime >= 60_000, lifetime / 1000 <= Int64(Int32.max) else {
+                throw ConfigurationError("\(Setting.jwtMaxLifetime.describe) must be between 1m and 68 years, got \(lifetime / 1000) s")
+            }
+            jwtMaximumLifetimeSeconds = Int(lifetime / 1000)
+        }
         logLevel = values.string(.logLevel) ?? logLevel
         host = values.string(.host) ?? host
         port = try values.integer(.port, in: 1...65535) ?? port

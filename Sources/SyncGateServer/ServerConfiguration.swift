@@ -12,6 +12,8 @@ public struct ServerConfiguration: Sendable {
     /// The HS256 signing secret for bearer tokens; `nil` uses the development secret kept beside a
     /// SQLite database (refused for PostgreSQL).
     public var jwtSecret: String?
+    /// Tokens whose `exp` lies further ahead are refused.
+    public var jwtMaximumLifetimeSeconds = TokenAuthority.defaultMaximumLifetimeSeconds
     public var host = "127.0.0.1"
     public var port = 8080
     /// In-process worker lanes of `serve` (0: a front only).

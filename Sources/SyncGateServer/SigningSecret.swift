@@ -8,10 +8,28 @@ public struct SigningSecret: Sendable {
     /// Set when it is the generated development secret: the file that keeps it.
     public var developmentFile: String?
 
-    /// The configured secret; without one, in embedded (SQLite) mode, a development secret generated
-    /// once and kept beside the database, so `serve` and `token` agree across restarts.
+    /// A configured secret must have at least this many bytes (HS256 keys shorter than the hash
+    /// are guessable offline from one token).
+    public static let minimumBytes = 32
+    /// The example values in `deploy/` (a test keeps this list complete): refused, so a copied
+    /// manifest cannot go live with a secret everyone knows.
+    public static let placeholders: Set<String> = ["change-me-to-a-long-random-secret"]
+
+    /// The configured secret (checked: long enough, not a placeholder); without one, in embedded
+    /// (SQLite) mode, a development secret generated once and kept beside the database, so `serve`
+    /// and `token` agree across restarts.
     public static func resolve(configured: String?, database: DatabaseURL) throws(ConfigurationError) -> SigningSecret {
-        if let configured { return SigningSecret(value: configured) }
+        if let configured {
+            guard !placeholders.contains(configured) else {
+                throw ConfigurationError("SYNCGATE_JWT_SECRET is the example value from deploy/: set a long random secret (e.g. `openssl rand -hex 32`)")
+            }
+            guard configured.utf8.count >= minimumBytes else {
+                throw ConfigurationError(
+                    "SYNCGATE_JWT_SECRET has \(configured.utf8.count) bytes; it needs at least \(minimumBytes) (e.g. `openssl rand -hex 32`)"
+                )
+            }
+            return SigningSecret(value: configured)
+        }
         guard case .sqlite(let path) = database else {
             throw ConfigurationError("SYNCGATE_JWT_SECRET is not set: export a long random secret (e.g. `openssl rand -hex 32`)")
         }

@@ -30,6 +30,9 @@ struct TokenCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        print(try await TokenAuthority(secret: secret.value).issue(userID: user, ttlSeconds: ttl))
+        guard ttl <= configuration.jwtMaximumLifetimeSeconds else {
+            throw ValidationError("--ttl \(ttl) is longer than the servers accept (SYNCGATE_JWT_MAX_LIFETIME: \(configuration.jwtMaximumLifetimeSeconds) s)")
+        }
+        print(try await TokenAuthority(secret: secret.value, maximumLifetimeSeconds: configuration.jwtMaximumLifetimeSeconds).issue(userID: user, ttlSeconds: ttl))
     }
 }
