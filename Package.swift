@@ -59,6 +59,7 @@ let package = Package(
                 .embedInCode("Migrations/0001_initial.sql"),
                 .embedInCode("Migrations/0002_group_keys.sql"),
                 .embedInCode("Migrations/0003_scopes_version.sql"),
+                .embedInCode("Migrations/0004_enqueue.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -9,6 +9,7 @@ extension PostgresDriver {
         Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
         Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
+        Migration(version: 4, name: "enqueue", bytes: PackageResources._004_enqueue_sql),
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.

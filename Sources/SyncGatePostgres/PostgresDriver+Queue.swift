@@ -22,26 +22,18 @@ extension PostgresDriver {
     public func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let depth = try await globalQueueDepth()
         if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
-        // One statement: the user's queue limit, the insert and the notify. Like the two
-        // statements it replaces, the count is not serialised with other pushes of the same
-        // user: the limit is a guard against runaway clients, not an exact quota.
+        // One statement: the user's queue limit (exact: counted under a per-user lock), the insert
+        // and the notify (`syncgate_enqueue`, migration 0004).
         let rows = try await query(
             "enqueue", .request,
             """
-            WITH queued AS (
-                SELECT count(*)::int AS n FROM jobs WHERE user_id = \(job.userID) AND state IN \(unescaped: Self.unfinishedStates)
-            ),
-            job AS (
-                INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
-                SELECT \(job.userID), \(job.deviceID), \(job.maximumAttempts), \(job.operationCount), \(job.payload),
-                       coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()), coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()), coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
-                FROM queued WHERE queued.n < \(limits.maximumQueuedPerUser)
-                RETURNING id
+            SELECT queued, job_id FROM syncgate_enqueue(
+                \(job.userID), \(job.deviceID), \(job.maximumAttempts), \(job.operationCount), \(job.payload),
+                coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()),
+                \(limits.maximumQueuedPerUser), \(Self.channel), \(NotificationPayload.encode(.jobsAvailable))
             )
-            SELECT queued.n, job.id, CASE WHEN job.id IS NOT NULL THEN pg_notify(\(Self.channel), \(NotificationPayload.encode(.jobsAvailable)))::text END
-            FROM queued LEFT JOIN job ON true
             """,
-            as: (Int, Int64?, String?).self
+            as: (Int, Int64?).self
         )
         guard let row = rows.first else { throw StoreUnavailableError("enqueue returned no row") }
         guard let id = row.1 else { return .rateLimited(queued: row.0) }

@@ -193,6 +193,18 @@ public struct StoreHarness: Sendable {
         throw TestEnvironmentError(description: "job \(id) did not finish within \(timeout)")
     }
 
+    /// The first column of every row of raw SQL, as text (cast it in the query).
+    public func queryTexts(_ sql: String) async throws -> [String] {
+        switch url {
+        case .postgres(let location):
+            return try await withConnection(location) {
+                try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger).collect().map { try $0.decode(String.self) }
+            }
+        case .sqlite(let path):
+            return try await DatabaseQueue(path: path).read { try String.fetchAll($0, sql: sql) }
+        }
+    }
+
     /// Runs raw SQL on the harness's database (to plant rows no client could write).
     public func execute(_ sql: String) async throws {
         switch url {

@@ -154,6 +154,59 @@ import Testing
             #expect(try await harness.store.stats().queueDepth == 3)
         }
     }
+
+    /// The count and the insert are one decision per user: 200 concurrent pushes against a
+    /// limit of 100 accept exactly 100 (a count-then-insert lets several see 99).
+    @Test(arguments: Driver.selected)
+    func theUserQueueLimitIsExactUnderConcurrentPushes(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+            let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<200 {
+                    group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 100, maximumQueuedTotal: 10_000)).isAccepted }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(accepted == 100)
+            #expect(try await harness.store.stats().queueDepth == 100)
+
+            // The race is only at the crossing: cross it again, ten times (one user per round, 60
+            // pushes at once, limit 30), so a count that is not serialised is caught reliably.
+            for round in 0..<10 {
+                var roundJob = job
+                roundJob.userID = "round\(round)"
+                let job = roundJob
+                let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<60 {
+                        group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 30, maximumQueuedTotal: 10_000)).isAccepted }
+                    }
+                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+                #expect(accepted == 30, "round \(round)")
+            }
+        }
+    }
+
+    /// A user's jobs commit in id order, so the worker (which runs a user's lowest unfinished id)
+    /// never finishes a later push while an earlier one is still to commit, and the device
+    /// watermark never passes an unfinished push. Checked on PostgreSQL's commit timestamps
+    /// (the test server runs with `track_commit_timestamp`); SQLite has one writer.
+    @Test func aUsersJobsCommitInIdOrderUnderConcurrentPushes() async throws {
+        try await StoreHarness.with(.postgres) { harness in
+            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<200 {
+                    group.addTask { _ = try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 1_000, maximumQueuedTotal: 10_000)) }
+                }
+                try await group.waitForAll()
+            }
+            let order = try await harness.queryTexts(
+                "SELECT id::text FROM jobs WHERE user_id = 'alice' ORDER BY pg_xact_commit_timestamp(xmin), id"
+            )
+            #expect(order.count == 200)
+            #expect(order.map { Int64($0)! } == order.map { Int64($0)! }.sorted(), "commit order: \(order)")
+        }
+    }
 }
 
 extension ApplyOutcome {
