@@ -122,6 +122,9 @@ import Testing
                 "", "null", "[]", "{", #"{"operations":"x"}"#, #"{"operations":[]}"#, #"{"operations":[{}]}"#,
                 #"{"operations":[{"idempotency_key":"k","entity_type":"t","entity_id":"e","intent":"create"}]}"#,
                 #"{"operations":[\#(valid)],"trailing"#, "\u{FEFF}{}",
+                // Numbers that would change on the way in (beyond 64 bits, beyond a double's precision).
+                #"{"operations":[{"idempotency_key":"k","entity_type":"weightLogs","entity_id":"w","intent":"create","data":{"kg":18446744073709551616}}]}"#,
+                #"{"operations":[{"idempotency_key":"k","entity_type":"weightLogs","entity_id":"w","intent":"create","data":{"kg":70.123456789012345678}}]}"#,
             ]
             for body in bodies {
                 let response = try await http.send(.post, "/v1/sync/push", headers: try await http.headers(), body: body)

@@ -10,11 +10,31 @@ import Testing
         #expect(value == ["a": [1, -2.5, 1000.0, true, false, nil, "x\né😀"], "b": [:]])
     }
 
-    @Test func keepsIntegersExactAndOverflowsToDouble() throws {
+    @Test func keepsIntegersExact() throws {
         #expect(try parser.parse("9223372036854775807") == .int(.max))
         #expect(try parser.parse("-9223372036854775808") == .int(.min))
-        #expect(try parser.parse("9223372036854775808") == .double(9223372036854775808))
         #expect(try parser.parse("1.0") == .double(1))
+        // Beyond 64 bits only when a double holds it exactly (PostgreSQL's jsonb writes 1e300 so).
+        #expect(try parser.parse("1" + String(repeating: "0", count: 300)) == .double(1e300))
+        #expect(try parser.parse("-10000000000000000000") == .double(-1e19))
+        // A double holds 2^63·1000 exactly, but would write it 9.223372036854776e+21: refused below.
+    }
+
+    /// Never a changed number: what neither an Int64 nor a double holds exactly is refused.
+    @Test(arguments: [
+        "9223372036854775808", "-9223372036854775809", "-9223372036854775808000", "123456789012345678901234567890", "18446744073709551615",
+        "3.141592653589793238462643", "0.12345678901234567890", "1e-400", "-1e-400", "9007199254740993.0", "1.00000000000000000001",
+    ])
+    func refusesNumbersItCannotKeepExactly(_ text: String) {
+        #expect(throws: JSONParseError.self) { try parser.parse(text) }
+    }
+
+    @Test(arguments: [
+        ("0.1", 0.1), ("1.50", 1.5), ("15e-1", 1.5), ("1E2", 100), ("-0.0", -0.0), ("5e-324", 5e-324), ("1.7976931348623157e308", .greatestFiniteMagnitude),
+        ("0.30000000000000004", 0.30000000000000004), ("2.5e-5", 2.5e-5), ("100e0", 100), ("0e10", 0),
+    ])
+    func keepsDecimalsADoubleHoldsInTheirShortestForm(_ text: String, _ expected: Double) throws {
+        #expect(try parser.parse(text) == .double(expected))
     }
 
     @Test(arguments: [

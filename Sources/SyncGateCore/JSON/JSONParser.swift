@@ -1,7 +1,7 @@
 /// A strict JSON parser (RFC 8259) with an explicit nesting limit.
 ///
 /// It validates UTF-8, rejects control characters in strings, lone surrogates, trailing
-/// content and numbers outside the range of a `Double`, and never recurses deeper than
+/// content and numbers it cannot keep exactly (see `parseNumber`), and never recurses deeper than
 /// ``maximumDepth`` — hostile input gets a ``JSONParseError``, not a crash.
 public struct JSONParser: Sendable {
     public var maximumDepth: Int
@@ -244,16 +244,65 @@ private struct Reader {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        // A number is kept exactly or refused, never changed: an integer in 64 bits as an
+        // integer, anything else as the double whose shortest form is the same decimal number
+        // (so `1e300`, also as PostgreSQL's jsonb writes it back, 1 and 300 zeros, is kept).
         if isInteger, let integer = Int64(text) {
             return .int(integer)
         }
         guard let double = Double(text), double.isFinite else {
             throw JSONParseError(message: "number out of range", offset: start)
         }
+        guard DecimalText(text) == DecimalText(double.description) else {
+            throw JSONParseError(
+                message: "number \(text.prefix(40)) cannot be kept exactly (integers up to 64 bits; other numbers as 64-bit floats)", offset: start
+            )
+        }
         return .double(double)
     }
 
     func isDigit(_ byte: UInt8) -> Bool {
         byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+    }
+}
+
+/// A decimal number in a canonical form (sign, significant digits, exponent of the last one), to
+/// compare `1.50`, `15e-1` and `1.5` as the same number. Zero is one value, whatever its sign.
+struct DecimalText: Equatable {
+    var negative = false
+    var digits: [UInt8] = []
+    var exponent = 0
+
+    /// `text` is a JSON number or a finite Double's `description` (`1e-05`, `1.0`, `5e-324`).
+    init(_ text: String) {
+        var mantissa: [UInt8] = []
+        var fractionDigits = 0
+        var inFraction = false
+        var exponentText = ""
+        var inExponent = false
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "-") where !inExponent && mantissa.isEmpty: negative = true
+            case UInt8(ascii: "."): inFraction = true
+            case UInt8(ascii: "e"), UInt8(ascii: "E"): inExponent = true
+            case _ where inExponent: exponentText.append(Character(Unicode.Scalar(byte)))
+            default:
+                mantissa.append(byte)
+                if inFraction { fractionDigits += 1 }
+            }
+        }
+        var exponent = (Int(exponentText) ?? 0) - fractionDigits
+        while mantissa.first == UInt8(ascii: "0") { mantissa.removeFirst() }
+        while mantissa.last == UInt8(ascii: "0") {
+            mantissa.removeLast()
+            exponent += 1
+        }
+        if mantissa.isEmpty {
+            self.negative = false
+            self.exponent = 0
+        } else {
+            self.digits = mantissa
+            self.exponent = exponent
+        }
     }
 }

@@ -35,6 +35,7 @@ public struct PushRequest: Sendable, Hashable {
             if error.message.hasPrefix("nesting deeper") {
                 throw ProtocolError(.validationError, "data nests deeper than \(limits.maximumDataDepth) levels")
             }
+            if error.message.hasPrefix("number") { throw ProtocolError(.validationError, "\(error)") }
             throw ProtocolError(.validationError, "malformed JSON: \(error)")
         }
         try self.init(document: document, limits: limits, receivedAt: receivedAt)
