@@ -42,6 +42,7 @@ extension ServerConfiguration {
         public static let maxOperations = Setting("maxOperations")
         public static let maxDataBytes = Setting("maxDataBytes")
         public static let maxDataDepth = Setting("maxDataDepth")
+        public static let maxDocumentBytes = Setting("maxDocumentBytes")
         public static let queueLimitPerUser = Setting("queueLimitPerUser")
         public static let queueLimitTotal = Setting("queueLimitTotal")
         public static let maxAttempts = Setting("maxAttempts")
@@ -61,7 +62,7 @@ extension ServerConfiguration {
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
             databaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
-            maxDataBytes, maxDataDepth, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
+            maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout,
         ]
@@ -154,6 +155,8 @@ extension ServerConfiguration {
         if let keepAlive = try values.milliseconds(.keepAliveInterval) { front.keepAliveInterval = .milliseconds(max(keepAlive, 100)) }
         if let timeout = try values.milliseconds(.requestReadTimeout) { front.requestReadTimeout = .milliseconds(max(timeout, 100)) }
         if let timeout = try values.milliseconds(.idleTimeout) { front.idleTimeout = .milliseconds(max(timeout, 100)) }
+        collections.documentLimits.maximumBytes = try values.integer(.maxDocumentBytes, in: 1024...Int.max) ?? collections.documentLimits.maximumBytes
+        collections.documentLimits.metadataRetentionMilliseconds = retention.tombstonesMilliseconds
     }
 }
 

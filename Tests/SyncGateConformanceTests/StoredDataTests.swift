@@ -7,6 +7,23 @@ import Testing
 
 /// What a driver finds stored that it cannot read: it never guesses, and one bad row stalls nothing else.
 @Suite(.timeLimit(.minutes(2))) struct StoredDataTests {
+    /// A document that merges would grow past `SYNCGATE_MAX_DOCUMENT_BYTES` is refused for that
+    /// operation only: the job is done, the stored entity unchanged, the queue moving.
+    @Test(arguments: Driver.selected)
+    func aDocumentMergedPastTheLimitIsRefusedPerOperation(_ driver: Driver) async throws {
+        var collections = Collections.default
+        collections.documentLimits.maximumBytes = 3_000
+        try await StoreHarness.with(driver, collections: collections) { harness in
+            let chunk = JSONValue.string(String(repeating: "x", count: 1_000))
+            #expect(try await harness.apply([Op.create("userGoals", "g", ["a": chunk]), Op.update("userGoals", "g", base: 1, ["b": chunk])]).map(\.outcome) == ["applied", "applied"])
+            let results = try await harness.apply([Op.update("userGoals", "g", base: 2, ["c": chunk]), Op.create("weightLogs", "w", ["kg": 70])])
+            #expect(results.map(\.outcome) == ["VALIDATION_ERROR", "applied"])
+            let stored = try await harness.pullAll().changes.filter { $0.entityID == "g" }
+            #expect(stored.last?.version == 2)
+            #expect(stored.last?.data?["c"] == nil)
+        }
+    }
+
     /// A stored document that does not parse is an error, never a tombstone.
     @Test(arguments: Driver.selected)
     func anUnreadableStoredDocumentFailsTheJobInsteadOfReadingAsDeleted(_ driver: Driver) async throws {

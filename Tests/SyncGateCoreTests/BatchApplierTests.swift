@@ -56,6 +56,64 @@ import Testing
         }
     }
 
+    /// Merges grow a stored document beyond any one push; the stored size (document and
+    /// metadata) is bounded, the operation that would pass the bound is refused alone.
+    @Test func aWriteThatWouldGrowTheStoredDocumentPastTheLimitIsRefusedAlone() {
+        var collections = Collections.default
+        collections.documentLimits.maximumBytes = 3_000
+        let applier = BatchApplier(userID: "alice", collections: collections, now: F.now)
+        let chunk = JSONValue.string(String(repeating: "x", count: 1_000))
+        var world = World()
+        let grown = world.push(applier, [
+            Self.op(.create, "userGoals", "g", data: ["a": chunk]),
+            Self.op(.update, "userGoals", "g", base: 1, data: ["b": chunk]),
+        ])
+        #expect(Self.statusCodes(grown) == ["applied", "applied"])
+        let key = EntityKey(scope: .user("alice"), entityType: "userGoals", entityID: "g")
+        let before = world.entities[key]
+        #expect(before.map { $0.storedBytes > 2_000 && $0.storedBytes <= 3_000 } == true)
+
+        let over = world.push(applier, [
+            Self.op(.update, "userGoals", "g", base: 2, data: ["c": chunk]),
+            Self.op(.create, "weightLogs", "w", data: ["kg": 70]),
+        ])
+        #expect(Self.statusCodes(over) == ["VALIDATION_ERROR", "applied"])
+        if case .rejected(_, let message, let retryable) = over.results[0].status {
+            #expect(message.contains("over the limit of 3000") && !retryable, "\(message)")
+        }
+        #expect(world.entities[key] == before)
+        // A write that shrinks it is fine.
+        #expect(Self.statusCodes(world.push(applier, [Self.op(.update, "userGoals", "g", base: 2, data: ["a": nil])])) == ["applied"])
+    }
+
+    /// Item tombstones and the stamps of removed fields are kept for the tombstone retention,
+    /// then dropped at the entity's next write: the metadata does not grow forever.
+    @Test func mergeMetadataIsPrunedAfterTheRetention() {
+        var collections = Collections.default
+        collections.documentLimits.metadataRetentionMilliseconds = 86_400_000
+        let applier = BatchApplier(userID: "alice", collections: collections, now: F.now)
+        let key = EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f")
+        let old = F.now.adding(milliseconds: -2 * 86_400_000), recent = F.now.adding(milliseconds: -3_600_000)
+        var world = World()
+        world.entities[key] = EntityState(
+            key: key, version: 1, data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": []], clientTimestamp: old, updatedAt: old,
+            meta: EntityMeta(itemTombstones: ["gone-long-ago": old, "gone-recently": recent])
+        )
+        let goals = EntityKey(scope: .user("alice"), entityType: "userGoals", entityID: "g")
+        world.entities[goals] = EntityState(
+            key: goals, version: 1, data: ["kept": 1], clientTimestamp: old, updatedAt: old,
+            meta: EntityMeta(fields: ["kept": FieldStamp(version: 1, timestamp: old), "removedLongAgo": FieldStamp(version: 1, timestamp: old),
+                                      "removedRecently": FieldStamp(version: 1, timestamp: recent)])
+        )
+        let outcome = world.push(applier, [
+            Self.op(.update, "foodLogs", "f", base: 1, data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "i1", "calories": 5]]]),
+            Self.op(.update, "userGoals", "g", base: 1, data: ["other": 2]),
+        ])
+        #expect(Self.statusCodes(outcome) == ["applied", "applied"])
+        #expect(Set(world.entities[key]?.meta.itemTombstones.keys ?? [:].keys) == ["gone-recently"])
+        #expect(Set(world.entities[goals]?.meta.fields.keys ?? [:].keys) == ["kept", "removedRecently", "other"])
+    }
+
     @Test func operationsApplyInOrderAndRejectionsDoNotStopTheRest() {
         let outcome = Self.alice.apply(
             [

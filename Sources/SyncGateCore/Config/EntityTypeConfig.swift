@@ -106,6 +106,8 @@ public struct EntityTypeConfig: Sendable, Hashable {
 /// The entity types one deployment serves.
 public struct Collections: Sendable, Hashable {
     public private(set) var types: [String: EntityTypeConfig]
+    /// How large any stored entity may grow (the deployment's settings, not the types file).
+    public var documentLimits = DocumentLimits()
 
     /// Builds a registry from declared types plus the built-in ones (households, memberships, summaries).
     public init(declared: [EntityTypeConfig]) {

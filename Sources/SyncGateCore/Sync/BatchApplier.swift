@@ -240,6 +240,15 @@ extension BatchApplier {
                 if let document = state.data, let violation = FieldRules.violation(in: document, of: type) {
                     return .rejected(operation, .validationError, violation)
                 }
+                let limits = applier.collections.documentLimits
+                state.meta.prune(before: applier.now.adding(milliseconds: -limits.metadataRetentionMilliseconds), document: state.data)
+                let size = state.storedBytes
+                if size > limits.maximumBytes {
+                    return .rejected(
+                        operation, .validationError,
+                        "the stored \(operation.entityType) would be \(size) bytes, over the limit of \(limits.maximumBytes) (SYNCGATE_MAX_DOCUMENT_BYTES)"
+                    )
+                }
                 if let rejection = checkParent(operation, type: type, key: key, document: state.data ?? current?.data) {
                     return rejection
                 }

@@ -1,0 +1,34 @@
+/// How large a stored entity may grow, and how long its merge bookkeeping is kept.
+///
+/// Merges (field_merge, items_merge, client_wins patches) grow a stored document beyond any one
+/// push, and its metadata (field stamps, item tombstones) with it. Without a bound, one entity can
+/// grow until every worker that loads it and every front that serves it runs out of memory.
+public struct DocumentLimits: Sendable, Hashable {
+    /// The stored document and its merge metadata, serialized, in bytes (`SYNCGATE_MAX_DOCUMENT_BYTES`).
+    public var maximumBytes: Int
+    /// Item tombstones, and stamps of fields no longer in the document, older than this are
+    /// dropped when the entity is next written (the tombstone retention: a device offline longer
+    /// must resync anyway).
+    public var metadataRetentionMilliseconds: Int64
+
+    public init(maximumBytes: Int = 1 << 20, metadataRetentionMilliseconds: Int64 = 30 * 86_400_000) {
+        self.maximumBytes = maximumBytes
+        self.metadataRetentionMilliseconds = metadataRetentionMilliseconds
+    }
+}
+
+extension EntityMeta {
+    /// Drops item tombstones deleted before `cutoff`, and the stamps of fields `document` no
+    /// longer has that last changed before it.
+    public mutating func prune(before cutoff: Timestamp, document: JSONObject?) {
+        itemTombstones = itemTombstones.filter { $0.value >= cutoff }
+        fields = fields.filter { field, stamp in document?[field] != nil || stamp.timestamp >= cutoff }
+    }
+}
+
+extension EntityState {
+    /// The bytes the entity takes stored: its document and its metadata, serialized.
+    public var storedBytes: Int {
+        (data.map { JSONValue.object($0).serializedBytes().count } ?? 0) + (meta.isEmpty ? 0 : meta.json.serializedBytes().count)
+    }
+}
