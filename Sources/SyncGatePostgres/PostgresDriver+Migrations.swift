@@ -9,7 +9,7 @@ extension PostgresDriver {
         Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
         Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
-        Migration(version: 4, name: "enqueue", bytes: PackageResources._004_enqueue_sql),
+        Migration(version: 4, name: "enqueue", bytes: PackageResources._004_enqueue_sql, breaksOlderServers: false),
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.
@@ -40,6 +40,8 @@ extension PostgresDriver {
             """,
             logger: logger
         )
+        // Read by ``schemaStatus()``; rows from before the column have none (= their own version).
+        try await connection.query("ALTER TABLE syncgate_migrations ADD COLUMN IF NOT EXISTS compatible_from integer", logger: logger)
         let done = Set(try await connection.query("SELECT version FROM syncgate_migrations", logger: logger).collect(Int.self))
         var applied: [Int] = []
         for migration in migrations where !done.contains(migration.version) {
@@ -51,7 +53,10 @@ extension PostgresDriver {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 try await connection.query(
-                    "INSERT INTO syncgate_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                    """
+                    INSERT INTO syncgate_migrations (version, name, compatible_from)
+                    VALUES (\(migration.version), \(migration.name), \(Migration.compatibleFrom(migration.version, in: migrations)))
+                    """,
                     logger: logger
                 )
                 try await connection.query("COMMIT", logger: logger)
@@ -68,7 +73,9 @@ extension PostgresDriver {
         let latest = Self.migrations.last?.version ?? 0
         let exists = try await query("schema status", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
         guard exists.first == true else { return SchemaStatus(applied: 0, latest: latest) }
-        let applied = try await query("schema status", .request, "SELECT coalesce(max(version), 0) FROM syncgate_migrations", as: Int.self)
-        return SchemaStatus(applied: applied.first ?? 0, latest: latest)
+        let newest = try await query(
+            "schema status", .request, "SELECT version, compatible_from FROM syncgate_migrations ORDER BY version DESC LIMIT 1", as: (Int, Int?).self
+        ).first
+        return SchemaStatus(applied: newest?.0 ?? 0, latest: latest, compatibleFrom: newest?.1)
     }
 }

@@ -29,10 +29,13 @@ public final class PostgresDriver: StorageDriver, Service {
         /// The first wait before the LISTEN connection reconnects (doubling up to 5 s).
         public var listenerReconnectDelay: Duration
 
+        /// A request's database deadline unless configured otherwise (probes must wait longer).
+        public static let defaultRequestTimeout: Duration = .seconds(5)
+
         public init(
             location: DatabaseURL.PostgresLocation,
             maximumConnections: Int = 20,
-            requestTimeout: Duration = .seconds(5),
+            requestTimeout: Duration = Configuration.defaultRequestTimeout,
             jobTimeout: Duration = .seconds(15),
             maintenanceTimeout: Duration = .seconds(1800),
             queueDepthCacheDuration: Duration = .seconds(1),

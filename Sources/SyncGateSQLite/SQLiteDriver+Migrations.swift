@@ -21,6 +21,10 @@ extension SQLiteDriver {
                         version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
                     )
                     """)
+                // Read by ``schemaStatus()``; rows from before the column have none (= their own version).
+                if try !db.columns(in: "syncgate_migrations").contains(where: { $0.name == "compatible_from" }) {
+                    try db.execute(sql: "ALTER TABLE syncgate_migrations ADD COLUMN compatible_from INTEGER")
+                }
                 let done = Set(try Int.fetchAll(db, sql: "SELECT version FROM syncgate_migrations"))
                 var applied: [Int] = []
                 for migration in Self.migrations where !done.contains(migration.version) {
@@ -28,8 +32,8 @@ extension SQLiteDriver {
                     try db.inTransaction(.immediate) {
                         try db.execute(sql: migration.sql)
                         try db.execute(
-                            sql: "INSERT INTO syncgate_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                            arguments: [migration.version, migration.name, now]
+                            sql: "INSERT INTO syncgate_migrations (version, name, applied_at, compatible_from) VALUES (?, ?, ?, ?)",
+                            arguments: [migration.version, migration.name, now, Migration.compatibleFrom(migration.version, in: Self.migrations)]
                         )
                         return .commit
                     }
@@ -44,8 +48,8 @@ extension SQLiteDriver {
         let latest = Self.migrations.last?.version ?? 0
         return try await read { db in
             guard try db.tableExists("syncgate_migrations") else { return SchemaStatus(applied: 0, latest: latest) }
-            let applied = try Int.fetchOne(db, sql: "SELECT coalesce(max(version), 0) FROM syncgate_migrations") ?? 0
-            return SchemaStatus(applied: applied, latest: latest)
+            let newest = try Row.fetchOne(db, sql: "SELECT version, compatible_from FROM syncgate_migrations ORDER BY version DESC LIMIT 1")
+            return SchemaStatus(applied: newest?["version"] ?? 0, latest: latest, compatibleFrom: newest?["compatible_from"])
         }
     }
 }

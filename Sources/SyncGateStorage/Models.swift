@@ -3,15 +3,37 @@ public import SyncGateCore
 // The values the store's roles exchange with their callers.
 
 public struct SchemaStatus: Sendable, Hashable {
+    /// The newest migration applied to the database (0: none).
     public var applied: Int
+    /// The newest migration this release knows.
     public var latest: Int
+    /// The oldest schema version a server may be built for and still use this database, as the
+    /// newest applied migration recorded it: a migration that breaks older servers raises it;
+    /// an additive one keeps it.
+    public var compatibleFrom: Int
 
-    public init(applied: Int, latest: Int) {
+    public init(applied: Int, latest: Int, compatibleFrom: Int? = nil) {
         self.applied = applied
         self.latest = latest
+        self.compatibleFrom = compatibleFrom ?? applied
     }
 
+    /// Exactly this release's schema: nothing to migrate.
     public var isCurrent: Bool { applied == latest }
+
+    /// This release can serve from the database: its schema is current, or a newer release's
+    /// migrations ran and none of them breaks this release (rolling upgrades: migrate first,
+    /// older fronts stay ready).
+    public var isServable: Bool { applied >= latest && compatibleFrom <= latest }
+
+    /// Why this release cannot serve, or `nil`.
+    public var problem: String? {
+        if applied < latest { return "the database schema is at version \(applied), this server needs \(latest): run `syncgate migrate`" }
+        if compatibleFrom > latest {
+            return "the database schema is at version \(applied), which needs a server built for version \(compatibleFrom) or later; this one knows \(latest): upgrade it"
+        }
+        return nil
+    }
 }
 
 /// A numbered schema migration (a driver's `Migrations/NNNN_name.sql`, embedded in the binary).
@@ -19,16 +41,26 @@ public struct Migration: Sendable, Hashable {
     public var version: Int
     public var name: String
     public var sql: String
+    /// Servers built for an earlier version cannot run against it (it drops, renames or changes
+    /// the meaning of something they use). An additive migration (new tables, columns with
+    /// defaults, functions) is not: older fronts stay ready while a rolling upgrade proceeds.
+    public var breaksOlderServers: Bool
 
-    public init(version: Int, name: String, sql: String) {
+    public init(version: Int, name: String, sql: String, breaksOlderServers: Bool = true) {
         self.version = version
         self.name = name
         self.sql = sql
+        self.breaksOlderServers = breaksOlderServers
     }
 
     /// A migration from its embedded file.
-    public init(version: Int, name: String, bytes: [UInt8]) {
-        self.init(version: version, name: name, sql: String(decoding: bytes, as: UTF8.self))
+    public init(version: Int, name: String, bytes: [UInt8], breaksOlderServers: Bool = true) {
+        self.init(version: version, name: name, sql: String(decoding: bytes, as: UTF8.self), breaksOlderServers: breaksOlderServers)
+    }
+
+    /// The oldest version a server may be built for to use a database migrated to `version`.
+    public static func compatibleFrom(_ version: Int, in migrations: [Migration]) -> Int {
+        migrations.last { $0.version <= version && $0.breaksOlderServers }?.version ?? 0
     }
 }
 

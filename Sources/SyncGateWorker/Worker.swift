@@ -62,7 +62,9 @@ public final class Worker: Service {
         while !stop.isTriggered {
             var problem = "the database schema is not migrated (run `syncgate migrate`)"
             do {
-                if try await store.schemaStatus().isCurrent { return }
+                let status = try await store.schemaStatus()
+                if status.isServable { return }
+                problem = status.problem ?? problem
             } catch {
                 problem = "the database is unreachable: \(error)"
             }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HTTPTypes
 import PostgresNIO
 import SyncGateCore
 import SyncGatePostgres
@@ -33,7 +34,46 @@ import Testing
             found.append(Migration(version: Int(match.1)!, name: String(match.2), sql: sql))
         }
         #expect(found.map(\.version) == Array(1...found.count), "numbered without gaps")
-        #expect(found == Self.embedded(driver), "every file is listed in the driver's migrations and in Package.swift's resources")
+        let embedded = Self.embedded(driver)
+        #expect(found.map { "\($0.version)_\($0.name)" } == embedded.map { "\($0.version)_\($0.name)" }, "every file is listed in the driver's migrations")
+        #expect(found.map(\.sql) == embedded.map(\.sql), "and in Package.swift's resources")
+    }
+
+    /// A rolling upgrade runs the new release's migrations first: the old fronts must stay ready
+    /// unless a migration breaks them. Newer migrations are planted as a newer release's migrator
+    /// records them.
+    @Test(arguments: Driver.selected)
+    func aNewerReleasesAdditiveMigrationKeepsThisReleaseReadyABreakingOneDoesNot(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 0) { http in
+            let latest = Self.embedded(driver).last!.version
+            let additive = "INSERT INTO syncgate_migrations (version, name, \(driver == .sqlite ? "applied_at, " : "")compatible_from) VALUES"
+            try await http.store.execute("\(additive) (\(latest + 1), 'future_additive', \(driver == .sqlite ? "0, " : "")\(latest))")
+            var status = try await http.store.store.schemaStatus()
+            #expect(!status.isCurrent && status.isServable && status.problem == nil, "\(status)")
+            #expect(try await http.send(.get, "/readyz", headers: [:]).status == 200)
+
+            try await http.store.execute("\(additive) (\(latest + 2), 'future_breaking', \(driver == .sqlite ? "0, " : "")\(latest + 2))")
+            status = try await http.store.store.schemaStatus()
+            #expect(!status.isServable)
+            let response = try await http.send(.get, "/readyz", headers: [:])
+            #expect(response.status == 503)
+            #expect(response.json?["error"]?["message"]?.stringValue?.contains("upgrade it") == true, "\(String(describing: response.json))")
+        }
+    }
+
+    /// Which release a migrated database still serves, from the migrations' own flags.
+    @Test func compatibilityFollowsTheLastBreakingMigration() {
+        let migrations = [
+            Migration(version: 1, name: "a", sql: ""), Migration(version: 2, name: "b", sql: "", breaksOlderServers: false),
+            Migration(version: 3, name: "c", sql: ""), Migration(version: 4, name: "d", sql: "", breaksOlderServers: false),
+        ]
+        #expect((1...4).map { Migration.compatibleFrom($0, in: migrations) } == [1, 1, 3, 3])
+        #expect(SchemaStatus(applied: 4, latest: 3, compatibleFrom: 3).isServable)
+        #expect(!SchemaStatus(applied: 4, latest: 2, compatibleFrom: 3).isServable)
+        #expect(!SchemaStatus(applied: 2, latest: 3, compatibleFrom: 1).isServable)
+        // A row from a migrator before compatibility was recorded: only an equal release serves.
+        #expect(!SchemaStatus(applied: 4, latest: 3).isServable)
+        #expect(SchemaStatus(applied: 3, latest: 3).isServable)
     }
 
     @Test(arguments: Driver.selected)

@@ -1,4 +1,5 @@
 import Foundation
+import SyncGatePostgres
 import SyncGateTestSupport
 import Testing
 import Yams
@@ -72,6 +73,24 @@ import Yams
         for name in settings {
             #expect(readme.contains("`\(name)`"), "\(name) is not in the README's configuration table")
         }
+    }
+
+    /// A probe that gives up before the server's own database deadline (5 s) fails a front that
+    /// was about to answer; every HTTP probe waits longer than that deadline for /readyz.
+    @Test func probesWaitLongerThanTheDatabaseDeadline() throws {
+        let deadline = PostgresDriver.Configuration.defaultRequestTimeout
+        var probes = 0
+        for path in Self.manifestPaths {
+            for document in try Array(Yams.load_all(yaml: try Self.text(path))).compactMap({ $0 }) {
+                for node in Self.nodes(document) {
+                    guard let probe = (node as? [String: Any])?["readinessProbe"] as? [String: Any] else { continue }
+                    probes += 1
+                    let timeout = try #require(probe["timeoutSeconds"] as? Int, "\(path): readinessProbe has no timeoutSeconds (Kubernetes' default is 1 s)")
+                    #expect(Duration.seconds(timeout) > deadline, "\(path): readinessProbe timeoutSeconds \(timeout) ≤ the database deadline \(deadline)")
+                }
+            }
+        }
+        #expect(probes > 0)
     }
 
     @Test func theImageCopiesWhatExistsAndEmbedsItsResources() throws {

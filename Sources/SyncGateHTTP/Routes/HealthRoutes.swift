@@ -2,7 +2,8 @@ import Hummingbird
 import SyncGateCore
 import SyncGateStorage
 
-/// `GET /healthz` (the process is up) and `GET /readyz` (the database answers and its schema is current).
+/// `GET /healthz` (the process is up) and `GET /readyz` (the database answers and this release can
+/// use its schema: current, or ahead by migrations that do not break it).
 struct HealthRoutes: Sendable {
     let store: any FrontStore
     let retryAfterSeconds: Int
@@ -18,12 +19,8 @@ struct HealthRoutes: Sendable {
         } catch {
             throw ProtocolError(.unavailable, "the database is unreachable", retryAfterSeconds: retryAfterSeconds)
         }
-        guard status.isCurrent else {
-            throw ProtocolError(
-                .unavailable,
-                "the database schema is at version \(status.applied), this server needs \(status.latest): run `syncgate migrate`",
-                retryAfterSeconds: retryAfterSeconds
-            )
+        if let problem = status.problem {
+            throw ProtocolError(.unavailable, problem, retryAfterSeconds: retryAfterSeconds)
         }
         return .json(["status": "ready", "database": .string(store.driverName), "schema_version": .int(Int64(status.applied))])
     }
