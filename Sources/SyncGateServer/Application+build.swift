@@ -47,7 +47,10 @@ public func buildApplication(
     let idleTimeout = TimeAmount(front.idleTimeout)
     var app = Application(
         router: router,
-        server: .http1(configuration: .init(additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout)], idleTimeout: idleTimeout)),
+        server: .http1(configuration: .init(
+            additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout), OversizedBodyGuard(maximumBodyBytes: front.maximumBodyBytes)],
+            idleTimeout: idleTimeout
+        )),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "syncgate"),
         logger: logger
     )

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import SyncGateCore
 import SyncGateStorage
 
@@ -27,6 +28,9 @@ struct SyncRoutes: Sendable {
         do {
             body = try await request.body.collect(upTo: configuration.maximumBodyBytes)
         } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw ProtocolError(.payloadTooLarge, "request body is larger than \(configuration.maximumBodyBytes) bytes")
+        } catch is NIOTooManyBytesError {
+            // A chunked body (no Content-Length) passing the limit.
             throw ProtocolError(.payloadTooLarge, "request body is larger than \(configuration.maximumBodyBytes) bytes")
         }
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
