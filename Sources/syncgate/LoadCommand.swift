@@ -42,6 +42,12 @@ struct LoadCommand: AsyncParsableCommand {
         @Option(help: "Seconds to run") var duration = 20
         @Option(help: "Operations per push") var batch = 10
         @Option(help: "Seed of the generated data") var seed: UInt64 = 1
+        @Flag(help: """
+            Record every acknowledged operation, retry unanswered pushes with the same keys (as a \
+            client would), and at the end pull each user's data on a fresh device and compare; \
+            exit non-zero if anything acknowledged is missing or was applied twice.
+            """)
+        var verify = false
 
         func run() async throws {
             let authority = try await target.authority()
@@ -50,22 +56,46 @@ struct LoadCommand: AsyncParsableCommand {
             let stats = LoadStats()
             let deadline = ContinuousClock.now + .seconds(duration)
             print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, against \(target.url)")
+            var ledgers: [(user: String, token: String, ledger: Ledger)] = []
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<users {
                     let user = "load-\(runID)-\(index)"
                     let token = try await authority.issue(userID: user, ttlSeconds: duration + 3600)
                     let pending = PendingChanges()
+                    let ledger = Ledger()
+                    ledgers.append((user, token, ledger))
+                    let verify = verify
                     group.addTask { try await Self.reader(client: client, token: token, pending: pending, stats: stats, until: deadline) }
                     group.addTask {
-                        try await Self.writer(client: client, token: token, user: user, batch: batch, seed: seed &+ UInt64(index), pending: pending, stats: stats, until: deadline)
+                        try await Self.writer(
+                            client: client, token: token, user: user, batch: batch, seed: seed &+ UInt64(index), pending: pending, stats: stats,
+                            ledger: verify ? ledger : nil, until: deadline
+                        )
                     }
                 }
                 try await group.waitForAll()
             }
             stats.report(seconds: duration, batch: batch)
+            if verify {
+                var acknowledged = 0, present = 0, lost = 0, twice = 0
+                for (user, token, ledger) in ledgers {
+                    let check = try await ledger.check(against: try await Self.everything(client: client, token: token))
+                    acknowledged += check.acknowledged
+                    present += check.present
+                    lost += check.lost.count
+                    twice += check.twice.count
+                    for id in check.lost.prefix(5) { print("lost: \(user) \(id)") }
+                    for id in check.twice.prefix(5) { print("applied twice: \(user) \(id)") }
+                }
+                print("verify: \(acknowledged) acknowledged, \(present) present, \(lost) lost, \(twice) applied twice")
+                if lost > 0 || twice > 0 || acknowledged == 0 { throw ExitCode.failure }
+            }
         }
 
-        static func writer(client: LoadClient, token: String, user: String, batch: Int, seed: UInt64, pending: PendingChanges, stats: LoadStats, until deadline: ContinuousClock.Instant) async throws {
+        static func writer(
+            client: LoadClient, token: String, user: String, batch: Int, seed: UInt64, pending: PendingChanges, stats: LoadStats, ledger: Ledger?,
+            until deadline: ContinuousClock.Instant
+        ) async throws {
             var random = SeededGenerator(seed: seed)
             var round = 0
             while ContinuousClock.now < deadline {
@@ -73,24 +103,91 @@ struct LoadCommand: AsyncParsableCommand {
                     Workload.operation(user: user, round: round, item: item, random: &random)
                 }
                 round += 1
+                let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
                 let started = ContinuousClock.now
-                let response = try await client.send(.POST, "/v1/sync/push?wait=10000", token: token, device: "writer", body: JSONValue.object(["operations": .array(operations.map(\.json))]).serialized())
-                let answered = ContinuousClock.now
-                guard response.status == 200 else {
-                    stats.recordError("push \(response.status)")
-                    if response.status == 429 || response.status >= 500 { try await Task.sleep(for: .milliseconds(200)) }
+                guard let ledger else {
+                    let response = try await client.send(.POST, "/v1/sync/push?wait=10000", token: token, device: "writer", body: body)
+                    let answered = ContinuousClock.now
+                    guard response.status == 200 else {
+                        stats.recordError("push \(response.status)")
+                        if response.status == 429 || response.status >= 500 { try await Task.sleep(for: .milliseconds(200)) }
+                        continue
+                    }
+                    stats.recordPush(started.duration(to: answered), operations: batch)
+                    pending.expect(operations.map(\.entityID), answeredAt: answered)
                     continue
                 }
+                // Verifying: the same push again until the server decides it (a lost answer, a
+                // front or database away), then its job followed to the end; bounded in time.
+                let giveUp = deadline + .seconds(120)
+                guard let results = try await Self.decide(body: body, client: client, token: token, stats: stats, until: giveUp) else { continue }
+                let answered = ContinuousClock.now
                 stats.recordPush(started.duration(to: answered), operations: batch)
                 pending.expect(operations.map(\.entityID), answeredAt: answered)
+                ledger.record(results)
             }
+        }
+
+        /// Pushes `body` until a final answer: the job's results, or `nil` if none came in time.
+        static func decide(body: String, client: LoadClient, token: String, stats: LoadStats, until giveUp: ContinuousClock.Instant) async throws -> [JSONValue]? {
+            var job: String?
+            while ContinuousClock.now < giveUp {
+                let response: (status: Int, json: JSONValue?)
+                do {
+                    if let job {
+                        response = try await client.send(.GET, "/v1/jobs/\(job)?wait=10000", token: token, device: "writer")
+                    } else {
+                        response = try await client.send(.POST, "/v1/sync/push?wait=10000", token: token, device: "writer", body: body)
+                    }
+                } catch {
+                    stats.recordError("push transport")
+                    try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
+                let status = response.json?["status"]?.stringValue
+                if response.status == 200, status == "done" || status == "dead", let results = response.json?["results"]?.arrayValue { return results }
+                if response.status == 200 || response.status == 202, let id = response.json?["job_id"]?.stringValue {
+                    job = id
+                    continue
+                }
+                // A job forgotten (404) or anything refused: push again with the same keys.
+                stats.recordError("push \(response.status)")
+                job = nil
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            stats.recordError("push undecided")
+            return nil
+        }
+
+        /// Every change a fresh device of the user pulls from the beginning: entity id → versions seen.
+        static func everything(client: LoadClient, token: String) async throws -> [String: Int64] {
+            var cursor: String?
+            var latest: [String: Int64] = [:]
+            for _ in 0..<100_000 {
+                let response = try await client.send(.GET, "/v1/sync/pull?limit=1000" + (cursor.map { "&cursor=\($0)" } ?? ""), token: token, device: "verifier")
+                guard response.status == 200, let page = response.json else { throw ValidationError("verify: pull answered \(response.status)") }
+                for change in page["changes"]?.arrayValue ?? [] {
+                    guard let id = change["entity_id"]?.stringValue, let version = change["version"]?.integerValue else { continue }
+                    latest[id] = max(latest[id] ?? 0, version)
+                }
+                cursor = page["cursor"]?.stringValue
+                if page["has_more"] != true { return latest }
+            }
+            throw ValidationError("verify: the pull did not end")
         }
 
         static func reader(client: LoadClient, token: String, pending: PendingChanges, stats: LoadStats, until deadline: ContinuousClock.Instant) async throws {
             var cursor = ""
             while ContinuousClock.now < deadline {
                 let query = cursor.isEmpty ? "wait=5000" : "cursor=\(cursor)&wait=5000"
-                let response = try await client.send(.GET, "/v1/sync/pull?\(query)", token: token, device: "reader")
+                let response: (status: Int, json: JSONValue?)
+                do {
+                    response = try await client.send(.GET, "/v1/sync/pull?\(query)", token: token, device: "reader")
+                } catch {
+                    stats.recordError("pull transport")
+                    try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
                 let received = ContinuousClock.now
                 guard response.status == 200, let page = response.json else {
                     stats.recordError("pull \(response.status)")
@@ -170,6 +267,34 @@ enum Workload {
         default:
             return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "contacts", entityID: "c-\(id)", intent: .create,
                                  data: ["name": "Ada", "email": "ada@example.com"], clientTimestamp: now)
+        }
+    }
+}
+
+/// What the server acknowledged to one user's writer: entity id → the version its create was
+/// decided at (every generated operation creates a new entity, so that is version 1).
+final class Ledger: Sendable {
+    private let state = Mutex<[String: Int64]>([:])
+
+    func record(_ results: [JSONValue]) {
+        state.withLock { acknowledged in
+            for result in results {
+                guard let id = result["entity_id"]?.stringValue, let version = result["version"]?.integerValue else { continue }
+                switch result["status"]?.stringValue {
+                case "applied", "duplicate": acknowledged[id] = version
+                default: break
+                }
+            }
+        }
+    }
+
+    /// Acknowledged entities missing from `pulled` (lost), or pulled at another version than
+    /// acknowledged (a create applied twice would have made version 2).
+    func check(against pulled: [String: Int64]) -> (acknowledged: Int, present: Int, lost: [String], twice: [String]) {
+        state.withLock { acknowledged in
+            let lost = acknowledged.keys.filter { pulled[$0] == nil }.sorted()
+            let twice = acknowledged.filter { id, version in pulled[id].map { $0 != version } ?? false }.keys.sorted()
+            return (acknowledged.count, acknowledged.count - lost.count, lost, twice)
         }
     }
 }

@@ -76,8 +76,11 @@ public final class TemporaryPostgres: @unchecked Sendable {
     }
 
     /// A fast shutdown: connected sessions are terminated, as in a crash or failover.
-    public func stop() async throws {
-        try await Self.offThePool { try self.runAsPostgres("\(self.bin)/pg_ctl", ["-D", "\(self.directory)/data", "-m", "fast", "-w", "stop"]) }
+    /// `immediate`: no shutdown checkpoint at all, recovery from the WAL at the next start — what
+    /// a power cut or `kill -9` of the postmaster leaves.
+    public func stop(immediate: Bool = false) async throws {
+        let mode = immediate ? "immediate" : "fast"
+        try await Self.offThePool { try self.runAsPostgres("\(self.bin)/pg_ctl", ["-D", "\(self.directory)/data", "-m", mode, "-w", "stop"]) }
     }
 
     /// Runs a blocking call on a thread of its own, never on Swift's cooperative pool.
