@@ -58,6 +58,10 @@ public final class PostgresDriver: StorageDriver, Service {
     let logger: Logger
     /// The global queue depth and when it was read (see `globalQueueDepth()`).
     let depthCache = Mutex<(depth: Int, at: ContinuousClock.Instant)?>(nil)
+    /// Set while the listener cannot connect (refused, closed, shutting down): requests then
+    /// answer `503` at once instead of queueing for a pooled connection until their deadline.
+    /// The listener clears it as soon as it connects again.
+    let databaseDown = Atomic(false)
 
     /// The NOTIFY channel every event travels on.
     static let channel = "syncgate_events"
@@ -123,7 +127,8 @@ public final class PostgresDriver: StorageDriver, Service {
     public func run() async throws {
         let listener = PostgresListener(
             configuration: Self.clientConfiguration(configuration.location), location: configuration.location, notifier: notifier, logger: logger,
-            reconnectDelay: configuration.listenerReconnectDelay
+            reconnectDelay: configuration.listenerReconnectDelay,
+            reachability: { [self] reachable in self.databaseDown.store(!reachable, ordering: .relaxed) }
         )
         try await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
@@ -153,7 +158,10 @@ public final class PostgresDriver: StorageDriver, Service {
         _ kind: DeadlineKind,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withDeadline(operation, kind) { [client] in
+        if kind == .request, databaseDown.load(ordering: .relaxed) {
+            throw StoreUnavailableError("\(operation): the database refuses connections")
+        }
+        return try await withDeadline(operation, kind) { [client] in
             // A failure before the closure runs is the pool's: no connection could be had.
             let leased = Locked(false)
             do {
@@ -234,8 +242,18 @@ public final class PostgresDriver: StorageDriver, Service {
                         race.finish(.failure(Self.availabilityError(error, operation: operation)))
                     }
                 }
-                let timer = Task {
-                    try await Task.sleep(for: timeout)
+                let timer = Task { [self] in
+                    // A request also gives up as soon as the database is known to refuse
+                    // connections: it would only wait for a pooled connection that cannot come.
+                    let deadline = ContinuousClock.now + timeout
+                    while kind == .request, ContinuousClock.now < deadline {
+                        if databaseDown.load(ordering: .relaxed) {
+                            race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
+                            return
+                        }
+                        try await Task.sleep(for: min(.milliseconds(50), deadline - ContinuousClock.now))
+                    }
+                    try await Task.sleep(until: deadline)
                     race.finish(.failure(StoreUnavailableError("\(operation) took longer than \(timeout)")))
                 }
                 race.onFinish {

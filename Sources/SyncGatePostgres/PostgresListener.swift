@@ -14,8 +14,11 @@ struct PostgresListener: Sendable {
     let location: DatabaseURL.PostgresLocation
     let notifier: ChangeNotifier
     let logger: Logger
-    /// The first wait before reconnecting (it doubles up to 5 s while reconnecting fails).
+    /// The first wait before reconnecting (it doubles up to 2 s while reconnecting fails).
     let reconnectDelay: Duration
+    /// Told `false` when connecting fails at the connection level (the database is down or
+    /// refusing), `true` once listening again.
+    var reachability: @Sendable (Bool) -> Void = { _ in }
 
     /// How the connection shows in `pg_stat_activity.application_name`.
     static let applicationName = "syncgate listener"
@@ -27,11 +30,23 @@ struct PostgresListener: Sendable {
         while !Task.isCancelled {
             connectionID += 1
             do {
-                let connection = try await PostgresConnection.connect(
-                    configuration: try Self.connectionConfiguration(configuration, location: location),
-                    id: connectionID,
-                    logger: logger
-                )
+                let connection: PostgresConnection
+                do {
+                    connection = try await PostgresConnection.connect(
+                        configuration: try Self.connectionConfiguration(configuration, location: location),
+                        id: connectionID,
+                        logger: logger
+                    )
+                } catch {
+                    // Only a failure to connect says the database is away (refused, reset, shutting
+                    // down): a listening connection that ends may be that connection's problem
+                    // alone, and a server that answers with another error (authentication, too
+                    // many clients) is up.
+                    if let answer = error as? PSQLError, answer.code == .server, !PostgresDriver.isConnectionFailure(answer) {} else {
+                        reachability(false)
+                    }
+                    throw error
+                }
                 if failures > 0 {
                     logger.warning("notification listener reconnected; the live waiters re-read every watched head", metadata: [
                         "syncgate.attempts": "\(failures)",
@@ -57,7 +72,7 @@ struct PostgresListener: Sendable {
             }
             notifier.publish(.resynchronize)
             try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(5))
+            delay = min(delay * 2, .seconds(2))
         }
     }
 
@@ -67,6 +82,7 @@ struct PostgresListener: Sendable {
             logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresDriver.channel)"])
             // Anything sent before LISTEN took effect may have been missed.
             notifier.publish(.resynchronize)
+            reachability(true)
             delay = reconnectDelay
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
