@@ -152,7 +152,7 @@ public final class Worker: Service {
             }
         } catch {
             // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
-            let permanent = error is any PermanentFailure
+            let permanent = error.isPermanentFailure
             let settlement = configuration.retryPolicy.settle(
                 operations: job.operations, afterAttempts: job.attempts, permanent: permanent, jitter: Double.random(in: 0..<1)
             )

@@ -1,5 +1,6 @@
 import Foundation
 import SyncGateCore
+import SyncGatePostgres
 import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
@@ -21,6 +22,40 @@ import Testing
             let stored = try await harness.pullAll().changes.filter { $0.entityID == "g" }
             #expect(stored.last?.version == 2)
             #expect(stored.last?.data?["c"] == nil)
+        }
+    }
+
+    /// Numbers at the top of their range in stored rows (only corruption or a hostile operator
+    /// gets them there) trap nothing: a feed head at Int64.max fails its job at once, for good
+    /// (retrying cannot help) and the worker keeps serving; an entity at the last version refuses
+    /// the operation alone.
+    @Test(arguments: Driver.selected)
+    func exhaustedCountersFailCleanlyAndTheWorkerStaysUp(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            #expect(try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70]), Op.create("weightLogs", "top", ["kg": 1])]).map(\.outcome) == ["applied", "applied"])
+            try await harness.execute("UPDATE entities SET version = 9223372036854775807 WHERE entity_id = 'top'")
+            #expect(try await harness.apply([Op.update("weightLogs", "top", base: 1, ["kg": 2]), Op.create("weightLogs", "w2", ["kg": 71])]).map(\.outcome) == ["VALIDATION_ERROR", "applied"])
+
+            try await harness.execute("UPDATE feeds SET head = 9223372036854775807")
+            let id = try await harness.push([Op.create("weightLogs", "w3", ["kg": 72])])
+            let other = try await harness.push([Op.create("weightLogs", "b1", ["kg": 60])], user: "bob")
+            try await harness.withWorkers(1, concurrency: 1) {
+                let job = try await harness.waitFinished(id, timeout: .seconds(20))
+                #expect(job.state == .dead)
+                #expect(job.attempts == 1, "an error retrying cannot fix was retried")
+                #expect(job.lastError?.contains("every sequence number") == true, "\(job.lastError ?? "-")")
+                #expect(try await harness.waitFinished(other, user: "bob", timeout: .seconds(20)).state == .done)
+            }
+        }
+    }
+
+    /// A database error retrying cannot fix (SQLSTATE class 22, data exception, or 54, program
+    /// limit) is classified permanent; connection and lock errors are not.
+    @Test func databaseErrorClassesSayWhetherRetryingHelps() {
+        #expect(PostgresFailure(operation: "t", code: "22003", message: "").isPermanentFailure)
+        #expect(PostgresFailure(operation: "t", code: "54000", message: "").isPermanentFailure)
+        for code in ["40001", "40P01", "23505", "53300", "57014", "08006"] {
+            #expect(!PostgresFailure(operation: "t", code: code, message: "").isPermanentFailure, "\(code)")
         }
     }
 

@@ -89,4 +89,18 @@ extension RetryPolicy {
 /// job it hits goes `dead` at once instead of using up its attempts.
 public protocol PermanentFailure: Error {}
 
+/// An error that knows whether retrying can fix it (e.g. a database error by its class: a data
+/// exception cannot be fixed by waiting, a lost connection can).
+public protocol ClassifiedFailure: Error {
+    var isPermanent: Bool { get }
+}
+
+extension Error {
+    /// Retrying the job cannot fix this failure: it goes `dead` at once instead of holding its
+    /// user's queue through every retry.
+    public var isPermanentFailure: Bool {
+        self is any PermanentFailure || (self as? any ClassifiedFailure)?.isPermanent == true
+    }
+}
+
 extension JobPayloadError: PermanentFailure {}

@@ -223,6 +223,10 @@ extension BatchApplier {
             }
 
             let current = entities[key]
+            // Only a corrupted or planted row gets here; the next version would not fit.
+            if current?.version == .max {
+                return .rejected(operation, .validationError, "\(operation.entityType) '\(operation.entityID)' has used every version number")
+            }
             switch ConflictResolver.resolve(operation, key: key, current: current, type: type, now: applier.now) {
             case .reject(let code, let message):
                 return .rejected(operation, code, message)

@@ -4,11 +4,23 @@
 /// feed commit order equals sequence order (DESIGN.md, invariant 3).
 public enum FeedAppend {
     /// The sequence number of each state, in order; `heads` end at the last number used per feed.
-    public static func sequences(for states: [EntityState], heads: inout [Scope: Int64]) -> [Int64] {
-        states.map { state in
-            let next = (heads[state.key.scope] ?? 0) + 1
+    /// A feed whose head is at the top of the range (only a corrupted or hostile row gets there)
+    /// fails the job for good rather than trapping the process.
+    public static func sequences(for states: [EntityState], heads: inout [Scope: Int64]) throws(FeedExhausted) -> [Int64] {
+        var sequences: [Int64] = []
+        sequences.reserveCapacity(states.count)
+        for state in states {
+            let (next, overflow) = (heads[state.key.scope] ?? 0).addingReportingOverflow(1)
+            if overflow { throw FeedExhausted(scope: state.key.scope) }
             heads[state.key.scope] = next
-            return next
+            sequences.append(next)
         }
+        return sequences
     }
+}
+
+/// A feed has used every sequence number: retrying cannot help.
+public struct FeedExhausted: Error, PermanentFailure, CustomStringConvertible {
+    public var scope: Scope
+    public var description: String { "feed \(scope.key) has used every sequence number" }
 }

@@ -80,8 +80,8 @@ extension JobSnapshot {
 extension EntityRowWrite {
     /// The rows for `states`, numbered after the feed heads (advanced in place), each with the group
     /// key its type's derivation files it under.
-    static func rows(_ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation]) -> [EntityRowWrite] {
-        let sequences = FeedAppend.sequences(for: states, heads: &heads)
+    static func rows(_ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation]) throws -> [EntityRowWrite] {
+        let sequences = try FeedAppend.sequences(for: states, heads: &heads)
         return zip(states, sequences).map { state, sequence in
             EntityRowWrite(
                 scope: state.key.scope.key,

@@ -37,7 +37,7 @@ extension SyncStore {
                 outcome.writes += derivation.plan(groups: groups, stored: Array(inputs.values), writes: outcome.writes, now: now)
             }
 
-            let rows = EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
+            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
             let advanced = outcome.scopes
             try await transaction.writeEntities(rows, heads: heads.filter { advanced.contains($0.key) })
             try await hooks.midApply(

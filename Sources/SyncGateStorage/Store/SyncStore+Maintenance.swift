@@ -73,7 +73,7 @@ extension SyncStore {
                     let stored = try await transaction.entities(derivation.rebuildInputs(scope: scope, from: lower, through: upper))
                     let (checked, writes) = derivation.rebuild(stored: Array(stored.values), now: now)
                     if !writes.isEmpty {
-                        let rows = EntityRowWrite.rows(writes, heads: &heads, derivations: derivations)
+                        let rows = try EntityRowWrite.rows(writes, heads: &heads, derivations: derivations)
                         try await transaction.writeEntities(rows, heads: heads)
                         try await transaction.announce([.feedAdvanced(scope, head: heads[scope] ?? 0)])
                     }
