@@ -49,6 +49,42 @@ import Testing
         }
     }
 
+    /// A value the database refuses that the shared validation did not foresee (stood in for by a
+    /// trigger raising a data exception for documents with a `poison` field) is found and refused
+    /// alone: its neighbours apply, the job is done on its first attempt.
+    @Test(arguments: Driver.selected)
+    func anOperationTheDatabaseRefusesIsRejectedAloneAndItsNeighboursApply(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            switch driver {
+            case .postgres:
+                try await harness.execute("""
+                    CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN IF NEW.data ? 'poison' THEN RAISE EXCEPTION 'poison refused' USING ERRCODE = '22023'; END IF; RETURN NEW; END $$
+                    """)
+                try await harness.execute("CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON entities FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
+            case .sqlite:
+                try await harness.execute("""
+                    CREATE TRIGGER refuse_poison BEFORE INSERT ON entities WHEN json_extract(NEW.data, '$.poison') IS NOT NULL
+                    BEGIN SELECT RAISE(ABORT, 'poison refused'); END
+                    """)
+            }
+            let results = try await harness.apply([
+                Op.create("weightLogs", "w1", ["kg": 70]), Op.create("weightLogs", "w2", ["kg": 71, "poison": true]), Op.create("weightLogs", "w3", ["kg": 72]),
+            ])
+            #expect(results.map(\.outcome) == ["applied", "VALIDATION_ERROR", "applied"])
+            if case .rejected(_, let message, let retryable) = results[1].status {
+                #expect(message.contains("cannot store") && !retryable, "\(message)")
+            }
+            #expect(try await harness.pullAll().changes.map(\.entityID).sorted() == ["w1", "w3"])
+            // Alone, it is the job's permanent failure: dead at once, not retried.
+            let id = try await harness.push([Op.create("weightLogs", "w4", ["poison": 1])])
+            try await harness.withWorkers(1, concurrency: 1) {
+                let job = try await harness.waitFinished(id, timeout: .seconds(20))
+                #expect(job.state == .dead && job.attempts == 1, "\(job.state) after \(job.attempts)")
+            }
+        }
+    }
+
     /// A database error retrying cannot fix (SQLSTATE class 22, data exception, or 54, program
     /// limit) is classified permanent; connection and lock errors are not.
     @Test func databaseErrorClassesSayWhetherRetryingHelps() {

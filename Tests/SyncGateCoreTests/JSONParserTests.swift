@@ -24,9 +24,21 @@ import Testing
     @Test(arguments: [
         "9223372036854775808", "-9223372036854775809", "-9223372036854775808000", "123456789012345678901234567890", "18446744073709551615",
         "3.141592653589793238462643", "0.12345678901234567890", "1e-400", "-1e-400", "9007199254740993.0", "1.00000000000000000001",
+        // Exponents no double has: refused without overflowing (this one trapped the process).
+        "0.1e-9223372036854775808", "1e9223372036854775807", "0.1e-99999999999999999999999",
     ])
     func refusesNumbersItCannotKeepExactly(_ text: String) {
         #expect(throws: JSONParseError.self) { try parser.parse(text) }
+    }
+
+    /// A number of four million digits is judged in linear time (stripping zeros one at a time
+    /// from the front was quadratic: minutes of CPU for one push).
+    @Test func aHugeNumberCostsLinearTime() throws {
+        let zeros = String(repeating: "0", count: 2_000_000)
+        let started = ContinuousClock.now
+        #expect(throws: JSONParseError.self) { try JSONParser(maximumDepth: 8).parse("0.\(zeros)1") }
+        #expect(try JSONParser(maximumDepth: 8).parse("1\(zeros.prefix(300)).0") == .double(1e300))
+        #expect(started.duration(to: .now) < .seconds(5))
     }
 
     @Test(arguments: [

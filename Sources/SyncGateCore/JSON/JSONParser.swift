@@ -253,7 +253,7 @@ private struct Reader {
         guard let double = Double(text), double.isFinite else {
             throw JSONParseError(message: "number out of range", offset: start)
         }
-        guard DecimalText(text) == DecimalText(double.description) else {
+        guard let given = DecimalText(text), given == DecimalText(double.description) else {
             throw JSONParseError(
                 message: "number \(text.prefix(40)) cannot be kept exactly (integers up to 64 bits; other numbers as 64-bit floats)", offset: start
             )
@@ -270,11 +270,13 @@ private struct Reader {
 /// compare `1.50`, `15e-1` and `1.5` as the same number. Zero is one value, whatever its sign.
 struct DecimalText: Equatable {
     var negative = false
-    var digits: [UInt8] = []
+    var digits: ArraySlice<UInt8> = []
     var exponent = 0
 
-    /// `text` is a JSON number or a finite Double's `description` (`1e-05`, `1.0`, `5e-324`).
-    init(_ text: String) {
+    /// `text` is a JSON number or a finite Double's `description` (`1e-05`, `1.0`, `5e-324`);
+    /// `nil` when its exponent is beyond any double's (more than six digits): hostile text must
+    /// cost linear time and never overflow.
+    init?(_ text: String) {
         var mantissa: [UInt8] = []
         var fractionDigits = 0
         var inFraction = false
@@ -285,24 +287,22 @@ struct DecimalText: Equatable {
             case UInt8(ascii: "-") where !inExponent && mantissa.isEmpty: negative = true
             case UInt8(ascii: "."): inFraction = true
             case UInt8(ascii: "e"), UInt8(ascii: "E"): inExponent = true
-            case _ where inExponent: exponentText.append(Character(Unicode.Scalar(byte)))
+            case _ where inExponent:
+                exponentText.append(Character(Unicode.Scalar(byte)))
+                if exponentText.count > 8 { return nil }
             default:
                 mantissa.append(byte)
                 if inFraction { fractionDigits += 1 }
             }
         }
-        var exponent = (Int(exponentText) ?? 0) - fractionDigits
-        while mantissa.first == UInt8(ascii: "0") { mantissa.removeFirst() }
-        while mantissa.last == UInt8(ascii: "0") {
-            mantissa.removeLast()
-            exponent += 1
+        guard let written = exponentText.isEmpty ? 0 : Int(exponentText) else { return nil }
+        let zero = UInt8(ascii: "0")
+        guard let first = mantissa.firstIndex(where: { $0 != zero }), let last = mantissa.lastIndex(where: { $0 != zero }) else {
+            // Zero, whatever its sign and exponent.
+            negative = false
+            return
         }
-        if mantissa.isEmpty {
-            self.negative = false
-            self.exponent = 0
-        } else {
-            self.digits = mantissa
-            self.exponent = exponent
-        }
+        digits = mantissa[first...last]
+        exponent = written - fractionDigits + (mantissa.count - 1 - last)
     }
 }

@@ -99,7 +99,13 @@ extension Error {
     /// Retrying the job cannot fix this failure: it goes `dead` at once instead of holding its
     /// user's queue through every retry.
     public var isPermanentFailure: Bool {
-        self is any PermanentFailure || (self as? any ClassifiedFailure)?.isPermanent == true
+        self is any PermanentFailure || isDataRefusal
+    }
+
+    /// The database refused a value it was given (as opposed to a stored row SyncGate cannot
+    /// read, or the database being away): the operation that wrote it can be found and refused.
+    public var isDataRefusal: Bool {
+        (self as? any ClassifiedFailure)?.isPermanent == true
     }
 }
 

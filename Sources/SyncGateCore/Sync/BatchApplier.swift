@@ -11,6 +11,9 @@ public struct BatchApplier: Sendable {
     public var userID: String
     public var collections: Collections
     public var now: Timestamp
+    /// Operations (by idempotency key) the database refused to store when the job was tried:
+    /// each is rejected with `VALIDATION_ERROR` and this message, and the rest apply.
+    public var refused: [String: String] = [:]
 
     public init(userID: String, collections: Collections, now: Timestamp) {
         self.userID = userID
@@ -203,6 +206,9 @@ extension BatchApplier {
         }
 
         mutating func decide(_ operation: SyncOperation) -> OperationResult {
+            if let message = applier.refused[operation.idempotencyKey] {
+                return .rejected(operation, .validationError, message)
+            }
             let key: EntityKey
             var type: EntityTypeConfig
             switch applier.target(of: operation) {

@@ -1,3 +1,4 @@
+import Logging
 public import SyncGateCore
 
 extension SyncStore {
@@ -12,10 +13,46 @@ extension SyncStore {
     /// 5. load each derivation's inputs for the groups the writes touch and derive;
     /// 6. write entities and changes, feed heads, idempotency records, households, the job's
     ///    results and the device watermark, and announce what committed.
+    ///
+    /// When the database refuses what one operation would store (an error retrying cannot fix,
+    /// see ``ClassifiedFailure``) — something the shared validation did not foresee — the job is
+    /// not failed as a whole: each operation is tried alone in a transaction that is rolled back,
+    /// and the job is applied again with the refused ones rejected (`VALIDATION_ERROR`), so one
+    /// bad operation never fails its neighbours.
     public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
-        let applier = BatchApplier(userID: job.userID, collections: collections, now: now)
+        do {
+            return try await attempt(job, operations: job.operations, collections: collections, now: now, refused: [:], probe: false)
+        } catch where error.isDataRefusal && job.operations.count > 1 {
+            var refused: [String: String] = [:]
+            for operation in job.operations where refused[operation.idempotencyKey] == nil {
+                do {
+                    _ = try await attempt(job, operations: [operation], collections: collections, now: now, refused: [:], probe: true)
+                } catch is ProbeRolledBack {
+                    continue
+                } catch let refusal where refusal.isDataRefusal {
+                    refused[operation.idempotencyKey] = "the database cannot store this operation's result (\(refusal))"
+                }
+            }
+            guard !refused.isEmpty else { throw error }
+            logger.warning("the database refused operations of a job; applying the rest", metadata: [
+                "syncgate.job": "\(job.id)", "syncgate.refused": "\(refused.count)", "syncgate.error": "\(error)",
+            ])
+            return try await attempt(job, operations: job.operations, collections: collections, now: now, refused: refused, probe: false)
+        }
+    }
+
+    /// A probe's transaction ends here, rolled back, after every write succeeded.
+    struct ProbeRolledBack: Error {}
+
+    private func attempt(
+        _ job: ClaimedJob, operations: [SyncOperation], collections: Collections, now: Timestamp, refused: [String: String], probe: Bool
+    ) async throws -> ApplyOutcome {
+        var configured = BatchApplier(userID: job.userID, collections: collections, now: now)
+        configured.refused = refused
+        let applier = configured
         let derivations = collections.derivations
-        let requirements = applier.requirements(for: job.operations)
+        let requirements = applier.requirements(for: operations)
+        let hooks = probe ? StoreHooks() : hooks
         return try await driver.transaction(now: clock.now()) { transaction in
             guard try await transaction.lockJob(job.lease) else { return .leaseLost }
             var heads = try await transaction.lockFeeds(requirements.scopes)
@@ -24,12 +61,12 @@ extension SyncStore {
             snapshot.recorded = try await transaction.loadRecorded(userID: job.userID, keys: requirements.idempotencyKeys)
             snapshot.entities = try await transaction.entities([.keys(requirements.entityKeys.sorted())])
             snapshot.households = HouseholdState.fold(try await transaction.loadHouseholds(requirements.householdIDs.sorted()))
-            let parents = applier.parentKeys(for: job.operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
+            let parents = applier.parentKeys(for: operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
             if !parents.isEmpty {
                 snapshot.entities.merge(try await transaction.entities([.keys(parents.sorted())])) { stored, _ in stored }
             }
 
-            var outcome = applier.apply(job.operations, snapshot: snapshot)
+            var outcome = applier.apply(operations, snapshot: snapshot)
             for derivation in derivations {
                 let groups = derivation.groupsTouched(by: outcome.writes, original: snapshot.entities)
                 guard !groups.isEmpty else { continue }
@@ -45,6 +82,7 @@ extension SyncStore {
             )
             try await transaction.recordIdempotency(userID: job.userID, outcome.recorded)
             try await transaction.writeHouseholds(outcome.households)
+            if probe { throw ProbeRolledBack() }
             try await transaction.finishJob(
                 JobFinish(id: job.id, userID: job.userID, deviceID: job.deviceID, state: .done, results: JobCodec.encodeResults(outcome.results), lastError: nil)
             )
