@@ -1,6 +1,7 @@
 import HTTPTypes
 public import Hummingbird
 import Logging
+import Synchronization
 public import SyncGateCore
 import SyncGateStorage
 
@@ -25,6 +26,7 @@ extension ProtocolError: HTTPResponseError {
 /// their details on the wire).
 public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let retryAfterSeconds: Int
+    let unavailableLog = LogThrottle(interval: .seconds(10))
 
     public init(retryAfterSeconds: Int) {
         self.retryAfterSeconds = retryAfterSeconds
@@ -38,8 +40,11 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
             // Drivers' errors describe themselves without bound values (see PostgresFailure).
             if protocolError.code == .internal {
                 context.logger.error("request failed", metadata: ["syncgate.error": "\(String(reflecting: error))"])
-            } else if let error = error as? StoreUnavailableError {
-                context.logger.warning("database unavailable", metadata: ["syncgate.error": "\(error.reason)"])
+            } else if let error = error as? StoreUnavailableError, let suppressed = unavailableLog.admit() {
+                // At most one line per interval: in an outage every request fails the same way.
+                context.logger.warning("database unavailable", metadata: [
+                    "syncgate.error": "\(error.reason)", "syncgate.suppressed_since_last": "\(suppressed)",
+                ])
             }
             return protocolError.response
         }
@@ -73,5 +78,27 @@ extension Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: value.serialized())))
+    }
+}
+
+/// Admits one event per interval and counts the ones it held back.
+final class LogThrottle: Sendable {
+    private let interval: Duration
+    private let state = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
+
+    init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// The number suppressed since the last admitted event, or `nil` to stay quiet now.
+    func admit(now: ContinuousClock.Instant = .now) -> Int? {
+        state.withLock { state in
+            if let last = state.last, last.duration(to: now) < interval {
+                state.suppressed += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.suppressed
+        }
     }
 }

@@ -74,7 +74,9 @@ extension PostgresDriver {
         let exists = try await query("schema status", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
         guard exists.first == true else { return SchemaStatus(applied: 0, latest: latest) }
         let newest = try await query(
-            "schema status", .request, "SELECT version, compatible_from FROM syncgate_migrations ORDER BY version DESC LIMIT 1", as: (Int, Int?).self
+            // Through to_jsonb: a database an older release migrated has no compatible_from column yet.
+            "schema status", .request,
+            "SELECT version, (to_jsonb(m) ->> 'compatible_from')::int FROM syncgate_migrations m ORDER BY version DESC LIMIT 1", as: (Int, Int?).self
         ).first
         return SchemaStatus(applied: newest?.0 ?? 0, latest: latest, compatibleFrom: newest?.1)
     }

@@ -161,9 +161,12 @@ public final class PostgresDriver: StorageDriver, Service {
         if kind == .request, databaseDown.load(ordering: .relaxed) {
             throw StoreUnavailableError("\(operation): the database refuses connections")
         }
-        return try await withDeadline(operation, kind) { [client] in
-            // A failure before the closure runs is the pool's: no connection could be had.
-            let leased = Locked(false)
+        // A failure before the closure runs is the pool's: no connection could be had.
+        let leased = Locked(false)
+        // While it waits for a connection, a request gives up as soon as the database is known
+        // to refuse connections; once it has one, its query runs to its end or its deadline.
+        let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
+        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection) { [client] in
             do {
                 return try await client.withConnection { connection in
                     leased.update { $0 = true }
@@ -220,9 +223,13 @@ public final class PostgresDriver: StorageDriver, Service {
     /// leaving it suspended for good even under cancellation. Without a deadline every caller of
     /// such a request — a worker lane, a pull — would hang with it. (The pool replaces the dead
     /// connection, so an abandoned request does not keep a connection.)
+    ///
+    /// - Parameter giveUpWhileDown: while it returns true, the operation also ends (`503`) as soon
+    ///   as the database is known to refuse connections.
     func withDeadline<Result: Sendable>(
         _ operation: String,
         _ kind: DeadlineKind,
+        giveUpWhileDown: (@Sendable () -> Bool)? = nil,
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let timeout: Duration
@@ -243,10 +250,8 @@ public final class PostgresDriver: StorageDriver, Service {
                     }
                 }
                 let timer = Task { [self] in
-                    // A request also gives up as soon as the database is known to refuse
-                    // connections: it would only wait for a pooled connection that cannot come.
                     let deadline = ContinuousClock.now + timeout
-                    while kind == .request, ContinuousClock.now < deadline {
+                    while let giveUpWhileDown, giveUpWhileDown(), ContinuousClock.now < deadline {
                         if databaseDown.load(ordering: .relaxed) {
                             race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
                             return
@@ -269,6 +274,10 @@ public final class PostgresDriver: StorageDriver, Service {
     /// Connection-level failures become ``StoreUnavailableError``; other PostgreSQL errors a
     /// ``PostgresFailure`` (no bind values); anything else passes through.
     static func availabilityError(_ error: any Error, operation: String) -> any Error {
+        // Its debug description prints the column's raw bytes.
+        if let error = error as? PostgresDecodingError {
+            return PostgresFailure(operation: operation, code: "decoding", message: "column \(error.columnName) as \(error.targetType) from \(error.postgresType)")
+        }
         guard let error = error as? PSQLError else { return error }
         guard isConnectionFailure(error) else { return PostgresFailure(operation: operation, error) }
         return StoreUnavailableError("\(operation): \(error.code)")

@@ -38,11 +38,12 @@ struct PostgresListener: Sendable {
                         logger: logger
                     )
                 } catch {
-                    // Only a failure to connect says the database is away (refused, reset, shutting
-                    // down): a listening connection that ends may be that connection's problem
-                    // alone, and a server that answers with another error (authentication, too
-                    // many clients) is up.
-                    if let answer = error as? PSQLError, answer.code == .server, !PostgresDriver.isConnectionFailure(answer) {} else {
+                    // Only a failure to connect at the connection level says the database is away
+                    // (refused, reset, shutting down): a listening connection that ends may be that
+                    // connection's problem alone, a server that answers with another error
+                    // (authentication, too many clients) is up, and a TLS or configuration error
+                    // is not an outage.
+                    if let failure = error as? PSQLError, failure.code == .connectionError || PostgresDriver.isConnectionFailure(failure) {
                         reachability(false)
                     }
                     throw error

@@ -48,7 +48,11 @@ extension SQLiteDriver {
         let latest = Self.migrations.last?.version ?? 0
         return try await read { db in
             guard try db.tableExists("syncgate_migrations") else { return SchemaStatus(applied: 0, latest: latest) }
-            let newest = try Row.fetchOne(db, sql: "SELECT version, compatible_from FROM syncgate_migrations ORDER BY version DESC LIMIT 1")
+            // A database an older release migrated has no compatible_from column yet.
+            let recorded = try db.columns(in: "syncgate_migrations").contains { $0.name == "compatible_from" }
+            let newest = try Row.fetchOne(
+                db, sql: "SELECT version, \(recorded ? "compatible_from" : "NULL AS compatible_from") FROM syncgate_migrations ORDER BY version DESC LIMIT 1"
+            )
             return SchemaStatus(applied: newest?["version"] ?? 0, latest: latest, compatibleFrom: newest?["compatible_from"])
         }
     }

@@ -25,7 +25,10 @@ struct LoadCommand: AsyncParsableCommand {
         func authority() async throws -> TokenAuthority {
             let (configuration, _) = try await common.configuration()
             do {
-                return await TokenAuthority(secret: try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database).value)
+                return await TokenAuthority(
+                    secret: try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database).value,
+                    maximumLifetimeSeconds: configuration.jwtMaximumLifetimeSeconds
+                )
             } catch {
                 throw ValidationError(error.message)
             }
@@ -60,7 +63,7 @@ struct LoadCommand: AsyncParsableCommand {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<users {
                     let user = "load-\(runID)-\(index)"
-                    let token = try await authority.issue(userID: user, ttlSeconds: duration + 3600)
+                    let token = try await authority.issue(userID: user, ttlSeconds: min(duration + 3600, authority.maximumLifetimeSeconds))
                     let pending = PendingChanges()
                     let ledger = Ledger()
                     ledgers.append((user, token, ledger))
@@ -217,7 +220,7 @@ struct LoadCommand: AsyncParsableCommand {
             let authority = try await target.authority()
             let client = LoadClient(base: target.url)
             let user = "batches-\(String(UInt32.random(in: .min ... .max), radix: 36))"
-            let token = try await authority.issue(userID: user, ttlSeconds: 3600)
+            let token = try await authority.issue(userID: user, ttlSeconds: min(3600, authority.maximumLifetimeSeconds))
             var random = SeededGenerator(seed: 7)
             print("batch size   pushes   p50 ms   p90 ms   max ms   µs per operation (p50)")
             for size in sizes {

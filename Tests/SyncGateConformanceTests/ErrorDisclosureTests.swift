@@ -33,6 +33,18 @@ import Testing
         }
     }
 
+    /// In an outage every request fails the same way: one log line per interval, with the count
+    /// of the ones held back.
+    @Test func unavailableLogLinesAreThrottled() {
+        let throttle = LogThrottle(interval: .seconds(10))
+        let start = ContinuousClock.now
+        #expect(throttle.admit(now: start) == 0)
+        #expect(throttle.admit(now: start + .seconds(1)) == nil)
+        #expect(throttle.admit(now: start + .seconds(9)) == nil)
+        #expect(throttle.admit(now: start + .seconds(10)) == 2)
+        #expect(throttle.admit(now: start + .seconds(11)) == nil)
+    }
+
     /// `503 UNAVAILABLE` tells the client to come back; which query failed how is for the log.
     @Test func anUnavailableDatabaseNamesNoInternalOperation() {
         let error = ProtocolErrorMiddleware<SyncRequestContext>.protocolError(

@@ -112,6 +112,14 @@ import Testing
         #expect(Self.statusCodes(outcome) == ["applied", "applied"])
         #expect(Set(world.entities[key]?.meta.itemTombstones.keys ?? [:].keys) == ["gone-recently"])
         #expect(Set(world.entities[goals]?.meta.fields.keys ?? [:].keys) == ["kept", "removedRecently", "other"])
+
+        // A deletion this write makes is kept whatever its client time (a device's clock may run
+        // late): pruning only drops what an earlier write stored.
+        let late = Self.op(.update, "foodLogs", "f", base: 2, data: [
+            "loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "i1", "deletedAt": .string(old.rfc3339)]],
+        ])
+        #expect(Self.statusCodes(world.push(applier, [late])) == ["applied"])
+        #expect(Set(world.entities[key]?.meta.itemTombstones.keys ?? [:].keys) == ["gone-recently", "i1"])
     }
 
     @Test func operationsApplyInOrderAndRejectionsDoNotStopTheRest() {

@@ -19,10 +19,14 @@ public struct DocumentLimits: Sendable, Hashable {
 
 extension EntityMeta {
     /// Drops item tombstones deleted before `cutoff`, and the stamps of fields `document` no
-    /// longer has that last changed before it.
-    public mutating func prune(before cutoff: Timestamp, document: JSONObject?) {
-        itemTombstones = itemTombstones.filter { $0.value >= cutoff }
-        fields = fields.filter { field, stamp in document?[field] != nil || stamp.timestamp >= cutoff }
+    /// longer has that last changed before it — only those `previous` (the stored metadata before
+    /// this write) already had: their times come from clients, and one whose clock runs late
+    /// must not see its deletion dropped by the very write that made it.
+    public mutating func prune(before cutoff: Timestamp, document: JSONObject?, previous: EntityMeta?) {
+        itemTombstones = itemTombstones.filter { item, deleted in deleted >= cutoff || previous?.itemTombstones[item] == nil }
+        fields = fields.filter { field, stamp in
+            document?[field] != nil || stamp.timestamp >= cutoff || previous?.fields[field] == nil
+        }
     }
 }
 

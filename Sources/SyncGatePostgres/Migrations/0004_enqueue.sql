@@ -5,7 +5,11 @@
 -- COMMITTED, takes its snapshot after the lock is granted, so it sees every job a concurrent
 -- push of that user committed), and a user's job ids are in commit order, so a worker that runs
 -- a user's oldest unfinished job never passes one that commits later with a lower id (the
--- device watermark means "every push of this device up to here is finished").
+-- device watermark means "every push of this device up to here is finished"). This relies on
+-- READ COMMITTED, PostgreSQL's default (and SyncGate's: it never raises the isolation level); a
+-- server whose default_transaction_isolation is higher would count in a snapshot taken before the
+-- lock. During a rolling upgrade from a release before this migration, its fronts still enqueue
+-- without the lock: exactness and ordering hold once no such front is left.
 CREATE FUNCTION syncgate_enqueue(
     p_user text, p_device text, p_max_attempts bigint, p_operation_count bigint, p_payload text,
     p_at timestamptz, p_limit bigint, p_channel text, p_notification text
