@@ -46,4 +46,6 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible, CustomD
     /// (23) may come from a race a retry resolves; the rest (connections, locks, resources,
     /// shutdown) are transient.
     public var isPermanent: Bool { code.hasPrefix("22") || code.hasPrefix("54") }
+
+    public var clientReason: String { message.isEmpty ? "SQLSTATE \(code)" : "SQLSTATE \(code): \(message)" }
 }

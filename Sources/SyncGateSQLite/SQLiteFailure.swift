@@ -11,4 +11,6 @@ extension DatabaseError: ClassifiedFailure {
         default: false
         }
     }
+
+    public var clientReason: String { "SQLite: \(message ?? "\(extendedResultCode)")" }
 }

@@ -93,6 +93,8 @@ public protocol PermanentFailure: Error {}
 /// exception cannot be fixed by waiting, a lost connection can).
 public protocol ClassifiedFailure: Error {
     var isPermanent: Bool { get }
+    /// What a client may be told of it: the database's code and reason, no internal operation.
+    var clientReason: String { get }
 }
 
 extension Error {

@@ -29,8 +29,8 @@ extension SyncStore {
                     _ = try await attempt(job, operations: [operation], collections: collections, now: now, refused: [:], probe: true)
                 } catch is ProbeRolledBack {
                     continue
-                } catch let refusal where refusal.isDataRefusal {
-                    refused[operation.idempotencyKey] = "the database cannot store this operation's result (\(refusal))"
+                } catch let refusal as any ClassifiedFailure where refusal.isPermanent {
+                    refused[operation.idempotencyKey] = "the database cannot store this operation's result (\(refusal.clientReason))"
                 }
             }
             guard !refused.isEmpty else { throw error }
