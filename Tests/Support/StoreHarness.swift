@@ -35,6 +35,8 @@ public struct StoreHarness: Sendable {
         case .postgres: url = .postgres(try await TestDatabases.shared.freshPostgres())
         case .sqlite: url = .sqlite(path: try TestDatabases.freshSQLitePath())
         }
+        // The SQLite file's folder goes with the test (it may live in memory, in /dev/shm).
+        defer { if case .sqlite(let path) = url { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) } }
         return try await withExisting(url, collections: collections, clock: clock, hooks: hooks, listenerReconnectDelay: listenerReconnectDelay, body)
     }
 

@@ -16,6 +16,13 @@ import Glibc
 @Suite(.serialized, .timeLimit(.minutes(8))) struct CrashTests {
     static let secret = HTTPHarness.secret
 
+    /// The crash test's processes run at low CPU priority (`nice` execs the binary: same pid, so
+    /// SIGKILL reaches it): on two cores they would otherwise starve the suites running beside
+    /// them, whose timing bounds then fail.
+    static func niced(_ arguments: [String], environment: [String: String]) throws -> SyncGateProcess {
+        try SyncGateProcess(executable: "/usr/bin/nice", ["-n", "15", try SyncGateProcess.binary()] + arguments, environment: environment)
+    }
+
     static func verifyLine(_ log: String) -> String? {
         log.split(separator: "\n").last { $0.hasPrefix("verify: ") }.map(String.init)
     }
@@ -30,15 +37,15 @@ import Glibc
         #expect(await migrate.waitForExit(timeout: .seconds(60)) == 0, "\(migrate.log)")
         let port = SyncGateProcess.freePort()
         let client = ProcessClient(base: "http://127.0.0.1:\(port)")
-        func front() throws -> SyncGateProcess { try SyncGateProcess(["serve", "--port", "\(port)", "--workers", "0"], environment: environment) }
-        func worker() throws -> SyncGateProcess { try SyncGateProcess(["worker", "--concurrency", "2"], environment: environment) }
+        func front() throws -> SyncGateProcess { try Self.niced(["serve", "--port", "\(port)", "--workers", "0"], environment: environment) }
+        func worker() throws -> SyncGateProcess { try Self.niced(["worker", "--concurrency", "2"], environment: environment) }
         var fronts = [try front()]
         var workers = [try worker()]
         defer { for process in fronts + workers { Task { await process.stop() } } }
         try await client.waitUntilReady(fronts[0])
 
-        let load = try SyncGateProcess(
-            ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "4", "--batch", "5", "--duration", "24", "--verify"], environment: environment
+        let load = try Self.niced(
+            ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "3", "--batch", "5", "--duration", "24", "--verify"], environment: environment
         )
         defer { Task { await load.stop() } }
         for round in 1...3 {
@@ -75,12 +82,10 @@ import Glibc
         let database = "\(folder)/db.sqlite"
         let environment = ["SYNCGATE_DATABASE_URL": "sqlite:\(database)", "SYNCGATE_JWT_SECRET": Self.secret, "SYNCGATE_LOG_LEVEL": "error"]
         let port = SyncGateProcess.freePort()
-        let serve = try SyncGateProcess(["serve", "--port", "\(port)"], environment: environment)
+        let serve = try Self.niced(["serve", "--port", "\(port)"], environment: environment)
         defer { Task { await serve.stop() } }
         try await ProcessClient(base: "http://127.0.0.1:\(port)").waitUntilReady(serve)
-        let load = try SyncGateProcess(
-            ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "2", "--duration", "3", "--verify"], environment: environment
-        )
+        let load = try Self.niced(["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "2", "--duration", "3", "--verify"], environment: environment)
         defer { Task { await load.stop() } }
         try await Task.sleep(for: .seconds(2))
         try await StoreHarness.withExisting(.sqlite(path: database)) { harness in
