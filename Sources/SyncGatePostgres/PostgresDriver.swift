@@ -26,7 +26,7 @@ public final class PostgresDriver: StorageDriver, Service {
         public var maintenanceTimeout: Duration
         /// How long the global queue depth (the `OVERLOADED` check) may be reused before it is read again.
         public var queueDepthCacheDuration: Duration
-        /// The first wait before the LISTEN connection reconnects (doubling up to 5 s).
+        /// The first wait before the LISTEN connection reconnects (doubling up to 2 s).
         public var listenerReconnectDelay: Duration
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).

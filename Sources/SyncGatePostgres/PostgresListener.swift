@@ -43,7 +43,7 @@ struct PostgresListener: Sendable {
                     // connection's problem alone, a server that answers with another error
                     // (authentication, too many clients) is up, and a TLS or configuration error
                     // is not an outage.
-                    if let failure = error as? PSQLError, failure.code == .connectionError || PostgresDriver.isConnectionFailure(failure) {
+                    if let failure = error as? PSQLError, PostgresDriver.isConnectionFailure(failure) {
                         reachability(false)
                     }
                     throw error
