@@ -22,7 +22,7 @@ extension SQLiteDriver {
                     )
                     """)
                 // Read by ``schemaStatus()``; rows from before the column have none (= their own version).
-                if try !db.columns(in: "syncgate_migrations").contains(where: { $0.name == "compatible_from" }) {
+                if try !Self.recordsCompatibility(db) {
                     try db.execute(sql: "ALTER TABLE syncgate_migrations ADD COLUMN compatible_from INTEGER")
                 }
                 let done = Set(try Int.fetchAll(db, sql: "SELECT version FROM syncgate_migrations"))
@@ -49,11 +49,17 @@ extension SQLiteDriver {
         return try await read { db in
             guard try db.tableExists("syncgate_migrations") else { return SchemaStatus(applied: 0, latest: latest) }
             // A database an older release migrated has no compatible_from column yet.
-            let recorded = try db.columns(in: "syncgate_migrations").contains { $0.name == "compatible_from" }
+            let recorded = try Self.recordsCompatibility(db)
             let newest = try Row.fetchOne(
                 db, sql: "SELECT version, \(recorded ? "compatible_from" : "NULL AS compatible_from") FROM syncgate_migrations ORDER BY version DESC LIMIT 1"
             )
             return SchemaStatus(applied: newest?["version"] ?? 0, latest: latest, compatibleFrom: newest?["compatible_from"])
         }
+    }
+
+    /// Whether `syncgate_migrations` has the `compatible_from` column (a database an older
+    /// release migrated has not, until this release's migrator adds it).
+    private static func recordsCompatibility(_ db: Database) throws -> Bool {
+        try db.columns(in: "syncgate_migrations").contains { $0.name == "compatible_from" }
     }
 }

@@ -372,6 +372,8 @@ final class LoadStats: Sendable {
 /// A small JSON-over-HTTP client for the load generator.
 struct LoadClient: Sendable {
     let base: String
+    var http: HTTPClient = .shared
+    var timeout: TimeAmount = .seconds(70)
 
     func send(_ method: HTTPMethod, _ path: String, token: String, device: String, body: String? = nil) async throws -> (status: Int, json: JSONValue?) {
         var request = HTTPClientRequest(url: base + path)
@@ -382,7 +384,7 @@ struct LoadClient: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(70))
+        let response = try await http.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
         return (Int(response.status.code), try? JSONParser(maximumDepth: 512).parse(Array(bytes.readableBytesView)))
     }

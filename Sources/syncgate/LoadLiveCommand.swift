@@ -517,17 +517,7 @@ final class LiveClient: Sendable {
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String, device: String, body: String? = nil) async throws -> (status: Int, json: JSONValue?) {
-        var request = HTTPClientRequest(url: base + path)
-        request.method = method
-        request.headers.add(name: "Authorization", value: "Bearer \(token)")
-        request.headers.add(name: "X-Device-Id", value: device)
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: body))
-        }
-        let response = try await client.execute(request, timeout: .seconds(90))
-        let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
-        return (Int(response.status.code), try? JSONParser(maximumDepth: 512).parse(Array(bytes.readableBytesView)))
+        try await LoadClient(base: base, http: client, timeout: .seconds(90)).send(method, path, token: token, device: device, body: body)
     }
 
     /// Runs `body` with a client, shut down afterwards whatever happens (an HTTP client must be).

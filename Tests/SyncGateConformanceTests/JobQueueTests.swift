@@ -159,31 +159,27 @@ import Testing
     /// limit of 100 accept exactly 100 (a count-then-insert lets several see 99).
     @Test(arguments: Driver.selected)
     func theUserQueueLimitIsExactUnderConcurrentPushes(_ driver: Driver) async throws {
-        try await StoreHarness.with(driver) { harness in
-            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
-            let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
-                for _ in 0..<200 {
-                    group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 100, maximumQueuedTotal: 10_000)).isAccepted }
-                }
-                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-            }
-            #expect(accepted == 100)
+        try await StoreHarness.with(driver) { harness throws in
+            #expect(try await Self.enqueueAtOnce(200, user: "alice", limit: 100, in: harness) == 100)
             #expect(try await harness.store.stats().queueDepth == 100)
 
             // The race is only at the crossing: cross it again, ten times (one user per round, 60
             // pushes at once, limit 30), so a count that is not serialised is caught reliably.
             for round in 0..<10 {
-                var roundJob = job
-                roundJob.userID = "round\(round)"
-                let job = roundJob
-                let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
-                    for _ in 0..<60 {
-                        group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 30, maximumQueuedTotal: 10_000)).isAccepted }
-                    }
-                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-                }
-                #expect(accepted == 30, "round \(round)")
+                #expect(try await Self.enqueueAtOnce(60, user: "round\(round)", limit: 30, in: harness) == 30, "round \(round)")
             }
+        }
+    }
+
+    /// `count` one-operation pushes of `user`'s device `d` enqueued all at once against a per-user
+    /// `limit`; how many were accepted.
+    static func enqueueAtOnce(_ count: Int, user: String, limit: Int, in harness: StoreHarness) async throws -> Int {
+        let job = NewJob(userID: user, deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+        return try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: limit, maximumQueuedTotal: 10_000)).isAccepted }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
     }
 
@@ -192,14 +188,8 @@ import Testing
     /// watermark never passes an unfinished push. Checked on PostgreSQL's commit timestamps
     /// (the test server runs with `track_commit_timestamp`); SQLite has one writer.
     @Test func aUsersJobsCommitInIdOrderUnderConcurrentPushes() async throws {
-        try await StoreHarness.with(.postgres) { harness in
-            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<200 {
-                    group.addTask { _ = try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 1_000, maximumQueuedTotal: 10_000)) }
-                }
-                try await group.waitForAll()
-            }
+        try await StoreHarness.with(.postgres) { harness throws in
+            #expect(try await Self.enqueueAtOnce(200, user: "alice", limit: 1_000, in: harness) == 200)
             let order = try await harness.queryTexts(
                 "SELECT id::text FROM jobs WHERE user_id = 'alice' ORDER BY pg_xact_commit_timestamp(xmin), id"
             )
