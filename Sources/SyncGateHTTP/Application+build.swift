@@ -1,27 +1,36 @@
 public import Hummingbird
 import HummingbirdAuth
+import NIOCore
+public import Prometheus
 public import SyncGateStorage
+public import Tracing
 
 /// Builds the router of the HTTP front: the public health routes, and every `/v1` route behind
 /// one ``BearerAuthenticator`` (a new route there cannot forget authentication). Long-polls and
-/// event streams wait on `watcher`, which the caller runs as a service.
+/// event streams wait on `watcher`, which the caller runs as a service. `GET /metrics` renders
+/// `metrics` (the registry the process's swift-metrics backend writes to).
 public func buildRouter(
     store: any FrontStore,
     watcher: FeedWatcher,
     authority: TokenAuthority,
-    configuration: FrontConfiguration
+    configuration: FrontConfiguration,
+    tracer: any Tracer = InstrumentationSystem.tracer,
+    metrics: PrometheusCollectorRegistry = PrometheusMetricsFactory.defaultRegistry
 ) -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
-    // First, so it also covers unknown routes and the authenticator.
+    // Outermost: it sees the status the client gets, unknown routes and refusals included.
+    router.add(middleware: RequestObservationMiddleware(tracer: tracer))
+    // Then every failure becomes a protocol error, the authenticator's included.
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds))
 
     let live = LiveUpdates(store: store, watcher: watcher, pollInterval: configuration.pollInterval, retryAfterSeconds: configuration.retryAfterSeconds)
-    let sync = SyncRoutes(store: store, configuration: configuration, live: live)
+    let sync = SyncRoutes(store: store, configuration: configuration, live: live, tracer: tracer)
     let events = EventRoutes(store: store, watcher: watcher, configuration: configuration)
     let health = HealthRoutes(store: store, retryAfterSeconds: configuration.retryAfterSeconds)
 
     router.get("/healthz", use: health.health)
     router.get("/readyz", use: health.ready)
+    router.get("/metrics") { _, _ in Response.prometheus(metrics) }
 
     let authenticated = router.group("v1").add(middleware: BearerAuthenticator(authority: authority))
     authenticated.post("sync/push", use: sync.push)
@@ -29,4 +38,17 @@ public func buildRouter(
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
     return router
+}
+
+extension Response {
+    /// The registry in Prometheus' text format (version 0.0.4), unauthenticated like the probes.
+    public static func prometheus(_ registry: PrometheusCollectorRegistry) -> Response {
+        var bytes: [UInt8] = []
+        registry.emit(into: &bytes)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
 }

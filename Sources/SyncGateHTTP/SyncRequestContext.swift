@@ -20,7 +20,11 @@ public struct AuthenticatedUser: Sendable, Hashable {
 /// which ``BearerAuthenticator`` sets on the authenticated route group.
 public struct SyncRequestContext: AuthRequestContext, RequestContext {
     public var coreContext: CoreRequestContextStorage
-    public var identity: AuthenticatedUser?
+    public var identity: AuthenticatedUser? {
+        didSet { notes.userID = identity?.userID }
+    }
+    /// Shared with the middleware outside the authenticator (the request log names the user).
+    public let notes = RequestNotes()
 
     public init(source: Source) {
         self.coreContext = .init(source: source)

@@ -118,6 +118,26 @@ extension PostgresDriver {
         }
     }
 
+    public func queueStats(now: Timestamp?) async throws -> StoreStats {
+        // Both read the partial indexes of unfinished jobs, however many finished jobs are kept.
+        let rows = try await query(
+            "queue stats", .maintenance,
+            """
+            SELECT state, count(*)::int,
+                   (SELECT (extract(epoch FROM coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) - min(created_at)) * 1000)::bigint
+                    FROM jobs WHERE state IN ('queued', 'retrying'))
+            FROM jobs WHERE state IN \(unescaped: Self.unfinishedStates) GROUP BY state
+            """,
+            as: (String, Int, Int64?).self
+        )
+        var stats = StoreStats()
+        for (state, count, oldest) in rows {
+            if let state = JobState(rawValue: state) { stats.jobsByState[state] = count }
+            stats.oldestQueuedAgeMilliseconds = oldest
+        }
+        return stats
+    }
+
     public func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
         try await query(
             "list jobs", .maintenance,

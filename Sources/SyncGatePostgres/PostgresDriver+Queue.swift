@@ -94,13 +94,16 @@ extension PostgresDriver {
                 lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
                 updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
             FROM candidates, relaxed WHERE jobs.id = candidates.id
-            RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload
+            RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload, jobs.created_at
             """,
-            as: (Int64, String, String, String, Int, Int, String).self
+            as: (Int64, String, String, String, Int, Int, String, Date).self
         )
         return rows.sorted { $0.0 < $1.0 }.map { row in
-            let (id, token, user, device, attempts, maximumAttempts, payload) = row
-            return ClaimedJobRow(id: id, leaseToken: token, userID: user, deviceID: device, attempts: attempts, maximumAttempts: maximumAttempts, payload: payload)
+            let (id, token, user, device, attempts, maximumAttempts, payload, created) = row
+            return ClaimedJobRow(
+                id: id, leaseToken: token, userID: user, deviceID: device, attempts: attempts, maximumAttempts: maximumAttempts, payload: payload,
+                createdAt: Timestamp(created)
+            )
         }
     }
 

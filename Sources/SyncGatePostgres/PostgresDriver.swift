@@ -1,6 +1,8 @@
 import Foundation
 public import Logging
 import NIOCore
+import CoreMetrics
+import Metrics
 import PostgresNIO
 public import ServiceLifecycle
 import Synchronization
@@ -62,6 +64,8 @@ public final class PostgresDriver: StorageDriver, Service {
     /// answer `503` at once instead of queueing for a pooled connection until their deadline.
     /// The listener clears it as soon as it connects again.
     let databaseDown = Atomic(false)
+    /// Pool occupancy for ``MetricName/poolInUse`` and ``MetricName/poolWaiting``.
+    let poolMetrics = PoolMetrics()
 
     /// The NOTIFY channel every event travels on.
     static let channel = "syncgate_events"
@@ -166,10 +170,16 @@ public final class PostgresDriver: StorageDriver, Service {
         // While it waits for a connection, a request gives up as soon as the database is known
         // to refuse connections; once it has one, its query runs to its end or its deadline.
         let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
-        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection) { [client] in
+        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection) { [client, poolMetrics] in
+            poolMetrics.waiting.increment()
+            // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.
+            defer { if !leased.value { poolMetrics.waiting.decrement() } }
             do {
                 return try await client.withConnection { connection in
                     leased.update { $0 = true }
+                    poolMetrics.waiting.decrement()
+                    poolMetrics.inUse.increment()
+                    defer { poolMetrics.inUse.decrement() }
                     return try await body(connection)
                 }
             } catch where !leased.value && !(error is CancellationError) {
@@ -368,4 +378,10 @@ final class DeadlineRace<Result: Sendable>: Sendable {
         continuation?.resume(with: outcome)
         action?()
     }
+}
+
+/// Callers holding and waiting for pooled connections (PostgresNIO does not publish its pool's state).
+struct PoolMetrics: Sendable {
+    let inUse = Meter(label: MetricName.poolInUse)
+    let waiting = Meter(label: MetricName.poolWaiting)
 }

@@ -73,6 +73,20 @@ extension SQLiteDriver {
         }
     }
 
+    public func queueStats(now: Timestamp?) async throws -> StoreStats {
+        let now = (now ?? .now()).millisecondsSinceEpoch
+        return try await read { db in
+            var stats = StoreStats()
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM jobs WHERE state IN \(Self.unfinished) GROUP BY state") {
+                if let state = JobState(rawValue: row["state"]) { stats.jobsByState[state] = row["n"] }
+            }
+            stats.oldestQueuedAgeMilliseconds = try Int64.fetchOne(
+                db, sql: "SELECT ? - min(created_at) FROM jobs WHERE state IN ('queued', 'retrying')", arguments: [now]
+            )
+            return stats
+        }
+    }
+
     public func stats(now: Timestamp?) async throws -> StoreStats {
         let now = (now ?? .now()).millisecondsSinceEpoch
         return try await read { db in

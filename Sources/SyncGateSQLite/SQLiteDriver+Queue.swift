@@ -62,13 +62,14 @@ extension SQLiteDriver {
                           )
                         ORDER BY j.id LIMIT ?
                     )
-                    RETURNING id, lease_token, user_id, device_id, attempts, max_attempts, payload
+                    RETURNING id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at
                     """,
                 arguments: [workerID, token, now + leaseMilliseconds, now, now, limit]
             ).map { row in
                 ClaimedJobRow(
                     id: row["id"], leaseToken: row["lease_token"], userID: row["user_id"], deviceID: row["device_id"],
-                    attempts: row["attempts"], maximumAttempts: row["max_attempts"], payload: row["payload"]
+                    attempts: row["attempts"], maximumAttempts: row["max_attempts"], payload: row["payload"],
+                    createdAt: Timestamp(millisecondsSinceEpoch: row["created_at"])
                 )
             }.sorted { $0.id < $1.id }
         }

@@ -6,6 +6,7 @@ public import SyncGateHTTP
 import SyncGateSQLite
 public import SyncGateStorage
 import SyncGateWorker
+import Tracing
 
 /// Builds a `serve` process: the HTTP front, its in-process workers and maintenance, migrations
 /// before the server starts, and (unless `store` is given) the store's own service.
@@ -19,8 +20,10 @@ import SyncGateWorker
 ///   - front: what the HTTP routes and the live waiters see of the store (tests wrap it to count
 ///     or to cut off its notifications); `nil`: the store itself.
 ///   - watcher: receives the front's ``FeedWatcher`` once built (tests observe its waiters).
+///   - services: more services to run, started first and stopped last (the trace exporter).
 public func buildApplication(
     _ configuration: ServerConfiguration,
+    services: [any Service] = [],
     store given: SyncStore? = nil,
     front wrap: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
     watcher observe: (@Sendable (FeedWatcher) -> Void)? = nil,
@@ -28,10 +31,18 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
         ?? OpenStore.open(configuration.database, maximumConnections: 10 + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger)
-    let store = opened.store
-    let secret = try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database)
-    let authority = await TokenAuthority(secret: secret.value, maximumLifetimeSeconds: configuration.jwtMaximumLifetimeSeconds)
-    if let file = secret.developmentFile {
+    let tracer = configuration.tracer ?? InstrumentationSystem.tracer
+    var traced = opened.store
+    if given == nil || configuration.tracer != nil { traced.tracer = tracer }
+    let store = traced
+    // With an identity provider and no secret, only the provider's tokens are accepted.
+    let secret = configuration.identityProvider != nil && configuration.jwtSecret == nil
+        ? nil : try SigningSecret.resolve(configured: configuration.jwtSecret, database: configuration.database)
+    let identityProvider = configuration.identityProvider.map { IdentityProviderKeys(configuration: $0, logger: logger) }
+    let authority = await TokenAuthority(
+        secret: secret?.value, identityProvider: identityProvider, maximumLifetimeSeconds: configuration.jwtMaximumLifetimeSeconds
+    )
+    if let file = secret?.developmentFile {
         let days = min(30 * 86_400, configuration.jwtMaximumLifetimeSeconds) / 86_400
         let token = try await authority.issue(userID: "dev", ttlSeconds: min(30 * 86_400, configuration.jwtMaximumLifetimeSeconds))
         logger.warning("SYNCGATE_JWT_SECRET is not set: using the development secret in \(file). Set a real secret before exposing this server.")
@@ -42,7 +53,7 @@ public func buildApplication(
     let frontStore = wrap?(store) ?? store
     let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, logger: logger)
     observe?(watcher)
-    let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front)
+    let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, tracer: tracer)
     let readTimeout = TimeAmount(front.requestReadTimeout)
     let idleTimeout = TimeAmount(front.idleTimeout)
     var app = Application(
@@ -54,18 +65,27 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "syncgate"),
         logger: logger
     )
+    app.addServices(services)
     if given == nil { app.addServices(opened.service) }
     // After the store (stops before it), before the server (outlives its requests).
-    app.addServices(watcher)
+    app.addServices(watcher, QueueSampler(store: store, logger: logger))
+    if let port = configuration.metricsPort {
+        app.addServices(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
+    }
     if configuration.workers > 0 {
         app.addServices(
-            Worker(store: store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workers), hooks: configuration.workerHooks, logger: logger),
+            Worker(
+                store: store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workers),
+                hooks: configuration.workerHooks, tracer: tracer, logger: logger
+            ),
             MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger)
         )
     }
     let database = configuration.database
     let workers = configuration.workers
     app.beforeServerStarts {
+        // Keys in hand before the first request; a provider that is down now is retried on demand.
+        if let identityProvider { await identityProvider.refresh() }
         let applied = try await store.migrate(logger: logger)
         // SQLite serves one process: jobs left running belong to an earlier run of this server.
         if given == nil, workers > 0, let sqlite = store.driver as? SQLiteDriver { try await sqlite.releaseLeasesOfEarlierRuns() }
@@ -79,14 +99,22 @@ public func buildApplication(
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
     let opened = try OpenStore.open(configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, hooks: configuration.storeHooks, logger: logger)
-    return [
+    let tracer = configuration.tracer ?? InstrumentationSystem.tracer
+    var store = opened.store
+    store.tracer = tracer
+    var services: [any Service] = [
         opened.service,
         Worker(
-            store: opened.store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workerConcurrency),
-            hooks: configuration.workerHooks, logger: logger
+            store: store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workerConcurrency),
+            hooks: configuration.workerHooks, tracer: tracer, logger: logger
         ),
-        MaintenanceService(store: opened.store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger),
+        MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger),
+        QueueSampler(store: store, logger: logger),
     ]
+    if let port = configuration.metricsPort {
+        services.append(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
+    }
+    return services
 }
 
 /// A service with nothing to run (a store its caller runs).

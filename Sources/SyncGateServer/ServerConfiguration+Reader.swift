@@ -58,13 +58,21 @@ extension ServerConfiguration {
         public static let keepAliveInterval = Setting("keepAliveInterval")
         public static let requestReadTimeout = Setting("requestReadTimeout")
         public static let idleTimeout = Setting("idleTimeout")
+        public static let logFormat = Setting("logFormat")
+        public static let metricsPort = Setting("metricsPort")
+        public static let metricsHost = Setting("metricsHost")
+        public static let jwksUrl = Setting("jwksUrl")
+        public static let jwtIssuer = Setting("jwtIssuer")
+        public static let jwtAudience = Setting("jwtAudience")
+        public static let jwtUserClaim = Setting("jwtUserClaim")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
             databaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
-            keepAliveInterval, requestReadTimeout, idleTimeout,
+            keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
+            jwtUserClaim,
         ]
     }
 
@@ -115,6 +123,26 @@ extension ServerConfiguration {
             jwtMaximumLifetimeSeconds = Int(lifetime / 1000)
         }
         logLevel = values.string(.logLevel) ?? logLevel
+        if let format = values.string(.logFormat) {
+            guard let parsed = LogFormat(rawValue: format) else {
+                throw ConfigurationError("\(Setting.logFormat.describe) must be text or json, got '\(format)'")
+            }
+            logFormat = parsed
+        }
+        metricsPort = try values.integer(.metricsPort, in: 1...65535)
+        metricsHost = values.string(.metricsHost) ?? metricsHost
+        if let list = values.string(.jwksUrl) {
+            let urls = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for url in urls where !(url.hasPrefix("https://") || url.hasPrefix("http://")) {
+                throw ConfigurationError("\(Setting.jwksUrl.describe) must be http(s) URLs separated by commas, got '\(url)'")
+            }
+            identityProvider = IdentityProviderKeys.Configuration(
+                jwksURLs: urls, issuer: values.string(.jwtIssuer), audience: values.string(.jwtAudience),
+                userClaim: values.string(.jwtUserClaim) ?? "sub"
+            )
+        } else if values.string(.jwtIssuer) != nil || values.string(.jwtAudience) != nil || values.string(.jwtUserClaim) != nil {
+            throw ConfigurationError("\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe) and \(Setting.jwtUserClaim.describe) apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too")
+        }
         host = values.string(.host) ?? host
         port = try values.integer(.port, in: 1...65535) ?? port
         workers = try values.integer(.workers, in: 0...1024) ?? workers

@@ -1,5 +1,6 @@
 import Foundation
 public import SyncGateCore
+public import Tracing
 public import SyncGateHTTP
 public import SyncGateStorage
 public import SyncGateWorker
@@ -29,12 +30,26 @@ public struct ServerConfiguration: Sendable {
     public var collections: Collections = .default
     /// `trace` … `critical`.
     public var logLevel = "info"
+    /// `text` (one line per event, for people) or `json` (one object per line, for log pipelines).
+    public var logFormat = LogFormat.text
+    /// The app's identity provider, whose RS256/ES256/EdDSA tokens are accepted beside HS256 ones.
+    public var identityProvider: IdentityProviderKeys.Configuration?
+    /// A port of its own for `GET /metrics` (a worker's only HTTP port; a front also serves it on its own port).
+    public var metricsPort: Int?
+    public var metricsHost = "127.0.0.1"
+    /// Spans of requests, enqueues, claims and applies; `nil`: the process's tracer (OTLP when
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, otherwise a no-op). Tests set an in-memory one.
+    public var tracer: (any Tracer)?
     /// Test seams run in the workers of this process.
     public var workerHooks = WorkerHooks()
     /// Test seams run inside the store's transactions (a store opened from ``database``).
     public var storeHooks = StoreHooks()
 
     public init() {}
+
+    public enum LogFormat: String, Sendable, CaseIterable {
+        case text, json
+    }
 
     /// `host-pid-random`: unique per process, readable in `syncgate admin jobs`.
     public static func defaultWorkerID() -> String {

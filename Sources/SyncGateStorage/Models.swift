@@ -71,8 +71,11 @@ public struct NewJob: Sendable {
     public var deviceID: String
     public var operations: [SyncOperation]
     public var maximumAttempts: Int
+    /// The push's trace context, stored with the job so the worker's spans join its trace.
+    public var traceContext: [String: String]
 
-    public init(userID: String, deviceID: String, operations: [SyncOperation], maximumAttempts: Int) {
+    public init(userID: String, deviceID: String, operations: [SyncOperation], maximumAttempts: Int, traceContext: [String: String] = [:]) {
+        self.traceContext = traceContext
         self.userID = userID
         self.deviceID = deviceID
         self.operations = operations
@@ -138,8 +141,17 @@ public struct ClaimedJob: Sendable, Hashable {
     public var attempts: Int
     public var maximumAttempts: Int
     public var operations: [SyncOperation]
+    /// When the push was enqueued.
+    public var createdAt: Timestamp
+    /// The push's trace context (empty when it had none).
+    public var traceContext: [String: String]
 
-    public init(id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, operations: [SyncOperation]) {
+    public init(
+        id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, operations: [SyncOperation],
+        createdAt: Timestamp = .now(), traceContext: [String: String] = [:]
+    ) {
+        self.createdAt = createdAt
+        self.traceContext = traceContext
         self.id = id
         self.leaseToken = leaseToken
         self.userID = userID

@@ -1,4 +1,6 @@
+import CoreMetrics
 public import Logging
+import Metrics
 public import ServiceLifecycle
 import SyncGateCore
 public import SyncGateStorage
@@ -69,7 +71,9 @@ public final class MaintenanceService: Service {
                 do {
                     let store = self.store
                     let retention = self.retention
+                    let started = ContinuousClock.now
                     if let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) {
+                        report.record(duration: started.duration(to: .now))
                         logger.info("maintenance pass", metadata: [
                             "syncgate.jobs_deleted": "\(report.deletedJobs)",
                             "syncgate.idempotency_pruned": "\(report.prunedIdempotencyRecords)",
@@ -83,6 +87,20 @@ public final class MaintenanceService: Service {
             }
         } onGracefulShutdown: {
             stop.trigger()
+        }
+    }
+}
+
+extension MaintenanceReport {
+    /// Adds this pass to the maintenance series (see ``MetricName``).
+    func record(duration: Duration) {
+        Metrics.Timer(label: MetricName.maintenanceDuration).recordNanoseconds(duration.nanoseconds)
+        let removed = [
+            ("jobs", deletedJobs), ("idempotency_records", prunedIdempotencyRecords),
+            ("tombstones", purge.purgedTombstones), ("compacted_changes", compaction.deletedChanges),
+        ]
+        for (kind, count) in removed {
+            Counter(label: MetricName.maintenanceRemoved, dimensions: [("kind", kind)]).increment(by: count)
         }
     }
 }

@@ -1,7 +1,9 @@
+import CoreMetrics
 public import Logging
 public import ServiceLifecycle
 public import SyncGateCore
 public import SyncGateStorage
+public import Tracing
 
 /// Claims jobs and applies them, up to `concurrency` at a time.
 ///
@@ -20,8 +22,15 @@ public final class Worker: Service {
     let configuration: WorkerConfiguration
     let hooks: WorkerHooks
     let logger: Logger
+    /// Each job's claim and apply are spans of the trace its push started (stored with the job).
+    let tracer: any Tracer
+    let metrics = WorkerMetrics()
 
-    public init(store: any WorkerStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(), logger: Logger) {
+    public init(
+        store: any WorkerStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(),
+        tracer: (any Tracer)? = nil, logger: Logger
+    ) {
+        self.tracer = tracer ?? InstrumentationSystem.tracer
         self.store = store
         self.collections = collections
         self.configuration = configuration
@@ -93,12 +102,14 @@ public final class Worker: Service {
                 let free = configuration.concurrency - running.value
                 if free > 0 {
                     do {
+                        let claimStarted = DefaultTracerClock.now
                         let claimed = try await store.claimJobs(workerID: configuration.workerID, limit: free, leaseMilliseconds: configuration.leaseMilliseconds)
+                        let claim = ClaimTiming(started: claimStarted, ended: DefaultTracerClock.now, batch: claimed.count)
                         for job in claimed {
                             running.update { $0 += 1 }
                             leases.insert(job.lease)
                             group.addTask {
-                                await self.process(job)
+                                await self.process(job, claim: claim)
                                 leases.remove(job.lease)
                                 running.update { $0 -= 1 }
                                 doorbell.publish(.jobsAvailable)
@@ -132,8 +143,34 @@ public final class Worker: Service {
         }
     }
 
-    /// Applies one job while a heartbeat keeps its lease; records a failure for retry.
-    func process(_ job: ClaimedJob) async {
+    /// When the claim that handed out a job ran: each of its jobs gets a `claim` span.
+    struct ClaimTiming: Sendable {
+        var started: DefaultTracerClock.Instant
+        var ended: DefaultTracerClock.Instant
+        var batch: Int
+    }
+
+    /// Applies one job while a heartbeat keeps its lease; records a failure for retry. Its claim
+    /// and apply are spans of the push's trace.
+    func process(_ job: ClaimedJob, claim: ClaimTiming? = nil) async {
+        let parent = tracer.context(from: job.traceContext)
+        if let claim {
+            let span = tracer.startSpan("claim", context: parent, ofKind: .consumer, at: claim.started)
+            span.attributes["syncgate.job"] = job.id
+            span.attributes["syncgate.claimed_together"] = claim.batch
+            span.end(at: claim.ended)
+        }
+        let span = tracer.startSpan("apply", context: parent, ofKind: .consumer)
+        span.attributes["syncgate.job"] = job.id
+        span.attributes["syncgate.attempt"] = job.attempts
+        span.attributes["syncgate.operations"] = job.operations.count
+        defer { span.end() }
+        await ServiceContext.withValue(span.context) {
+            await apply(job, span: span)
+        }
+    }
+
+    private func apply(_ job: ClaimedJob, span: any Span) async {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         let started = ContinuousClock.now
@@ -143,14 +180,21 @@ public final class Worker: Service {
             let outcome = try await store.apply(job, collections: collections, now: Timestamp.now())
             switch outcome {
             case .done(let results, let statements):
+                let duration = started.duration(to: .now)
+                metrics.attempt(.done)
+                metrics.applyDuration.recordNanoseconds(duration.nanoseconds)
+                metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
+                metrics.operations(results)
                 logger.debug("job applied", metadata: [
-                    "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)",
-                    "syncgate.duration": "\(started.duration(to: .now))",
+                    "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)", "syncgate.duration": "\(duration)",
                 ])
             case .leaseLost:
+                metrics.attempt(.leaseLost)
+                span.attributes["syncgate.lease_lost"] = true
                 logger.warning("lease lost before the job committed; another worker owns it now")
             }
         } catch {
+            span.recordError(error)
             // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
             let permanent = error.isPermanentFailure
             let settlement = configuration.retryPolicy.settle(
@@ -159,6 +203,7 @@ public final class Worker: Service {
             logger.log(level: permanent ? .error : .warning, "job attempt failed", metadata: [
                 "syncgate.attempt": "\(job.attempts)", "syncgate.settlement": "\(settlement.summary)", "syncgate.error": "\(error)",
             ])
+            if case .dead = settlement { metrics.attempt(.dead) } else { metrics.attempt(.retry) }
             do {
                 try await store.fail(job, error: String(describing: error), settlement: settlement)
             } catch {
@@ -217,5 +262,13 @@ final class StopSignal: Sendable {
         let subscription = notifier.subscribe(.init())
         defer { subscription.cancel() }
         _ = await subscription.next(timeout: duration)
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds (a job's apply is far below the 292 years this could hold).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

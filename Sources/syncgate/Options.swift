@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import Configuration
 import Logging
+import Metrics
+import OTel
+import Prometheus
+import ServiceLifecycle
 import SyncGateCore
 import SyncGateServer
 import SyncGateStorage
@@ -33,7 +37,11 @@ struct CommonOptions: ParsableArguments {
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("unknown log level '\(levelName)' (--log-level, SYNCGATE_LOG_LEVEL)")
         }
-        let logger = LoggingBootstrap.logger(level: level)
+        let formatName = try await ServerConfiguration.reader(flags: flags, configFile: configFile).string(forKey: "logFormat") ?? "text"
+        guard let format = ServerConfiguration.LogFormat(rawValue: formatName) else {
+            throw ValidationError("unknown log format '\(formatName)' (SYNCGATE_LOG_FORMAT: text or json)")
+        }
+        let logger = LoggingBootstrap.logger(level: level, format: format)
         let reader = try await ServerConfiguration.reader(flags: flags, configFile: configFile, accessLogger: logger)
         do {
             var configuration = try ServerConfiguration(reader: reader)
@@ -49,15 +57,27 @@ enum LoggingBootstrap {
     private static let done = NSLock()
     nonisolated(unsafe) private static var bootstrapped = false
 
-    static func logger(level: Logger.Level, label: String = "syncgate") -> Logger {
+    /// Bootstraps the process's logging (text or JSON lines on standard error) and metrics
+    /// (Prometheus, served at `/metrics`) once, and returns a logger.
+    static func logger(level: Logger.Level, format: ServerConfiguration.LogFormat = .text, label: String = "syncgate") -> Logger {
         done.lock()
         if !bootstrapped {
             bootstrapped = true
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
+            switch format {
+            case .text:
+                LoggingSystem.bootstrap({ label, provider in
+                    var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                    handler.logLevel = level
+                    return handler
+                }, metadataProvider: .traceIDs)
+            case .json:
+                LoggingSystem.bootstrap({ label, provider in
+                    var handler = JSONLogHandler(label: label, metadataProvider: provider)
+                    handler.logLevel = level
+                    return handler
+                }, metadataProvider: .traceIDs)
             }
+            MetricsSystem.bootstrap(PrometheusMetricsFactory())
         }
         done.unlock()
         var logger = Logger(label: label)
@@ -72,5 +92,24 @@ struct CollectionsOption: ParsableArguments {
 
     var flags: [ServerConfiguration.Setting: String] {
         collectionsFile.map { [.collections: $0] } ?? [:]
+    }
+}
+
+enum TracingBootstrap {
+    /// When `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces-specific variable) is set, bootstraps
+    /// swift-otel's tracer with the OTLP/HTTP exporter and returns its exporting service, which
+    /// the process runs beside its own; otherwise tracing stays the free no-op. The standard
+    /// `OTEL_*` variables (service name, sampler, headers…) apply.
+    static func service(logger: Logger) throws -> (any Service)? {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil else { return nil }
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "syncgate"
+        configuration.logs.enabled = false
+        configuration.metrics.enabled = false
+        configuration.traces.otlpExporter.protocol = .httpProtobuf
+        let service = try OTel.bootstrap(configuration: configuration)
+        logger.info("tracing: exporting spans over OTLP/HTTP")
+        return service
     }
 }

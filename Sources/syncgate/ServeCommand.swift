@@ -29,7 +29,8 @@ struct ServeCommand: AsyncParsableCommand {
         if let workers { flags[.workers] = String(workers) }
         let (configuration, logger) = try await common.configuration(flags)
         do {
-            try await buildApplication(configuration, logger: logger).runService()
+            let tracing = try TracingBootstrap.service(logger: logger)
+            try await buildApplication(configuration, services: tracing.map { [$0] } ?? [], logger: logger).runService()
         } catch let error as ConfigurationError {
             throw ValidationError(error.message)
         }

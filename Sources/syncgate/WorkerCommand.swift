@@ -14,19 +14,24 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Jobs applied at once (env SYNCGATE_WORKER_CONCURRENCY; default 4)")
     var concurrency: Int?
 
+    @Option(name: .customLong("metrics-port"), help: "Serve GET /metrics (Prometheus) on this port (env SYNCGATE_METRICS_PORT; host: SYNCGATE_METRICS_HOST, default 127.0.0.1)")
+    var metricsPort: Int?
+
     @OptionGroup var common: CommonOptions
     @OptionGroup var collections: CollectionsOption
 
     func run() async throws {
         var flags = collections.flags
         if let concurrency { flags[.workerConcurrency] = String(concurrency) }
+        if let metricsPort { flags[.metricsPort] = String(metricsPort) }
         let (configuration, logger) = try await common.configuration(flags)
         if case .sqlite = configuration.database {
             throw ValidationError(
                 "SQLite serves one process: its workers run inside `syncgate serve` (see --workers). Use a postgres:// URL for separate worker processes."
             )
         }
-        let services = try buildWorkerServices(configuration, logger: logger)
+        var services = try buildWorkerServices(configuration, logger: logger)
+        if let tracing = try TracingBootstrap.service(logger: logger) { services.append(tracing) }
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

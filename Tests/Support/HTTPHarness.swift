@@ -2,7 +2,7 @@ import Foundation
 public import HTTPTypes
 import Hummingbird
 public import HummingbirdTesting
-import Logging
+public import Logging
 import NIOCore
 public import SyncGateCore
 public import SyncGateHTTP
@@ -36,12 +36,14 @@ public struct HTTPHarness: Sendable {
         notificationsOnly: Bool = false,
         listenerReconnectDelay: Duration? = nil,
         front: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
+        server customize: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        logger: Logger = StoreHarness.logger,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         try await StoreHarness.with(driver, collections: collections, listenerReconnectDelay: listenerReconnectDelay) { store in
             try await run(
                 store: store, setup: setup, configuration: configuration, workers: workers, workerHooks: workerHooks,
-                notificationsOnly: notificationsOnly, front: front, body
+                notificationsOnly: notificationsOnly, front: front, server: customize, logger: logger, body
             )
         }
     }
@@ -58,16 +60,19 @@ public struct HTTPHarness: Sendable {
         workerHooks: WorkerHooks = .init(),
         notificationsOnly: Bool = false,
         front: (@Sendable (any FrontStore) -> any FrontStore)? = nil,
+        server customize: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        logger: Logger = StoreHarness.logger,
         _ body: @Sendable (HTTPHarness) async throws -> Result
     ) async throws -> Result {
         var server = serverConfiguration(store: store, front: configuration, workers: workers)
         server.workerHooks = workerHooks
+        customize(&server)
         if notificationsOnly {
             server.front.pollInterval = noSafetyNet
             server.worker.pollInterval = noSafetyNet
         }
         let built = Locked<FeedWatcher?>(nil)
-        let app = try await buildApplication(server, store: store.store, front: front, watcher: { watcher in built.update { $0 = watcher } }, logger: StoreHarness.logger)
+        let app = try await buildApplication(server, store: store.store, front: front, watcher: { watcher in built.update { $0 = watcher } }, logger: logger)
         guard let watcher = built.value else { throw TestEnvironmentError(description: "buildApplication built no feed watcher") }
         let authority = await TokenAuthority(secret: secret)
         return try await app.test(setup) { client in

@@ -5,6 +5,8 @@
 ///
 /// - version 2 (written now): `{"v":2,"ops":[{"k","t","i","n","b","d","ts","h"}]}` — key, type,
 ///   id, intent (`c`/`u`/`d`), base version, data, client timestamp in milliseconds, household;
+///   optionally `"tc"`: the push's trace context (string pairs such as W3C `traceparent`), so the
+///   worker's spans join the push's trace. Releases that predate it ignore the key;
 /// - version 1 (read only): the push's `operations` array in wire form, as releases before
 ///   version 2 stored it.
 ///
@@ -12,7 +14,7 @@
 public enum JobCodec {
     public static let currentVersion: Int64 = 2
 
-    public static func encode(_ operations: [SyncOperation]) -> String {
+    public static func encode(_ operations: [SyncOperation], traceContext: [String: String] = [:]) -> String {
         let encoded: [JSONValue] = operations.map { operation in
             var object: JSONObject = [
                 "k": .string(operation.idempotencyKey),
@@ -26,10 +28,18 @@ public enum JobCodec {
             if let household = operation.householdID { object["h"] = .string(household) }
             return .object(object)
         }
-        return JSONValue.object(["v": .int(currentVersion), "ops": .array(encoded)]).serialized()
+        var envelope: JSONObject = ["v": .int(currentVersion), "ops": .array(encoded)]
+        if !traceContext.isEmpty { envelope["tc"] = .object(JSONObject(uniqueKeysWithValues: traceContext.map { ($0.key, .string($0.value)) })) }
+        return JSONValue.object(envelope).serialized()
     }
 
     public static func decode(_ text: String) throws(JobPayloadError) -> [SyncOperation] {
+        try decodeJob(text).operations
+    }
+
+    /// The operations and the trace context (empty when none was stored, or it is malformed:
+    /// a trace is worth losing, a job is not).
+    public static func decodeJob(_ text: String) throws(JobPayloadError) -> (operations: [SyncOperation], traceContext: [String: String]) {
         let document: JSONValue
         do {
             // Documents nest at most the configured push depth (a few dozen) below the envelope.
@@ -38,7 +48,7 @@ public enum JobCodec {
             throw JobPayloadError("the stored job payload is not JSON (\(error))")
         }
         if let legacy = document.arrayValue {
-            return try legacy.enumerated().map { index, value throws(JobPayloadError) in try decodeVersion1(value, index: index) }
+            return (try legacy.enumerated().map { index, value throws(JobPayloadError) in try decodeVersion1(value, index: index) }, [:])
         }
         guard let object = document.objectValue, let version = object["v"]?.integerValue else {
             throw JobPayloadError("the stored job payload has no format version")
@@ -49,7 +59,11 @@ public enum JobCodec {
         guard let operations = object["ops"]?.arrayValue else {
             throw JobPayloadError("the stored job payload has no operations")
         }
-        return try operations.enumerated().map { index, value throws(JobPayloadError) in try decodeVersion2(value, index: index) }
+        let decoded = try operations.enumerated().map { index, value throws(JobPayloadError) in try decodeVersion2(value, index: index) }
+        let traceContext = (object["tc"]?.objectValue ?? [:]).reduce(into: [String: String]()) { pairs, field in
+            if let value = field.value.stringValue { pairs[field.key] = value }
+        }
+        return (decoded, traceContext)
     }
 
     // MARK: - Results

@@ -2,21 +2,38 @@ public import Foundation
 import JWTKit
 public import SyncGateCore
 
-/// Signs and verifies the HS256 bearer tokens of the protocol: `sub` = user id; `exp` required
-/// and at most ``maximumLifetimeSeconds`` ahead; `nbf` honoured.
+/// Verifies the bearer tokens of the protocol: HS256 with the server's secret (which it also
+/// signs, for development and `syncgate token`), and RS256/ES256/EdDSA (and the other asymmetric
+/// JWS algorithms) from the app's identity provider, whose keys ``IdentityProviderKeys`` fetches.
+/// The user id is `sub` (a provider's token: the configured claim); `exp` required and at most
+/// ``maximumLifetimeSeconds`` ahead; `nbf` honoured; a provider's `iss`/`aud` checked when configured.
 public struct TokenAuthority: Sendable {
     /// Tokens may live at most this long (seconds from now to `exp`) unless configured otherwise.
     public static let defaultMaximumLifetimeSeconds = 30 * 86_400
     /// Clock skew allowed between the token's issuer and this server, for `nbf`.
     static let leewaySeconds: TimeInterval = 60
 
-    let keys: JWTKeyCollection
+    /// The shared secret's key; `nil` when only the identity provider's tokens are accepted.
+    let keys: JWTKeyCollection?
+    public let identityProvider: IdentityProviderKeys?
     public let maximumLifetimeSeconds: Int
 
     public init(secret: String, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
-        let keys = JWTKeyCollection()
-        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
-        self.keys = keys
+        await self.init(secret: Optional(secret), identityProvider: nil, maximumLifetimeSeconds: maximumLifetimeSeconds)
+    }
+
+    /// - Parameters:
+    ///   - secret: HS256 tokens are accepted (and can be issued) only with one.
+    ///   - identityProvider: the app's identity provider, whose asymmetric tokens are accepted.
+    public init(secret: String?, identityProvider: IdentityProviderKeys?, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
+        if let secret {
+            let keys = JWTKeyCollection()
+            await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+            self.keys = keys
+        } else {
+            self.keys = nil
+        }
+        self.identityProvider = identityProvider
         self.maximumLifetimeSeconds = maximumLifetimeSeconds
     }
 
@@ -30,8 +47,23 @@ public struct TokenAuthority: Sendable {
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    /// A token for `userID`, valid for `ttlSeconds`.
+    struct NoSecret: Error, CustomStringConvertible {
+        var description: String { "no signing secret is configured (SYNCGATE_JWT_SECRET): tokens come from the identity provider" }
+    }
+
+    /// Claims of an identity provider's token; the user id is read apart (its claim is configurable).
+    struct ProviderClaims: JWTPayload {
+        var exp: ExpirationClaim?
+        var nbf: NotBeforeClaim?
+        var iss: IssuerClaim?
+        var aud: AudienceClaim?
+
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// A token for `userID`, valid for `ttlSeconds`, signed with the secret.
     public func issue(userID: String, ttlSeconds: Int) async throws -> String {
+        guard let keys else { throw NoSecret() }
         let now = Date()
         let claims = Claims(
             sub: SubjectClaim(value: userID),
@@ -43,47 +75,95 @@ public struct TokenAuthority: Sendable {
 
     /// The user of a valid token; a `401 UNAUTHENTICATED` error otherwise.
     public func verify(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedUser {
-        // jwt-kit verifies with its one (default) key whatever the header's `alg` says: a token
-        // claiming RS256 but MAC'd with the secret passes. Harmless with one HMAC key, an
-        // algorithm-confusion hole as soon as other keys join; the header must say HS256.
-        guard Self.algorithm(of: token) == "HS256" else {
-            throw ProtocolError(.unauthenticated, "malformed or unsupported token (HS256 JWT expected)")
+        // The header's `alg` picks the key set, and each set accepts only its own algorithms:
+        // jwt-kit verifies with a default key whatever `alg` says, so without this a token MAC'd
+        // with the secret could pass as "RS256" (or a provider's public key be used as an HMAC
+        // secret). HS256 goes to the secret, the asymmetric algorithms to the provider's keys by `kid`.
+        let header = Self.header(of: token)
+        let expected = identityProvider == nil ? "HS256 JWT expected" : keys == nil ? "a JWT from the identity provider expected" : "HS256 or identity provider JWT expected"
+        let subject: String
+        let expiry: Date?
+        let notBefore: Date?
+        if header?.alg == "HS256", let keys {
+            let claims: Claims = try await Self.verify(token, with: keys, expected: expected)
+            (subject, expiry, notBefore) = (claims.sub.value, claims.exp?.value, claims.nbf?.value)
+        } else if let header, let provider = identityProvider, IdentityProviderKeys.algorithms.contains(header.alg) {
+            guard let keyID = header.kid else { throw ProtocolError(.unauthenticated, "token has no key id (kid)") }
+            let found: JWTKeyCollection
+            switch await provider.keys(for: keyID) {
+            case .found(let keys): found = keys
+            case .unknown: throw ProtocolError(.unauthenticated, "token is signed with a key the identity provider does not publish")
+            case .unavailable: throw ProtocolError(.unavailable, "the identity provider's keys cannot be fetched; retry later", retryAfterSeconds: 5)
+            }
+            let claims: ProviderClaims = try await Self.verify(token, with: found, expected: expected)
+            let configuration = provider.configuration
+            if let issuer = configuration.issuer, claims.iss?.value != issuer {
+                throw ProtocolError(.unauthenticated, "token issuer (iss) is not the configured identity provider")
+            }
+            if let audience = configuration.audience, !(claims.aud?.value.contains(audience) ?? false) {
+                throw ProtocolError(.unauthenticated, "token audience (aud) does not include this app")
+            }
+            guard let user = Self.stringClaim(configuration.userClaim, of: token) else {
+                throw ProtocolError(.unauthenticated, "token has no '\(configuration.userClaim)' claim (the user id)")
+            }
+            (subject, expiry, notBefore) = (user, claims.exp?.value, claims.nbf?.value)
+        } else {
+            throw ProtocolError(.unauthenticated, "malformed or unsupported token (\(expected))")
         }
-        let claims: Claims
+        return try check(subject: subject, expiry: expiry, notBefore: notBefore, now: now)
+    }
+
+    private static func verify<Payload: JWTPayload>(_ token: String, with keys: JWTKeyCollection, expected: String) async throws(ProtocolError) -> Payload {
         do {
-            claims = try await keys.verify(token, as: Claims.self)
+            return try await keys.verify(token, as: Payload.self)
         } catch let error as JWTError {
             switch error.errorType {
             case .signatureVerificationFailed: throw ProtocolError(.unauthenticated, "token signature is invalid")
-            default: throw ProtocolError(.unauthenticated, "malformed or unsupported token (HS256 JWT expected)")
+            default: throw ProtocolError(.unauthenticated, "malformed or unsupported token (\(expected))")
             }
         } catch {
             throw ProtocolError(.unauthenticated, "malformed token")
         }
-        guard let expiry = claims.exp?.value else { throw ProtocolError(.unauthenticated, "token has no expiry (exp)") }
+    }
+
+    /// The checks every token passes, whoever signed it.
+    private func check(subject: String, expiry: Date?, notBefore: Date?, now: Date) throws(ProtocolError) -> AuthenticatedUser {
+        guard let expiry else { throw ProtocolError(.unauthenticated, "token has no expiry (exp)") }
         guard expiry > now else { throw ProtocolError(.unauthenticated, "token expired") }
         guard expiry.timeIntervalSince(now) <= TimeInterval(maximumLifetimeSeconds) + Self.leewaySeconds else {
             throw ProtocolError(.unauthenticated, "token lives longer than the allowed \(maximumLifetimeSeconds) s (exp too far ahead)")
         }
-        if let notBefore = claims.nbf?.value, notBefore.timeIntervalSince(now) > Self.leewaySeconds {
+        if let notBefore, notBefore.timeIntervalSince(now) > Self.leewaySeconds {
             throw ProtocolError(.unauthenticated, "token is not valid yet (nbf)")
         }
-        guard IdentifierLimits.isValidUserID(claims.sub.value) else {
+        guard IdentifierLimits.isValidUserID(subject) else {
             throw ProtocolError(.unauthenticated, "token subject must be 1 to \(IdentifierLimits.userID) characters")
         }
-        return AuthenticatedUser(userID: claims.sub.value, expiresAt: expiry)
+        return AuthenticatedUser(userID: subject, expiresAt: expiry)
     }
 
-    private struct Header: Decodable {
+    struct Header: Decodable {
         var alg: String
+        var kid: String?
     }
 
-    /// The `alg` of a compact JWS's header, if it decodes.
-    static func algorithm(of token: String) -> String? {
-        guard let encoded = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first else { return nil }
-        var base64 = encoded.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    /// The header of a compact JWS, if it decodes.
+    static func header(of token: String) -> Header? {
+        segment(0, of: token).flatMap { try? JSONDecoder().decode(Header.self, from: $0) }
+    }
+
+    /// A string claim of the (already verified) payload.
+    static func stringClaim(_ name: String, of token: String) -> String? {
+        guard let payload = segment(1, of: token), let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { return nil }
+        return object[name] as? String
+    }
+
+    /// The base64url-decoded segment `index` of a compact JWS.
+    static func segment(_ index: Int, of token: String) -> Data? {
+        let parts = token.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[index].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { return nil }
-        return try? JSONDecoder().decode(Header.self, from: data).alg
+        return Data(base64Encoded: base64)
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -42,7 +43,11 @@ struct EventRoutes: Sendable {
         ]
         return Response(status: .ok, headers: headers, body: ResponseBody { [stream] writer in
             var stream = stream
-            defer { waiter.unregister() }
+            LiveConnectionGauge.events.increment()
+            defer {
+                waiter.unregister()
+                LiveConnectionGauge.events.decrement()
+            }
             try await writer.write(ByteBuffer(string: ": connected\nretry: 3000\n\n"))
             try await withGracefulShutdownHandler {
                 while let next = try await stream.next(keepAlive: keepAlive, end: end) {

@@ -1,9 +1,11 @@
+import CoreMetrics
 import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
 import SyncGateCore
 import SyncGateStorage
+import Tracing
 
 /// `POST /v1/sync/push`, `GET /v1/jobs/{id}` and `GET /v1/sync/pull`.
 ///
@@ -13,6 +15,7 @@ struct SyncRoutes: Sendable {
     let store: any FrontStore
     let configuration: FrontConfiguration
     let live: LiveUpdates
+    let tracer: any Tracer
 
     func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let reader = RequestReader(request: request)
@@ -35,10 +38,17 @@ struct SyncRoutes: Sendable {
         }
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
 
-        let enqueued = try await store.enqueue(
-            NewJob(userID: userID, deviceID: deviceID, operations: push.operations, maximumAttempts: configuration.maximumAttempts),
-            limits: configuration.queueLimits
-        )
+        // The job stores the trace context: the worker's claim and apply spans join this trace.
+        let enqueued = try await tracer.withSpan("enqueue", ofKind: .producer) { span in
+            span.attributes["syncgate.operations"] = push.operations.count
+            return try await store.enqueue(
+                NewJob(
+                    userID: userID, deviceID: deviceID, operations: push.operations, maximumAttempts: configuration.maximumAttempts,
+                    traceContext: tracer.carrier(of: span.context)
+                ),
+                limits: configuration.queueLimits
+            )
+        }
         let jobID: Int64
         switch enqueued {
         case .accepted(let id):
@@ -53,7 +63,10 @@ struct SyncRoutes: Sendable {
         // From here the push is durable: whatever happens, the client gets the job id.
         var job: JobSnapshot?
         if wait > 0 {
-            job = try? await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
+            job = try? await tracer.withSpan("wait for job") { span in
+                span.attributes["syncgate.job"] = jobID
+                return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
+            }
         }
         if let job, job.state.isFinished {
             return .json(Self.jobBody(job))
@@ -100,7 +113,14 @@ struct SyncRoutes: Sendable {
             cursor = try SyncCursor.decode(text, expectedUserID: userID)
         }
         let query = PullQuery(userID: userID, deviceID: deviceID, cursor: cursor, limit: limit, entityTypes: types)
-        let page = wait > 0 ? try await live.waitForPull(query, timeout: .milliseconds(wait)) : try await store.pull(query)
+        let page: PullPage
+        if wait > 0 {
+            LiveConnectionGauge.longPolls.increment()
+            defer { LiveConnectionGauge.longPolls.decrement() }
+            page = try await live.waitForPull(query, timeout: .milliseconds(wait))
+        } else {
+            page = try await store.pull(query)
+        }
         return .json(Self.pageBody(page))
     }
 

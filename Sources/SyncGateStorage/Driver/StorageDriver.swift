@@ -63,6 +63,9 @@ public protocol StorageDriver: Sendable {
     /// Scopes holding entities of any of `types` (a rebuild of derived data).
     func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope]
     func stats(now: Timestamp?) async throws -> StoreStats
+    /// Unfinished jobs by state and the oldest runnable job's age, by index: cheap at any table
+    /// size (the metrics sample it every few seconds; ``stats(now:)`` counts whole tables).
+    func queueStats(now: Timestamp?) async throws -> StoreStats
     func listJobs(_ filter: JobFilter) async throws -> [JobRow]
     func householdRows(userID: String?) async throws -> [HouseholdRow]
 
@@ -169,8 +172,13 @@ public struct ClaimedJobRow: Sendable, Hashable {
     public var attempts: Int
     public var maximumAttempts: Int
     public var payload: String
+    /// When the push was enqueued.
+    public var createdAt: Timestamp
 
-    public init(id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, payload: String) {
+    public init(
+        id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, payload: String, createdAt: Timestamp
+    ) {
+        self.createdAt = createdAt
         self.id = id
         self.leaseToken = leaseToken
         self.userID = userID

@@ -1,5 +1,6 @@
 import Logging
 public import SyncGateCore
+import Tracing
 
 extension SyncStore {
     /// Applies a job in one transaction whose statement count does not grow with its operations:
@@ -50,9 +51,23 @@ extension SyncStore {
         var configured = BatchApplier(userID: job.userID, collections: collections, now: now)
         configured.refused = refused
         let applier = configured
-        let derivations = collections.derivations
-        let requirements = applier.requirements(for: operations)
         let hooks = probe ? StoreHooks() : hooks
+        let notify = Locked<(any Span)?>(nil)
+        defer { notify.value?.end() }
+        do {
+            return try await applyTransaction(job, operations: operations, applier: applier, now: now, hooks: hooks, probe: probe, notify: notify)
+        } catch {
+            notify.value?.recordError(error)
+            throw error
+        }
+    }
+
+    private func applyTransaction(
+        _ job: ClaimedJob, operations: [SyncOperation], applier: BatchApplier, now: Timestamp, hooks: StoreHooks, probe: Bool,
+        notify: Locked<(any Span)?>
+    ) async throws -> ApplyOutcome {
+        let derivations = applier.collections.derivations
+        let requirements = applier.requirements(for: operations)
         return try await driver.transaction(now: clock.now()) { transaction in
             guard try await transaction.lockJob(job.lease) else { return .leaseLost }
             var heads = try await transaction.lockFeeds(requirements.scopes)
@@ -92,6 +107,11 @@ extension SyncStore {
                 let versions = try await transaction.bumpScopesVersions(userIDs: outcome.wakeUsers.sorted())
                 events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
             }
+            // The notification goes out when the transaction commits (PostgreSQL NOTIFY, or the
+            // SQLite driver's in-process signal after its commit): the span covers both.
+            let span = tracer.startSpan("notify", context: ServiceContext.current ?? .topLevel)
+            span.attributes["syncgate.events"] = events.count
+            notify.update { $0 = span }
             try await transaction.announce(events)
             return .done(outcome.results, statements: transaction.statementCount)
         }

@@ -5,7 +5,7 @@ extension SyncStore {
     public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
         let insert = JobInsert(
             userID: job.userID, deviceID: job.deviceID, maximumAttempts: job.maximumAttempts,
-            operationCount: job.operations.count, payload: JobCodec.encode(job.operations)
+            operationCount: job.operations.count, payload: JobCodec.encode(job.operations, traceContext: job.traceContext)
         )
         return try await driver.insertJob(insert, limits: limits, now: clock.now())
     }
@@ -19,11 +19,12 @@ extension SyncStore {
         for row in try await driver.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds, now: clock.now()) {
             let lease = JobLease(id: row.id, token: row.leaseToken)
             do {
-                let operations = try JobCodec.decode(row.payload)
+                let (operations, traceContext) = try JobCodec.decodeJob(row.payload)
                 claimed.append(
                     ClaimedJob(
                         id: row.id, leaseToken: row.leaseToken, userID: row.userID, deviceID: row.deviceID,
-                        attempts: row.attempts, maximumAttempts: row.maximumAttempts, operations: operations
+                        attempts: row.attempts, maximumAttempts: row.maximumAttempts, operations: operations,
+                        createdAt: row.createdAt, traceContext: traceContext
                     )
                 )
             } catch {

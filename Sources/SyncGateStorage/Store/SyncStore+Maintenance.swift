@@ -90,6 +90,11 @@ extension SyncStore {
         try await driver.stats(now: clock.now())
     }
 
+    /// Only the queue: unfinished jobs by state and the oldest runnable job's age.
+    public func queueStats() async throws -> StoreStats {
+        try await driver.queueStats(now: clock.now())
+    }
+
     /// Recent jobs, newest first; listings carry no results.
     public func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot] {
         try await driver.listJobs(filter).map { try JobSnapshot(row: $0, withResults: false) }

@@ -1,5 +1,6 @@
 public import Logging
 public import SyncGateCore
+public import Tracing
 
 /// The store: every role (``FrontStore``, ``WorkerStore``, ``MaintenanceStore``, ``SchemaStore``)
 /// over one ``StorageDriver``.
@@ -12,13 +13,17 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     public let clock: StoreClock
     /// Test seams inside the store's transactions.
     public var hooks: StoreHooks
+    /// Spans of the apply's steps join the caller's trace here; the process's tracer (a no-op
+    /// unless tracing is configured) by default, an in-memory one in tests.
+    public var tracer: any Tracer
     let logger: Logger
 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
     public var batchSize = 5000
 
-    public init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), logger: Logger) {
+    public init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), tracer: (any Tracer)? = nil, logger: Logger) {
+        self.tracer = tracer ?? InstrumentationSystem.tracer
         self.driver = driver
         self.clock = clock
         self.hooks = hooks

@@ -1,0 +1,167 @@
+import AsyncHTTPClient
+public import Foundation
+import JWTKit
+public import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// The signing keys of the app's identity provider, from its JWKS URL(s).
+///
+/// Keys are fetched with async-http-client and kept for the response's `Cache-Control: max-age`
+/// (clamped to 1 minute … 1 day; 1 hour without one). When they are due, the next token triggers
+/// a refresh in the background and is verified with the keys in hand; a token naming a key id we
+/// do not know triggers a refresh at once (at most one per ``minimumRefreshInterval``: a flood of
+/// made-up ids costs the provider nothing). When the provider is unreachable the keys in hand
+/// keep serving; only a key we never had is unverifiable then (`503`, retryable).
+public actor IdentityProviderKeys {
+    /// The settings of one provider (the README's "Use your auth provider").
+    public struct Configuration: Sendable, Hashable {
+        public var jwksURLs: [String]
+        /// Required `iss` when set.
+        public var issuer: String?
+        /// Required among `aud` when set.
+        public var audience: String?
+        /// The claim that holds the user id.
+        public var userClaim: String
+
+        public init(jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub") {
+            self.jwksURLs = jwksURLs
+            self.issuer = issuer
+            self.audience = audience
+            self.userClaim = userClaim
+        }
+    }
+
+    /// Asymmetric algorithms a provider's token may use (never HS256: that is the shared secret's).
+    static let algorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+    static let defaultLifetime: Duration = .seconds(3600)
+    static let lifetimeBounds: ClosedRange<Int> = 60...86_400
+
+    public nonisolated let configuration: Configuration
+    let minimumRefreshInterval: Duration
+    let fetchTimeout: Duration
+    let logger: Logger
+
+    private var keys = JWTKeyCollection()
+    private var keyIDs: Set<String> = []
+    private var expires: ContinuousClock.Instant?
+    private var lastAttempt: ContinuousClock.Instant?
+    private var lastFetchSucceeded = false
+    private var refreshing: Task<Bool, Never>?
+
+    public init(configuration: Configuration, minimumRefreshInterval: Duration = .seconds(10), fetchTimeout: Duration = .seconds(5), logger: Logger) {
+        self.configuration = configuration
+        self.minimumRefreshInterval = minimumRefreshInterval
+        self.fetchTimeout = fetchTimeout
+        self.logger = logger
+    }
+
+    /// The outcome of looking a key id up.
+    enum Lookup {
+        case found(JWTKeyCollection)
+        /// Keys were fetched and this id is not among them.
+        case unknown
+        /// The id is unknown and the provider could not be reached to learn it.
+        case unavailable
+    }
+
+    /// The keys that can verify a token signed with `keyID`, refreshing when due or when the id is new.
+    func keys(for keyID: String) async -> Lookup {
+        let now = ContinuousClock.now
+        if keyIDs.contains(keyID) {
+            if let expires, expires <= now { _ = startRefresh(now: now) }
+            return .found(keys)
+        }
+        if let lastAttempt, lastAttempt.duration(to: now) < minimumRefreshInterval, refreshing == nil {
+            return lastFetchSucceeded ? .unknown : .unavailable
+        }
+        let fetched = await startRefresh(now: now).value
+        if keyIDs.contains(keyID) { return .found(keys) }
+        return fetched ? .unknown : .unavailable
+    }
+
+    /// Fetches now (at start, so the first request need not wait); false when it failed.
+    @discardableResult
+    public func refresh() async -> Bool {
+        await startRefresh(now: .now).value
+    }
+
+    /// One refresh at a time; callers arriving meanwhile wait for the one in flight.
+    private func startRefresh(now: ContinuousClock.Instant) -> Task<Bool, Never> {
+        if let refreshing { return refreshing }
+        lastAttempt = now
+        let task = Task { await self.fetchAll() }
+        refreshing = task
+        return task
+    }
+
+    private func fetchAll() async -> Bool {
+        defer { refreshing = nil }
+        var documents: [(JWKS, Duration)] = []
+        for url in configuration.jwksURLs {
+            do {
+                documents.append(try await Self.fetch(url, timeout: fetchTimeout))
+            } catch {
+                // Keep every key in hand: a provider outage must not sign every user out.
+                logger.warning("fetching the identity provider's keys failed; keeping the keys in hand", metadata: [
+                    "syncgate.jwks_url": "\(url)", "syncgate.error": "\(error)", "syncgate.keys_in_hand": "\(keyIDs.count)",
+                ])
+                lastFetchSucceeded = false
+                return false
+            }
+        }
+        let collection = JWTKeyCollection()
+        var identifiers: Set<String> = []
+        for (jwks, _) in documents {
+            for jwk in jwks.keys {
+                // Only signing keys with an id (a token selects its key by `kid`).
+                guard let kid = jwk.keyIdentifier?.string else { continue }
+                do {
+                    try await collection.add(jwk: jwk)
+                    identifiers.insert(kid)
+                } catch {
+                    logger.warning("skipping a key of the identity provider", metadata: ["syncgate.kid": "\(kid)", "syncgate.error": "\(error)"])
+                }
+            }
+        }
+        keys = collection
+        keyIDs = identifiers
+        lastFetchSucceeded = true
+        expires = .now + (documents.map(\.1).min() ?? Self.defaultLifetime)
+        logger.info("identity provider keys loaded", metadata: ["syncgate.keys": "\(identifiers.sorted())"])
+        return true
+    }
+
+    struct FetchError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func fetch(_ url: String, timeout: Duration) async throws -> (JWKS, Duration) {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        let response = try await HTTPClient.shared.execute(request, timeout: .init(timeout))
+        guard response.status == .ok else { throw FetchError(description: "HTTP \(response.status.code)") }
+        let body = try await response.body.collect(upTo: 1 << 20)
+        let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
+        return (jwks, lifetime(cacheControl: response.headers["Cache-Control"].joined(separator: ",")))
+    }
+
+    /// How long a JWKS response may be kept: its `max-age`, clamped; `no-cache`/`no-store` → the minimum.
+    public static func lifetime(cacheControl: String) -> Duration {
+        let directives = cacheControl.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if directives.contains("no-store") || directives.contains("no-cache") { return .seconds(lifetimeBounds.lowerBound) }
+        for directive in directives where directive.hasPrefix("max-age=") {
+            if let seconds = Int(directive.dropFirst("max-age=".count)) {
+                return .seconds(min(max(seconds, lifetimeBounds.lowerBound), lifetimeBounds.upperBound))
+            }
+        }
+        return defaultLifetime
+    }
+}
+
+extension Data {
+    init(buffer: ByteBuffer) {
+        self.init(buffer.readableBytesView)
+    }
+}

@@ -1,0 +1,111 @@
+import CoreMetrics
+import HTTPTypes
+public import Hummingbird
+import Logging
+import Metrics
+import Synchronization
+import SyncGateStorage
+public import Tracing
+
+/// What inner middleware learn about a request that the outer ones report: the context is a
+/// value passed inwards, so the authenticator's user reaches the request log through this box.
+public final class RequestNotes: Sendable {
+    private let user = Mutex<String?>(nil)
+
+    public init() {}
+
+    public var userID: String? {
+        get { user.withLock { $0 } }
+        set { user.withLock { $0 = newValue } }
+    }
+}
+
+/// Observes every request: a server span (joining the caller's trace when it sends
+/// `traceparent`), `syncgate_http_requests_total` and `syncgate_http_request_duration_seconds`
+/// by route, method and status, and one log line at info with route, status, duration and user
+/// (never the token).
+///
+/// Hummingbird has a `TracingMiddleware` and a `MetricsMiddleware`, but they use the process-wide
+/// tracer (tests could not observe one app's trace beside others) and OpenTelemetry metric names
+/// with dots, which are not valid Prometheus names; this one middleware does the three with an
+/// injected tracer and the names of ``MetricName``.
+public struct RequestObservationMiddleware: RouterMiddleware {
+    public typealias Context = SyncRequestContext
+    let tracer: any Tracer
+
+    public init(tracer: any Tracer) {
+        self.tracer = tracer
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        var parent = ServiceContext.current ?? .topLevel
+        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        let span = tracer.startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
+        span.attributes["http.request.method"] = request.method.rawValue
+        span.attributes["url.path"] = request.uri.path
+        var response: Response
+        do {
+            response = try await ServiceContext.withValue(span.context) {
+                try await next(request, context)
+            }
+        } catch {
+            // The protocol error middleware inside answers every error; this is the rare escape.
+            span.recordError(error)
+            finish(request, context: context, status: .internalServerError, started: started, span: span)
+            throw error
+        }
+        let status = response.status
+        // Event streams and other streamed bodies: counted and timed when the body is written.
+        response.body = response.body.afterWriting {
+            finish(request, context: context, status: status, started: started, span: span)
+        }
+        return response
+    }
+
+    private func finish(_ request: Request, context: Context, status: HTTPResponse.Status, started: ContinuousClock.Instant, span: any Span) {
+        let route = context.endpointPath ?? "unknown"
+        let duration = started.duration(to: .now)
+        span.operationName = "\(request.method.rawValue) \(route)"
+        span.attributes["http.route"] = route
+        span.attributes["http.response.status_code"] = Int(status.code)
+        if status.code >= 500 { span.setStatus(.init(code: .error)) }
+        span.end()
+        let method = request.method.rawValue
+        Counter(label: MetricName.httpRequests, dimensions: [("route", route), ("method", method), ("status", String(status.code))]).increment()
+        Metrics.Timer(label: MetricName.httpRequestDuration, dimensions: [("route", route), ("method", method)]).recordNanoseconds(
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        )
+        var metadata: Logger.Metadata = [
+            "http.method": "\(method)", "http.route": "\(route)", "http.status": "\(status.code)",
+            "http.duration_ms": "\(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)",
+        ]
+        if let user = context.notes.userID { metadata["syncgate.user"] = "\(user)" }
+        context.logger.info("request", metadata: metadata)
+    }
+}
+
+/// Reads a trace context (`traceparent`, `tracestate`, …) from request headers.
+struct HTTPFieldsExtractor: Extractor {
+    func extract(key: String, from headers: HTTPFields) -> String? {
+        HTTPField.Name(key).flatMap { headers[$0] }
+    }
+}
+
+/// Long-polls and event streams open now, by kind.
+enum LiveConnectionGauge {
+    static let longPolls = Meter(label: MetricName.liveConnections, dimensions: [("kind", "long_poll")])
+    static let events = Meter(label: MetricName.liveConnections, dimensions: [("kind", "events")])
+}
+
+extension ResponseBody {
+    /// The same body, then `done` once it is written or its writing failed (Hummingbird's own
+    /// `withPostWriteClosure` is package-internal).
+    func afterWriting(_ done: @escaping @Sendable () -> Void) -> ResponseBody {
+        let body = self
+        return ResponseBody(contentLength: body.contentLength) { writer in
+            defer { done() }
+            try await body.write(writer)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import CoreMetrics
+public import Hummingbird
+public import Logging
+import Metrics
+import Prometheus
+public import ServiceLifecycle
+import SyncGateHTTP
+import SyncGateCore
+public import SyncGateStorage
+
+/// Samples the queue into ``MetricName/jobs``, ``MetricName/queueDepth`` and
+/// ``MetricName/queueOldestAge`` every `interval`, with one query that reads only the partial
+/// indexes of unfinished jobs (finished ones are counted by ``MetricName/jobAttempts``).
+public struct QueueSampler: Service {
+    let store: SyncStore
+    let interval: Duration
+    let logger: Logger
+
+    public init(store: SyncStore, interval: Duration = .seconds(10), logger: Logger) {
+        self.store = store
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let states: [JobState] = [.queued, .running, .retrying]
+        let byState = Dictionary(uniqueKeysWithValues: states.map { ($0, Gauge(label: MetricName.jobs, dimensions: [("state", $0.rawValue)])) })
+        let depth = Gauge(label: MetricName.queueDepth)
+        let oldest = Gauge(label: MetricName.queueOldestAge)
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let stats = try await store.queueStats()
+                    for state in states { byState[state]?.record(stats.jobsByState[state] ?? 0) }
+                    depth.record(stats.queueDepth)
+                    oldest.record(Double(stats.oldestQueuedAgeMilliseconds ?? 0) / 1000)
+                } catch {
+                    logger.debug("sampling the queue failed", metadata: ["syncgate.error": "\(error)"])
+                }
+                try await Task.sleep(for: interval)
+            }
+        }
+    }
+}
+
+/// An HTTP server with only `GET /metrics` (and `/healthz`): a worker's metrics port, or a
+/// front's when the metrics should not share the public port.
+public func buildMetricsServer(host: String, port: Int, logger: Logger) -> some Service {
+    let router = Router()
+    router.get("/metrics") { _, _ in Response.prometheus(PrometheusMetricsFactory.defaultRegistry) }
+    router.get("/healthz") { _, _ in HTTPResponse.Status.ok }
+    return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "syncgate-metrics"), logger: logger)
+}

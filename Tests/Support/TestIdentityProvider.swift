@@ -1,0 +1,129 @@
+import _CryptoExtras
+import Foundation
+import Hummingbird
+import JWTKit
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+public import SyncGateHTTP
+public import struct Foundation.TimeInterval
+
+/// An app's identity provider for tests: signing keys of its own (RS256, ES256), their public
+/// halves served as a JWKS on 127.0.0.1 (`Cache-Control: max-age=300`), and a switch that
+/// takes the endpoint down (503).
+public final class TestIdentityProvider: Sendable {
+    public static let issuer = "https://idp.test/"
+    public static let audience = "syncgate-tests"
+
+    /// One signing key: its id, and the JWK the provider publishes for it.
+    public struct Key: Sendable {
+        public let id: String
+        let collection: JWTKeyCollection
+        let jwk: [String: String]
+
+        public static func rs256(_ id: String) async throws -> Key {
+            let key = try Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
+            let (modulus, exponent) = try key.publicKey.getKeyPrimitives()
+            let collection = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: id))
+            return Key(id: id, collection: collection, jwk: [
+                "kty": "RSA", "alg": "RS256", "use": "sig", "kid": id, "n": modulus.base64URL, "e": exponent.base64URL,
+            ])
+        }
+
+        public static func es256(_ id: String) async throws -> Key {
+            let key = ES256PrivateKey()
+            guard let parameters = key.publicKey.parameters else { throw TestEnvironmentError(description: "no EC parameters") }
+            let collection = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: id))
+            return Key(id: id, collection: collection, jwk: [
+                "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": id, "x": parameters.x, "y": parameters.y,
+            ])
+        }
+    }
+
+    struct Claims: JWTPayload {
+        var sub: String?
+        var uid: String?
+        var exp: ExpirationClaim?
+        var nbf: NotBeforeClaim?
+        var iss: String?
+        var aud: AudienceClaim?
+
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    struct State {
+        var published: [Key] = []
+        var down = false
+        var cacheControl = "max-age=300"
+        var fetches = 0
+    }
+
+    private let state = Mutex(State())
+    public let url: String
+
+    private init(url: String) {
+        self.url = url
+    }
+
+    /// The keys the JWKS lists now (rotation: publish a new set).
+    public func publish(_ keys: [Key]) { state.withLock { $0.published = keys } }
+    public func setDown(_ down: Bool) { state.withLock { $0.down = down } }
+    /// Requests the JWKS endpoint answered (or refused) so far.
+    public var fetches: Int { state.withLock { $0.fetches } }
+
+    /// The provider configuration a server uses to trust this provider.
+    public func configuration(userClaim: String = "sub") -> IdentityProviderKeys.Configuration {
+        .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim)
+    }
+
+    /// A token signed by `key`; by default valid for an hour, for this provider's issuer and audience.
+    public func token(
+        _ key: Key, user: String = "alice", userClaim: String = "sub", expiresIn: TimeInterval = 3600, issuer: String = TestIdentityProvider.issuer,
+        audience: String = TestIdentityProvider.audience
+    ) async throws -> String {
+        var claims = Claims(exp: ExpirationClaim(value: Date().addingTimeInterval(expiresIn)), iss: issuer, aud: AudienceClaim(value: [audience]))
+        if userClaim == "sub" { claims.sub = user } else { claims.uid = user }
+        return try await key.collection.sign(claims, kid: JWKIdentifier(string: key.id))
+    }
+
+    /// Runs `body` with the provider's JWKS endpoint up on 127.0.0.1.
+    public static func with<Result: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> Result) async throws -> Result {
+        let port = Mutex<Int?>(nil)
+        let provider = Mutex<TestIdentityProvider?>(nil)
+        let router = Router()
+        router.get("/.well-known/jwks.json") { _, _ -> Response in
+            guard let provider = provider.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
+            let (keys, down, cacheControl) = provider.state.withLock { state in
+                state.fetches += 1
+                return (state.published, state.down, state.cacheControl)
+            }
+            if down { return Response(status: .serviceUnavailable) }
+            let body = try JSONSerialization.data(withJSONObject: ["keys": keys.map(\.jwk)])
+            return Response(
+                status: .ok, headers: [.contentType: "application/json", .cacheControl: cacheControl],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
+            )
+        }
+        var logger = Logger(label: "test-idp")
+        logger.logLevel = .critical
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            defer { group.cancelAll() }
+            try await eventually("the identity provider listens", timeout: .seconds(10), every: .milliseconds(10)) { port.withLock { $0 } != nil }
+            let running = TestIdentityProvider(url: "http://127.0.0.1:\(port.withLock { $0 }!)/.well-known/jwks.json")
+            provider.withLock { $0 = running }
+            return try await body(running)
+        }
+    }
+}
+
+extension Data {
+    var base64URL: String {
+        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
