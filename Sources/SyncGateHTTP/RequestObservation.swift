@@ -81,7 +81,10 @@ public struct RequestObservationMiddleware: RouterMiddleware {
             "http.duration_ms": "\(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)",
         ]
         if let user = context.notes.userID { metadata["syncgate.user"] = "\(user)" }
-        context.logger.info("request", metadata: metadata)
+        // Inside the span, so a JSON log line carries its trace id.
+        ServiceContext.withValue(span.context) {
+            context.logger.info("request", metadata: metadata)
+        }
     }
 }
 

@@ -27,7 +27,8 @@ public struct QueueSampler: Service {
         let byState = Dictionary(uniqueKeysWithValues: states.map { ($0, Gauge(label: MetricName.jobs, dimensions: [("state", $0.rawValue)])) })
         let depth = Gauge(label: MetricName.queueDepth)
         let oldest = Gauge(label: MetricName.queueOldestAge)
-        try await cancelWhenGracefulShutdown {
+        // Ends quietly on graceful shutdown: a service that throws would fail the whole process.
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
                     let stats = try await store.queueStats()
@@ -37,7 +38,7 @@ public struct QueueSampler: Service {
                 } catch {
                     logger.debug("sampling the queue failed", metadata: ["syncgate.error": "\(error)"])
                 }
-                try await Task.sleep(for: interval)
+                try? await Task.sleep(for: interval)
             }
         }
     }

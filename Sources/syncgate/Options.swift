@@ -105,6 +105,10 @@ enum TracingBootstrap {
         guard environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil else { return nil }
         var configuration = OTel.Configuration.default
         configuration.serviceName = "syncgate"
+        // Its own messages in SyncGate's log format, at warning and above.
+        var diagnostics = logger
+        diagnostics.logLevel = max(logger.logLevel, .warning)
+        configuration.diagnosticLogger = .custom(diagnostics)
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
         configuration.traces.otlpExporter.protocol = .httpProtobuf

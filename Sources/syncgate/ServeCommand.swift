@@ -29,6 +29,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let workers { flags[.workers] = String(workers) }
         let (configuration, logger) = try await common.configuration(flags)
         do {
+            // Tracing first: the front and its workers take the process's tracer when they are built.
             let tracing = try TracingBootstrap.service(logger: logger)
             try await buildApplication(configuration, services: tracing.map { [$0] } ?? [], logger: logger).runService()
         } catch let error as ConfigurationError {

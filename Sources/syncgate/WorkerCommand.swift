@@ -30,8 +30,9 @@ struct WorkerCommand: AsyncParsableCommand {
                 "SQLite serves one process: its workers run inside `syncgate serve` (see --workers). Use a postgres:// URL for separate worker processes."
             )
         }
-        var services = try buildWorkerServices(configuration, logger: logger)
-        if let tracing = try TracingBootstrap.service(logger: logger) { services.append(tracing) }
+        // Tracing first: the worker takes the process's tracer when it is built.
+        let tracing = try TracingBootstrap.service(logger: logger)
+        let services = (tracing.map { [$0] } ?? []) + (try buildWorkerServices(configuration, logger: logger))
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

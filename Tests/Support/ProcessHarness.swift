@@ -108,9 +108,27 @@ public struct ProcessClient: Sendable {
         self.base = base
     }
 
-    public func request(_ method: HTTPMethod, _ path: String, token: String? = nil, device: String? = "d1", body: String? = nil, timeout: Duration = .seconds(40)) async throws -> (status: Int, json: JSONValue?) {
+    public func request(
+        _ method: HTTPMethod, _ path: String, token: String? = nil, device: String? = "d1", body: String? = nil, headers: [(String, String)] = [],
+        timeout: Duration = .seconds(40)
+    ) async throws -> (status: Int, json: JSONValue?) {
+        let (status, bytes) = try await raw(method, path, token: token, device: device, body: body, headers: headers, timeout: timeout)
+        return (status, try? JSONParser().parse(Array(bytes.readableBytesView)))
+    }
+
+    /// A GET's body as text (`/metrics`).
+    public func text(_ path: String) async throws -> String {
+        let (status, bytes) = try await raw(.GET, path, token: nil, device: nil, body: nil, headers: [], timeout: .seconds(10))
+        guard status == 200 else { throw TestEnvironmentError(description: "GET \(path) answered \(status)") }
+        return String(buffer: bytes)
+    }
+
+    private func raw(
+        _ method: HTTPMethod, _ path: String, token: String?, device: String?, body: String?, headers: [(String, String)], timeout: Duration
+    ) async throws -> (Int, ByteBuffer) {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
+        request.headers.add(contentsOf: headers)
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let device { request.headers.add(name: "X-Device-Id", value: device) }
         if let body {
@@ -118,8 +136,7 @@ public struct ProcessClient: Sendable {
             request.body = .bytes(ByteBuffer(string: body))
         }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
-        let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
-        return (Int(response.status.code), try? JSONParser().parse(Array(bytes.readableBytesView)))
+        return (Int(response.status.code), try await response.body.collect(upTo: 16 * 1024 * 1024))
     }
 
     /// Polls `/readyz` until it answers 200.

@@ -2,9 +2,7 @@ import _CryptoExtras
 import Foundation
 import Hummingbird
 import JWTKit
-import Logging
 import NIOCore
-import ServiceLifecycle
 import Synchronization
 public import SyncGateHTTP
 public import struct Foundation.TimeInterval
@@ -89,7 +87,6 @@ public final class TestIdentityProvider: Sendable {
 
     /// Runs `body` with the provider's JWKS endpoint up on 127.0.0.1.
     public static func with<Result: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> Result) async throws -> Result {
-        let port = Mutex<Int?>(nil)
         let provider = Mutex<TestIdentityProvider?>(nil)
         let router = Router()
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -105,17 +102,8 @@ public final class TestIdentityProvider: Sendable {
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
             )
         }
-        var logger = Logger(label: "test-idp")
-        logger.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
-        )
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            try await eventually("the identity provider listens", timeout: .seconds(10), every: .milliseconds(10)) { port.withLock { $0 } != nil }
-            let running = TestIdentityProvider(url: "http://127.0.0.1:\(port.withLock { $0 }!)/.well-known/jwks.json")
+        return try await withTestHTTPServer(router) { port in
+            let running = TestIdentityProvider(url: "http://127.0.0.1:\(port)/.well-known/jwks.json")
             provider.withLock { $0 = running }
             return try await body(running)
         }

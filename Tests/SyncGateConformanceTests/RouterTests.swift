@@ -18,7 +18,7 @@ import Testing
             let router = buildRouter(store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init())
             let routes = router.routes.map { (path: $0.path.description, method: $0.method) }
             let public_ = routes.filter { !$0.path.hasPrefix("/v1/") }.map(\.path).sorted()
-            #expect(public_ == ["/healthz", "/readyz"], "a route outside /v1 is public: list it here on purpose")
+            #expect(public_ == ["/healthz", "/metrics", "/readyz"], "a route outside /v1 is public: list it here on purpose")
             let versioned = routes.filter { $0.path.hasPrefix("/v1/") }
             #expect(versioned.count >= 4)
             try await Application(router: router).test(.router) { client in

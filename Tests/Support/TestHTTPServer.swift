@@ -1,0 +1,24 @@
+public import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// Runs `router` on 127.0.0.1 at a free port for the duration of `body` (the stand-ins for
+/// services SyncGate calls: an identity provider's JWKS, an OpenTelemetry collector).
+public func withTestHTTPServer<Result: Sendable>(
+    _ router: Router<BasicRequestContext>, _ body: @Sendable (_ port: Int) async throws -> Result
+) async throws -> Result {
+    let port = Mutex<Int?>(nil)
+    var logger = Logger(label: "test-http-server")
+    logger.logLevel = .critical
+    let app = Application(
+        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
+    )
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.run() }
+        defer { group.cancelAll() }
+        try await eventually("the test server listens", timeout: .seconds(10), every: .milliseconds(10)) { port.withLock { $0 } != nil }
+        return try await body(port.withLock { $0 }!)
+    }
+}
