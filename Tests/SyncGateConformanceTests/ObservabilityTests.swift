@@ -218,6 +218,9 @@ import Tracing
             let fetched = provider.fetches
             #expect(await Self.code(authority, try await provider.token(next)) == "UNAVAILABLE")
             #expect(provider.fetches == fetched + 1)
+            // Within the refresh interval no new fetch: still unavailable, not "unknown key".
+            #expect(await Self.code(authority, try await provider.token(next)) == "UNAVAILABLE")
+            #expect(provider.fetches == fetched + 1)
             provider.setDown(false)
             try await Task.sleep(for: .milliseconds(350))
             #expect(try await authority.verify(try await provider.token(next)).userID == "alice")
