@@ -1,5 +1,6 @@
 import Foundation
 import SyncGatePostgres
+import SyncGateStorage
 import SyncGateTestSupport
 import Testing
 import Yams
@@ -103,6 +104,34 @@ import Yams
         }
         #expect(dockerfile.contains("--product syncgate"))
         #expect(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/syncgate\"]"))
+    }
+
+    /// The Grafana dashboard charts every series SyncGate exports and no other; the README lists
+    /// them all; the Prometheus configuration parses and scrapes the annotated pods.
+    @Test func theDashboardAndTheREADMENameExactlyTheExportedSeries() throws {
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: Data(Self.text("deploy/grafana/syncgate-dashboard.json").utf8)) as? [String: Any])
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        let expressions = panels.flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String } }
+        #expect(expressions.count >= panels.count)
+        var charted = Set<String>()
+        for expression in expressions {
+            for match in expression.matches(of: /syncgate_[a-z_]+/) {
+                var name = String(match.output)
+                for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) { name.removeLast(suffix.count) }
+                charted.insert(name)
+            }
+        }
+        #expect(charted == Set(MetricName.all), "charted but not exported: \(charted.subtracting(MetricName.all)); exported but not charted: \(Set(MetricName.all).subtracting(charted))")
+        let readme = try Self.text("README.md")
+        for name in MetricName.all { #expect(readme.contains("`\(name)`"), "\(name) is not in the README") }
+
+        let prometheus = try #require(try Yams.load(yaml: Self.text("deploy/prometheus/prometheus.yml")) as? [String: Any])
+        let jobs = try #require(prometheus["scrape_configs"] as? [[String: Any]])
+        #expect(jobs.contains { $0["kubernetes_sd_configs"] != nil })
+        // The pods it keeps are the ones the manifests annotate.
+        for path in ["deploy/kubernetes/front.yaml", "deploy/kubernetes/worker.yaml"] {
+            #expect(try Self.text(path).contains("prometheus.io/scrape: \"true\""), "\(path) is not annotated for scraping")
+        }
     }
 
     /// `syncgate help <command>` from the binary under test.
