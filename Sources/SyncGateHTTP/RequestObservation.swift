@@ -32,6 +32,20 @@ public final class RequestNotes: Sendable {
 public struct RequestObservationMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
     let tracer: any Tracer
+    let requests = MetricHandles<RequestKey, Counter> { key in
+        Counter(label: MetricName.httpRequests, dimensions: [("route", key.route), ("method", key.method), ("status", String(key.status))])
+    }
+    let durations = MetricHandles<RequestKey, Metrics.Timer> { key in
+        Metrics.Timer(label: MetricName.httpRequestDuration, dimensions: [("route", key.route), ("method", key.method)])
+    }
+
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    struct RequestKey: Hashable, Sendable {
+        var route: String
+        var method: String
+        var status: Int = 0
+    }
 
     public init(tracer: any Tracer) {
         self.tracer = tracer
@@ -71,11 +85,13 @@ public struct RequestObservationMiddleware: RouterMiddleware {
         span.attributes["http.response.status_code"] = Int(status.code)
         if status.code >= 500 { span.setStatus(.init(code: .error)) }
         span.end()
-        let method = request.method.rawValue
-        Counter(label: MetricName.httpRequests, dimensions: [("route", route), ("method", method), ("status", String(status.code))]).increment()
-        Metrics.Timer(label: MetricName.httpRequestDuration, dimensions: [("route", route), ("method", method)]).recordNanoseconds(
+        // Labels take bounded values only: a client can send any method name.
+        let method = Self.methods.contains(request.method.rawValue) ? request.method.rawValue : "other"
+        requests[RequestKey(route: route, method: method, status: status.code)].increment()
+        durations[RequestKey(route: route, method: method)].recordNanoseconds(
             duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
         )
+        guard context.logger.logLevel <= .info else { return }
         var metadata: Logger.Metadata = [
             "http.method": "\(method)", "http.route": "\(route)", "http.status": "\(status.code)",
             "http.duration_ms": "\(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)",

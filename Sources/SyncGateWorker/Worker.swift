@@ -184,7 +184,7 @@ public final class Worker: Service {
                 metrics.attempt(.done)
                 metrics.applyDuration.recordNanoseconds(duration.nanoseconds)
                 metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
-                metrics.operations(results)
+                metrics.operations(results, collections: collections)
                 logger.debug("job applied", metadata: [
                     "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)", "syncgate.duration": "\(duration)",
                 ])

@@ -13,21 +13,32 @@ struct WorkerMetrics: Sendable {
 
     let applyDuration = Metrics.Timer(label: MetricName.applyDuration)
     let pushToApply = Metrics.Timer(label: MetricName.pushToApply)
-
-    func attempt(_ outcome: Outcome) {
-        Counter(label: MetricName.jobAttempts, dimensions: [("outcome", outcome.rawValue)]).increment()
+    let attempts = MetricHandles<String, Counter> { outcome in
+        Counter(label: MetricName.jobAttempts, dimensions: [("outcome", outcome)])
+    }
+    let operationCounts = MetricHandles<OperationKey, Counter> { key in
+        Counter(label: MetricName.operations, dimensions: [("entity_type", key.entityType), ("result", key.result)])
     }
 
-    /// Counts a finished job's operations by entity type and result.
-    func operations(_ results: [OperationResult]) {
+    func attempt(_ outcome: Outcome) {
+        attempts[outcome.rawValue].increment()
+    }
+
+    /// Counts a finished job's operations by entity type and result. A type the collections do
+    /// not define (a client can push any name; it is rejected) counts as `unknown`, so clients
+    /// cannot grow the label set.
+    func operations(_ results: [OperationResult], collections: Collections) {
         var counts: [WorkerMetrics.OperationKey: Int] = [:]
-        for result in results { counts[OperationKey(entityType: result.entityType, result: result.status.metricLabel), default: 0] += 1 }
+        for result in results {
+            let type = collections[result.entityType] == nil ? "unknown" : result.entityType
+            counts[OperationKey(entityType: type, result: result.status.metricLabel), default: 0] += 1
+        }
         for (key, count) in counts {
-            Counter(label: MetricName.operations, dimensions: [("entity_type", key.entityType), ("result", key.result)]).increment(by: count)
+            operationCounts[key].increment(by: count)
         }
     }
 
-    struct OperationKey: Hashable {
+    struct OperationKey: Hashable, Sendable {
         var entityType: String
         var result: String
     }

@@ -71,7 +71,18 @@ import Testing
                         && Self.value(of: "syncgate_push_to_apply_seconds_count", in: text) == Double(round)
                 }
             }
+            // Labels never take client-chosen values: an unknown entity type, method or path.
+            let made = ProcessClient.pushBody([Op.create("madeUpType7", "x", ["a": 1], key: "k-made")])
+            #expect(try await client.request(.POST, "/v1/sync/push?wait=20000", token: token, body: made).json?["results"]?[0]?["status"] == "rejected")
+            #expect(try await client.request(.RAW(value: "PROPFIND"), "/no/such/path/42", token: token).status == 404)
+            try await eventually("the rejected operation is counted", timeout: .seconds(10)) {
+                Self.value(of: #"syncgate_operations_total{entity_type="unknown",result="rejected"}"#, in: try await workerMetrics.text("/metrics")) == 1
+            }
+            let labelled = try await client.text("/metrics")
+            #expect(Self.value(of: #"syncgate_http_requests_total{route="NotFound",method="other",status="404"}"#, in: labelled) == 1)
+            #expect(!labelled.contains("PROPFIND") && !labelled.contains("/no/such"))
             let workerText = try await workerMetrics.text("/metrics")
+            #expect(!workerText.contains("madeUpType7"))
             for name in [MetricName.poolInUse, MetricName.poolWaiting, MetricName.queueDepth, MetricName.queueOldestAge, MetricName.applyDuration + "_count"] {
                 #expect(workerText.contains("\n\(name)") || workerText.hasPrefix(name), "the worker exports \(name)")
             }

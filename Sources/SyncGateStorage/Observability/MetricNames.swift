@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The Prometheus series SyncGate exports (`GET /metrics` on a front, `syncgate worker
 /// --metrics-port`). One list, so the README, the Grafana dashboard in `deploy/` and the tests
 /// name the same things. Durations are histograms in seconds; counters end in `_total`.
@@ -39,4 +41,24 @@ public enum MetricName {
         httpRequests, httpRequestDuration, liveConnections, jobs, queueDepth, queueOldestAge, jobAttempts,
         applyDuration, pushToApply, operations, poolInUse, poolWaiting, maintenanceDuration, maintenanceRemoved,
     ]
+}
+
+/// Metric handles by their label values, made once: creating one per event goes through the
+/// metrics backend's registry (a lock and a lookup) on every request or job.
+public final class MetricHandles<Key: Hashable & Sendable, Handle: Sendable>: Sendable {
+    private let handles = Mutex<[Key: Handle]>([:])
+    private let make: @Sendable (Key) -> Handle
+
+    public init(_ make: @escaping @Sendable (Key) -> Handle) {
+        self.make = make
+    }
+
+    public subscript(key: Key) -> Handle {
+        handles.withLock { handles in
+            if let handle = handles[key] { return handle }
+            let handle = make(key)
+            handles[key] = handle
+            return handle
+        }
+    }
 }
