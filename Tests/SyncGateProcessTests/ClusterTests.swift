@@ -10,30 +10,53 @@ import Testing
 /// worker's metrics show the jobs; the load tool runs against the balancer and loses nothing.
 /// Never skipped: without haproxy (and no way to install it) `start` fails, and so does the test.
 @Suite(.timeLimit(.minutes(5))) struct ClusterTests {
-    static let script = DeployTests.root.appendingPathComponent("scripts/cluster").path
+    static let scriptPath = DeployTests.root.appendingPathComponent("scripts/cluster").path
 
     @Test func aLocalClusterServesThroughItsBalancer() async throws {
         // Our folder, so the cluster is stopped whatever happens after `start` began.
         let directory = NSTemporaryDirectory() + "syncgate-cluster-\(UUID().uuidString.prefix(8))"
-        defer {
-            let stop = Process()
-            stop.executableURL = URL(fileURLWithPath: Self.script)
-            stop.arguments = ["stop", directory]
-            if (try? stop.run()) != nil { stop.waitUntilExit() }
+        do {
+            try await exercise(directory)
+        } catch {
+            _ = try? await Self.script(["stop", directory], timeout: .seconds(60))
+            throw error
         }
-        let start = try SyncGateProcess(
-            executable: Self.script, ["start", "--fronts", "2", "--workers", "1", "--dir", directory],
-            environment: ["SYNCGATE_BINARY": try SyncGateProcess.binary()]
+        let stopped = try await Self.script(["stop", directory], timeout: .seconds(60))
+        #expect(stopped.status == "0", "\(stopped.log)")
+        #expect(!FileManager.default.fileExists(atPath: directory))
+    }
+
+    /// Runs `scripts/cluster ARGUMENTS` and returns its exit status and output. The exit is read
+    /// from a status file the shell writes, not from Foundation's process monitor: that waits for
+    /// EOF on a descriptor, and a server another test starts at the same moment can inherit it
+    /// and hold it for its whole life.
+    static func script(_ arguments: [String], timeout: Duration) async throws -> (status: String, log: String) {
+        let stem = NSTemporaryDirectory() + "syncgate-cluster-run-\(UUID().uuidString.prefix(8))"
+        let output = stem + ".out", statusFile = stem + ".status"
+        defer { for file in [output, statusFile] { try? FileManager.default.removeItem(atPath: file) } }
+        let shell = try SyncGateProcess(
+            executable: "/bin/bash", ["-c", #""$0" "$@" >"$OUTPUT" 2>&1; echo $? >"$STATUS""#, Self.scriptPath] + arguments,
+            environment: ["SYNCGATE_BINARY": try SyncGateProcess.binary(), "OUTPUT": output, "STATUS": statusFile]
         )
-        let status = await start.waitForExit(timeout: .seconds(240))
-        try #require(status == 0, "scripts/cluster start: \(start.log)")
+        var status: String?
+        try await eventually("scripts/cluster \(arguments.joined(separator: " "))", timeout: timeout, every: .milliseconds(200)) {
+            status = try? String(contentsOfFile: statusFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            return status?.isEmpty == false
+        }
+        withExtendedLifetime(shell) {}
+        return (status ?? "", (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
+    }
+
+    func exercise(_ directory: String) async throws {
+        let (status, log) = try await Self.script(["start", "--fronts", "2", "--workers", "1", "--dir", directory], timeout: .seconds(240))
+        try #require(status == "0", "scripts/cluster start: \(log)")
         // `export NAME=value` lines (the log also holds stderr: haproxy's installation, say).
         var cluster: [String: String] = [:]
-        for line in start.log.split(separator: "\n") where line.hasPrefix("export SYNCGATE_") {
+        for line in log.split(separator: "\n") where line.hasPrefix("export SYNCGATE_") {
             let pair = line.dropFirst("export ".count).split(separator: "=", maxSplits: 1)
             if pair.count == 2 { cluster[String(pair[0])] = String(pair[1]) }
         }
-        let balancer = ProcessClient(base: try #require(cluster["SYNCGATE_URL"], "\(start.log)"))
+        let balancer = ProcessClient(base: try #require(cluster["SYNCGATE_URL"], "\(log)"))
         let fronts = try #require(cluster["SYNCGATE_CLUSTER_FRONTS"]).split(separator: ",").map { ProcessClient(base: String($0)) }
         let worker = ProcessClient(base: try #require(cluster["SYNCGATE_CLUSTER_WORKER_METRICS"]))
         let secret = try #require(cluster["SYNCGATE_JWT_SECRET"])
