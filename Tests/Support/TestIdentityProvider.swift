@@ -8,7 +8,7 @@ public import SyncGateHTTP
 public import struct Foundation.TimeInterval
 
 /// An app's identity provider for tests: signing keys of its own (RS256, ES256), their public
-/// halves served as a JWKS on 127.0.0.1 (`Cache-Control: max-age=300`), and a switch that
+/// halves served as a JWKS on 127.0.0.1 (with a `Cache-Control` the test may change), and a switch that
 /// takes the endpoint down (503).
 public final class TestIdentityProvider: Sendable {
     public static let issuer = "https://idp.test/"
@@ -67,6 +67,7 @@ public final class TestIdentityProvider: Sendable {
     /// The keys the JWKS lists now (rotation: publish a new set).
     public func publish(_ keys: [Key]) { state.withLock { $0.published = keys } }
     public func setDown(_ down: Bool) { state.withLock { $0.down = down } }
+    public func setCacheControl(_ value: String) { state.withLock { $0.cacheControl = value } }
     /// Requests the JWKS endpoint answered (or refused) so far.
     public var fetches: Int { state.withLock { $0.fetches } }
 

@@ -227,6 +227,30 @@ import Tracing
         }
     }
 
+    /// Keys past their lifetime while the provider is down: still used, and the provider is asked
+    /// again at most once per refresh interval, not by every request.
+    @Test func dueKeysAreRefreshedAtMostOncePerIntervalWhileTheProviderIsDown() async throws {
+        try await TestIdentityProvider.with { provider in
+            let key = try await TestIdentityProvider.Key.es256("k1")
+            provider.publish([key])
+            provider.setCacheControl("max-age=0")
+            let keys = IdentityProviderKeys(
+                configuration: provider.configuration(), minimumRefreshInterval: .milliseconds(300), minimumLifetime: .milliseconds(50), logger: Self.logger
+            )
+            let authority = await TokenAuthority(secret: nil, identityProvider: keys)
+            let token = try await provider.token(key)
+            #expect(try await authority.verify(token).userID == "alice")
+            provider.setDown(true)
+            try await Task.sleep(for: .milliseconds(350))
+            let before = provider.fetches
+            for _ in 0..<30 {
+                #expect(try await authority.verify(token).userID == "alice")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(provider.fetches - before == 1, "\(provider.fetches - before) fetches for 30 requests within one interval")
+        }
+    }
+
     /// Before any key could be fetched (the provider is down at start), provider tokens are 503.
     @Test func aProviderDownAtStartIsUnavailableNotUnauthenticated() async throws {
         try await TestIdentityProvider.with { provider in

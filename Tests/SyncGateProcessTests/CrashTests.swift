@@ -87,8 +87,12 @@ import Glibc
         try await ProcessClient(base: "http://127.0.0.1:\(port)").waitUntilReady(serve)
         let load = try Self.niced(["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "2", "--duration", "3", "--verify"], environment: environment)
         defer { Task { await load.stop() } }
-        try await Task.sleep(for: .seconds(2))
+        // Once some weight logs were applied (on a loaded machine the niced load may take a while
+        // to start: a fixed sleep could delete nothing and leave nothing to report).
         try await StoreHarness.withExisting(.sqlite(path: database)) { harness in
+            try await eventually("weight logs applied", timeout: .seconds(60), every: .milliseconds(100)) {
+                try await !harness.queryTexts("SELECT entity_id FROM changes WHERE entity_type = 'weightLogs' LIMIT 1").isEmpty
+            }
             try await harness.execute("DELETE FROM changes WHERE entity_id IN (SELECT entity_id FROM changes WHERE entity_type = 'weightLogs' LIMIT 3)")
         }
         let status = await load.waitForExit(timeout: .seconds(120))

@@ -36,10 +36,11 @@ public actor IdentityProviderKeys {
     /// Asymmetric algorithms a provider's token may use (never HS256: that is the shared secret's).
     static let algorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
     static let defaultLifetime: Duration = .seconds(3600)
-    static let lifetimeBounds: ClosedRange<Int> = 60...86_400
+    static let maximumLifetime: Duration = .seconds(86_400)
 
     public nonisolated let configuration: Configuration
     let minimumRefreshInterval: Duration
+    let minimumLifetime: Duration
     let fetchTimeout: Duration
     let logger: Logger
 
@@ -50,9 +51,16 @@ public actor IdentityProviderKeys {
     private var lastFetchSucceeded = false
     private var refreshing: Task<Bool, Never>?
 
-    public init(configuration: Configuration, minimumRefreshInterval: Duration = .seconds(10), fetchTimeout: Duration = .seconds(5), logger: Logger) {
+    /// - Parameters:
+    ///   - minimumRefreshInterval: fetches (for an unknown key id, or keys due) are at least this far apart.
+    ///   - minimumLifetime: keys are kept at least this long whatever `Cache-Control` says.
+    public init(
+        configuration: Configuration, minimumRefreshInterval: Duration = .seconds(10), minimumLifetime: Duration = .seconds(60),
+        fetchTimeout: Duration = .seconds(5), logger: Logger
+    ) {
         self.configuration = configuration
         self.minimumRefreshInterval = minimumRefreshInterval
+        self.minimumLifetime = minimumLifetime
         self.fetchTimeout = fetchTimeout
         self.logger = logger
     }
@@ -69,11 +77,14 @@ public actor IdentityProviderKeys {
     /// The keys that can verify a token signed with `keyID`, refreshing when due or when the id is new.
     func keys(for keyID: String) async -> Lookup {
         let now = ContinuousClock.now
+        let attemptedRecently = lastAttempt.map { $0.duration(to: now) < minimumRefreshInterval } ?? false
         if keyIDs.contains(keyID) {
-            if let expires, expires <= now { _ = startRefresh(now: now) }
+            // Due keys are refreshed in the background, at most once per interval (a provider that
+            // is down is not asked again by every request).
+            if let expires, expires <= now, !attemptedRecently { _ = startRefresh(now: now) }
             return .found(keys)
         }
-        if let lastAttempt, lastAttempt.duration(to: now) < minimumRefreshInterval, refreshing == nil {
+        if attemptedRecently, refreshing == nil {
             return lastFetchSucceeded ? .unknown : .unavailable
         }
         let fetched = await startRefresh(now: now).value
@@ -101,7 +112,7 @@ public actor IdentityProviderKeys {
         var documents: [(JWKS, Duration)] = []
         for url in configuration.jwksURLs {
             do {
-                documents.append(try await Self.fetch(url, timeout: fetchTimeout))
+                documents.append(try await Self.fetch(url, timeout: fetchTimeout, minimumLifetime: minimumLifetime))
             } catch {
                 // Keep every key in hand: a provider outage must not sign every user out.
                 logger.warning("fetching the identity provider's keys failed; keeping the keys in hand", metadata: [
@@ -137,23 +148,24 @@ public actor IdentityProviderKeys {
         var description: String
     }
 
-    static func fetch(_ url: String, timeout: Duration) async throws -> (JWKS, Duration) {
+    static func fetch(_ url: String, timeout: Duration, minimumLifetime: Duration) async throws -> (JWKS, Duration) {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         let response = try await HTTPClient.shared.execute(request, timeout: .init(timeout))
         guard response.status == .ok else { throw FetchError(description: "HTTP \(response.status.code)") }
         let body = try await response.body.collect(upTo: 1 << 20)
         let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
-        return (jwks, lifetime(cacheControl: response.headers["Cache-Control"].joined(separator: ",")))
+        return (jwks, lifetime(cacheControl: response.headers["Cache-Control"].joined(separator: ","), minimum: minimumLifetime))
     }
 
-    /// How long a JWKS response may be kept: its `max-age`, clamped; `no-cache`/`no-store` → the minimum.
-    public static func lifetime(cacheControl: String) -> Duration {
+    /// How long a JWKS response may be kept: its `max-age`, between `minimum` and a day;
+    /// `no-cache`/`no-store` → `minimum`; an hour without either.
+    public static func lifetime(cacheControl: String, minimum: Duration = .seconds(60)) -> Duration {
         let directives = cacheControl.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        if directives.contains("no-store") || directives.contains("no-cache") { return .seconds(lifetimeBounds.lowerBound) }
+        if directives.contains("no-store") || directives.contains("no-cache") { return minimum }
         for directive in directives where directive.hasPrefix("max-age=") {
             if let seconds = Int(directive.dropFirst("max-age=".count)) {
-                return .seconds(min(max(seconds, lifetimeBounds.lowerBound), lifetimeBounds.upperBound))
+                return min(max(.seconds(max(seconds, 0)), minimum), maximumLifetime)
             }
         }
         return defaultLifetime
