@@ -7,7 +7,7 @@ import Synchronization
 public import SyncGateHTTP
 public import struct Foundation.TimeInterval
 
-/// An app's identity provider for tests: signing keys of its own (RS256, ES256), their public
+/// An app's identity provider for tests: signing keys of its own (RS256, ES256, EdDSA), their public
 /// halves served as a JWKS on 127.0.0.1 (with a `Cache-Control` the test may change), and a switch that
 /// takes the endpoint down (503).
 public final class TestIdentityProvider: Sendable {
@@ -26,6 +26,14 @@ public final class TestIdentityProvider: Sendable {
             let collection = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: id))
             return Key(id: id, collection: collection, jwk: [
                 "kty": "RSA", "alg": "RS256", "use": "sig", "kid": id, "n": modulus.base64URL, "e": exponent.base64URL,
+            ])
+        }
+
+        public static func eddsa(_ id: String) async throws -> Key {
+            let key = try EdDSA.PrivateKey(curve: .ed25519)
+            let collection = await JWTKeyCollection().add(eddsa: key, kid: JWKIdentifier(string: id))
+            return Key(id: id, collection: collection, jwk: [
+                "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": id, "x": key.publicKey.rawRepresentation.base64URL,
             ])
         }
 

@@ -117,14 +117,16 @@ import Tracing
         }
     }
 
-    @Test func rs256ES256AndAConfiguredUserClaim() async throws {
+    @Test func rs256ES256EdDSAAndAConfiguredUserClaim() async throws {
         try await TestIdentityProvider.with { provider in
             let rsa = try await TestIdentityProvider.Key.rs256("rsa-1")
             let ec = try await TestIdentityProvider.Key.es256("ec-1")
-            provider.publish([rsa, ec])
+            let ed = try await TestIdentityProvider.Key.eddsa("ed-1")
+            provider.publish([rsa, ec, ed])
             let authority = await Self.authority(provider)
             #expect(try await authority.verify(try await provider.token(rsa, user: "alice")).userID == "alice")
             #expect(try await authority.verify(try await provider.token(ec, user: "bob")).userID == "bob")
+            #expect(try await authority.verify(try await provider.token(ed, user: "dana")).userID == "dana")
             let custom = await Self.authority(provider, userClaim: "uid")
             #expect(try await custom.verify(try await provider.token(ec, user: "carol", userClaim: "uid")).userID == "carol")
             // A token without the configured claim names no user.
