@@ -71,6 +71,7 @@ let package = Package(
                 .embedInCode("Migrations/0002_group_keys.sql"),
                 .embedInCode("Migrations/0003_scopes_version.sql"),
                 .embedInCode("Migrations/0004_enqueue.sql"),
+                .embedInCode("Migrations/0005_commit_times.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -85,6 +86,7 @@ let package = Package(
                 .embedInCode("Migrations/0001_initial.sql"),
                 .embedInCode("Migrations/0002_group_keys.sql"),
                 .embedInCode("Migrations/0003_scopes_version.sql"),
+                .embedInCode("Migrations/0004_commit_times.sql"),
             ],
             swiftSettings: swiftSettings
         ),

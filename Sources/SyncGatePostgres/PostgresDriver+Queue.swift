@@ -91,6 +91,8 @@ extension PostgresDriver {
                 attempts = jobs.attempts + 1,
                 lease_owner = \(workerID),
                 lease_token = md5(random()::text || clock_timestamp()::text),
+                -- The database's clock, never a test's: the commit-time horizon (migration 0005).
+                claimed_at = now(),
                 lease_expires_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()) + \(leaseMilliseconds) * interval '1 millisecond',
                 updated_at = coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now())
             FROM candidates, relaxed WHERE jobs.id = candidates.id

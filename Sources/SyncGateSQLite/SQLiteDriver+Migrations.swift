@@ -10,6 +10,7 @@ extension SQLiteDriver {
         Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
         Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
+        Migration(version: 4, name: "commit_times", bytes: PackageResources._004_commit_times_sql, breaksOlderServers: false),
     ]
 
     public func migrate(logger: Logger) async throws -> [Int] {

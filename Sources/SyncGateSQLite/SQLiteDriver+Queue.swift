@@ -52,7 +52,7 @@ extension SQLiteDriver {
                 db,
                 sql: """
                     UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
-                        lease_expires_at = ?, updated_at = ?
+                        lease_expires_at = ?, updated_at = ?, claimed_at = \(Self.clockMilliseconds)
                     WHERE id IN (
                         SELECT j.id FROM jobs j
                         WHERE j.state IN ('queued', 'retrying') AND j.run_at <= ?

@@ -107,9 +107,9 @@ final class SQLiteTransaction: StorageTransaction {
             )
             try db.execute(
                 sql: """
-                    INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at)
+                    INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]')
+                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'), \(SQLiteDriver.clockMilliseconds)
                     FROM json_each(?)
                     """,
                 arguments: [list]

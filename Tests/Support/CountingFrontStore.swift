@@ -51,6 +51,16 @@ public final class CountingFrontStore: FrontStore {
         return page
     }
 
+    public func changesSince(_ query: SinceQuery) async throws -> SincePage {
+        record("changesSince")
+        return try await base.changesSince(query)
+    }
+
+    public func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
+        record("liveDocuments")
+        return try await base.liveDocuments(userID: userID, household: household, types: types)
+    }
+
     public func readableScopes(userID: String) async throws -> [Scope] {
         record("readableScopes")
         return try await base.readableScopes(userID: userID)

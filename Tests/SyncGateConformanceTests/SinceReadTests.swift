@@ -1,0 +1,166 @@
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// Reads by `since` time (the seed apps' dialects) are exactly as safe as the cursor: DESIGN.md's
+/// invariant 3 ("no skipped changes"), proven the same ways, on both drivers.
+@Suite(.timeLimit(.minutes(3))) struct SinceReadTests {
+    /// Pages from `since` until `hasMore` is false; returns what it read and the last serverTime.
+    static func readAll(_ harness: StoreHarness, user: String, since: Int64?, household: String? = nil, limit: Int = 500) async throws -> (changes: [FeedChange], serverTime: Int64) {
+        var since = since
+        var changes: [FeedChange] = []
+        for _ in 0..<10_000 {
+            let page = try await harness.store.changesSince(SinceQuery(userID: user, since: since, household: household, limit: limit))
+            changes += page.changes
+            since = page.serverTime
+            if !page.hasMore { return (changes, page.serverTime) }
+        }
+        throw TestEnvironmentError(description: "paging by time did not end")
+    }
+
+    /// The cursor's concurrent test, with `since`: 8 users push into one household and their own
+    /// feeds through 4 workers while a reader pages by time (7 a page, so pages end mid-feed and
+    /// mid-job); every change of the reader's feeds reaches it.
+    @Test(arguments: Driver.selected)
+    func aReaderPagingBySinceMissesNothingWhileWorkersCommitConcurrently(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let users = (1...8).map { "user\($0)" }
+            var setup = [Op.create("households", "h1", ["name": "Shared"])]
+            setup += users.dropFirst().map { Op.create("household_members", "h1:\($0)", ["user_id": .string($0), "role": "member"]) }
+            #expect(try await harness.apply(setup, user: users[0]).allSatisfy { $0.outcome == "applied" })
+            let reader = users[0]
+            let start = try await Self.readAll(harness, user: reader, since: nil).serverTime
+
+            var pushed: [(String, Int64)] = []
+            for round in 0..<6 {
+                for user in users {
+                    var operations: [SyncOperation] = (0..<3).map { item in
+                        Op.create("inventory", "\(user)-r\(round)-i\(item)", ["qty": .int(Int64(item))], household: "h1")
+                    }
+                    operations.append(Op.create("weightLogs", "\(user)-r\(round)", ["kg": 70]))
+                    pushed.append((user, try await harness.push(operations, user: user)))
+                }
+            }
+            let ids = pushed
+            let seen = Locked<Set<String>>([])
+            let done = Locked(false)
+            let pages = Locked(0)
+            try await harness.withWorkers(4, concurrency: 4) {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        var since: Int64? = start
+                        while true {
+                            let finished = done.update { $0 }
+                            let page = try await harness.store.changesSince(SinceQuery(userID: reader, since: since, limit: 7))
+                            pages.update { $0 += 1 }
+                            seen.update { seen in for change in page.changes { seen.insert("\(change.scope.key)#\(change.sequence)") } }
+                            since = page.serverTime
+                            // Stop only after a complete pass that started once every job was done.
+                            if !page.hasMore {
+                                if finished { return }
+                                try await Task.sleep(for: .milliseconds(3))
+                            }
+                        }
+                    }
+                    for (user, id) in ids {
+                        #expect(try await harness.waitFinished(id, user: user, timeout: .seconds(60)).state == .done)
+                    }
+                    done.update { $0 = true }
+                    try await group.waitForAll()
+                }
+            }
+            let everything = try await harness.pullAll(user: reader).changes
+            let written = Set(everything.filter { $0.entityType != "households" && $0.entityType != "household_members" }.map { "\($0.scope.key)#\($0.sequence)" })
+            #expect(written.count == users.count * 6 * 3 + 6)
+            let missed = written.subtracting(seen.value)
+            #expect(missed.isEmpty, "missed \(missed.sorted().prefix(10)) of \(written.count) in \(pages.value) pages")
+        }
+    }
+
+    /// Deterministically: one job is held inside its apply transaction after writing its change
+    /// (so the change's time is already fixed, below the clock); a reader pages meanwhile. The
+    /// serverTime it is given never passes the held change, which it reads once it commits. A
+    /// horizon from the clock alone would pass it and skip it for good.
+    @Test(arguments: Driver.selected)
+    func aReaderIsNeverGivenATimePastAChangeHeldUncommitted(_ driver: Driver) async throws {
+        let held = TestGate("the job to be held in its transaction")
+        let release = TestGate("the held job's release")
+        let target = Locked<Int64?>(nil)
+        let hooks = StoreHooks(midApply: { job in
+            guard job.jobID == target.value else { return }
+            held.open()
+            try await release.wait(timeout: .seconds(60))
+        })
+        try await StoreHarness.with(driver, hooks: hooks) { harness in
+            _ = try await harness.apply([Op.create("households", "h", ["name": "Shared"]), Op.create("household_members", "h:carol", ["user_id": "carol", "role": "member"])])
+            var since = try await Self.readAll(harness, user: "carol", since: nil).serverTime
+            let id = try await harness.push([Op.create("inventory", "held", ["n": 1], household: "h")], user: "alice")
+            target.update { $0 = id }
+            let store = harness.store
+            let claimed = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000)
+            #expect(claimed.map(\.id) == [id])
+            let collections = harness.collections
+            let apply = Task { try await store.apply(claimed[0], collections: collections, now: .now()) }
+            try await held.wait()
+            // Time passes on the clock while the change waits uncommitted.
+            var seen: [String] = []
+            for _ in 0..<5 {
+                try await Task.sleep(for: .milliseconds(30))
+                let page = try await harness.store.changesSince(SinceQuery(userID: "carol", since: since, limit: 100))
+                seen += page.changes.map(\.entityID)
+                since = page.serverTime
+            }
+            #expect(seen.isEmpty)
+            release.open()
+            #expect(try await apply.value.isDone)
+            seen += try await Self.readAll(harness, user: "carol", since: since).changes.map(\.entityID)
+            #expect(seen == ["held"])
+        }
+    }
+
+    /// A household joined after `since` arrives whole, even its changes from before: they count
+    /// as made at the join. A feed of one job's many changes (one time) is paged past whole.
+    @Test(arguments: Driver.selected)
+    func aJoinedHouseholdArrivesWholeAndOneTimeIsNeverSplit(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "w0", ["kg": 80])], user: "bob")
+            let before = try await Self.readAll(harness, user: "bob", since: nil)
+            #expect(before.changes.map(\.entityID) == ["w0"])
+            // Alice's household and 20 items, in one job: one commit time.
+            var setup = [Op.create("households", "h", ["name": "Home"])]
+            setup += (0..<20).map { Op.create("inventory", "i\($0)", ["n": .int(Int64($0))], household: "h") }
+            _ = try await harness.apply(setup, user: "alice")
+            // Bob joins later.
+            _ = try await harness.apply([Op.create("household_members", "h:bob", ["user_id": "bob", "role": "member"])], user: "alice")
+            // Pages of 5: the 20 items (and the household and memberships) come whole, never split.
+            let first = try await harness.store.changesSince(SinceQuery(userID: "bob", since: before.serverTime, limit: 5))
+            #expect(first.hasMore)
+            #expect(first.changes.count == 23)
+            let rest = try await Self.readAll(harness, user: "bob", since: first.serverTime, limit: 5)
+            #expect(rest.changes.isEmpty)
+            #expect(Set(first.changes.map(\.entityID)) == Set(["h", "h:alice", "h:bob"] + (0..<20).map { "i\($0)" }))
+            // Alice, a member from the start, pages through the same job's 22 changes in one page too.
+            let alice = try await harness.store.changesSince(SinceQuery(userID: "alice", since: nil, limit: 5))
+            #expect(alice.changes.count == 22 && alice.hasMore)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func oneHouseholdIsReadOnlyByItsMembers(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("households", "h", ["name": "Home"]), Op.create("inventory", "milk", ["n": 1], household: "h")])
+            _ = try await harness.apply([Op.create("weightLogs", "w", ["kg": 1])])
+            let page = try await harness.store.changesSince(SinceQuery(userID: "alice", since: nil, household: "h", limit: 100))
+            #expect(Set(page.changes.map(\.entityID)) == ["h", "h:alice", "milk"])
+            await #expect(throws: ProtocolError.self) {
+                _ = try await harness.store.changesSince(SinceQuery(userID: "mallory", since: nil, household: "h", limit: 100))
+            }
+            let full = try await harness.store.liveDocuments(userID: "alice", household: nil, types: nil)
+            #expect(Set(full.documents.map(\.key.entityID)) == ["h", "h:alice", "milk", "w"])
+            // Nothing written since: the full sync's time reads on to nothing.
+            #expect(try await Self.readAll(harness, user: "alice", since: full.serverTime).changes.isEmpty)
+        }
+    }
+}
