@@ -31,12 +31,22 @@ public func buildRouter(
     router.get("/healthz", use: health.health)
     router.get("/readyz", use: health.ready)
     router.get("/metrics") { _, _ in Response.prometheus(metrics) }
+    router.get("/openapi.yaml") { _, _ in Response.openAPI }
 
     let authenticated = router.group("v1").add(middleware: BearerAuthenticator(authority: authority))
     authenticated.post("sync/push", use: sync.push)
     authenticated.get("jobs/:id", use: sync.jobStatus)
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
+
+    // The seed apps' own dialects, behind the same authenticator.
+    let dialects = DialectRoutes(sync: sync)
+    let legacy = router.group("sync").add(middleware: BearerAuthenticator(authority: authority))
+    legacy.post("push", use: dialects.dietPush)
+    legacy.get("pull", use: dialects.dietPull)
+    legacy.get("full", use: dialects.full)
+    legacy.post("full", use: dialects.full)
+    router.group("api/sync").add(middleware: BearerAuthenticator(authority: authority)).get("changes", use: dialects.pantryChanges)
     return router
 }
 
@@ -49,6 +59,17 @@ extension Response {
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
+}
+
+extension Response {
+    /// The OpenAPI document of every route (`Resources/openapi.yaml`), unauthenticated.
+    static var openAPI: Response {
+        Response(
+            status: .ok,
+            headers: [.contentType: "application/yaml; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml))
         )
     }
 }

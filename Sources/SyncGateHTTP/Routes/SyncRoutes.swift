@@ -24,26 +24,42 @@ struct SyncRoutes: Sendable {
         let query = try reader.query(allowed: ["wait"])
         let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: configuration.defaultPushWaitMilliseconds)
 
+        let body = try await readBody(request)
+        let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
+        let (jobID, job) = try await enqueue(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger)
+        if let job, job.state.isFinished {
+            return .json(Self.jobBody(job))
+        }
+        let statusURL = "/v1/jobs/\(jobID)"
+        var accepted = Self.jobBody(job ?? Self.queued(jobID, userID: userID, deviceID: deviceID)).objectValue ?? [:]
+        accepted["status_url"] = .string(statusURL)
+        return .json(.object(accepted), status: .accepted, headers: [.location: statusURL])
+    }
+
+    /// The body of a push, refused with 413 past the configured size.
+    func readBody(_ request: Request) async throws -> ByteBuffer {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > configuration.maximumBodyBytes {
             throw ProtocolError(.payloadTooLarge, "request body is \(length) bytes (at most \(configuration.maximumBodyBytes))")
         }
-        let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: configuration.maximumBodyBytes)
+            return try await request.body.collect(upTo: configuration.maximumBodyBytes)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw ProtocolError(.payloadTooLarge, "request body is larger than \(configuration.maximumBodyBytes) bytes")
         } catch is NIOTooManyBytesError {
             // A chunked body (no Content-Length) passing the limit.
             throw ProtocolError(.payloadTooLarge, "request body is larger than \(configuration.maximumBodyBytes) bytes")
         }
-        let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
+    }
 
+    /// Makes `operations` one durable job and waits up to `wait` ms for it to finish: the job's
+    /// id, and its snapshot unless the wait ended first (or was 0).
+    func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobSnapshot?) {
         // The job stores the trace context: the worker's claim and apply spans join this trace.
         let enqueued = try await tracer.withSpan("enqueue", ofKind: .producer) { span in
-            span.attributes["syncgate.operations"] = push.operations.count
+            span.attributes["syncgate.operations"] = operations.count
             return try await store.enqueue(
                 NewJob(
-                    userID: userID, deviceID: deviceID, operations: push.operations, maximumAttempts: configuration.maximumAttempts,
+                    userID: userID, deviceID: deviceID, operations: operations, maximumAttempts: configuration.maximumAttempts,
                     traceContext: tracer.carrier(of: span.context)
                 ),
                 limits: configuration.queueLimits
@@ -58,23 +74,14 @@ struct SyncRoutes: Sendable {
         case .overloaded(let depth):
             throw ProtocolError(.overloaded, "the server has \(depth) pushes queued; retry later", retryAfterSeconds: configuration.retryAfterSeconds)
         }
-        context.logger.debug("push queued", metadata: ["syncgate.job": "\(jobID)", "syncgate.operations": "\(push.operations.count)"])
-
+        logger.debug("push queued", metadata: ["syncgate.job": "\(jobID)", "syncgate.operations": "\(operations.count)"])
         // From here the push is durable: whatever happens, the client gets the job id.
-        var job: JobSnapshot?
-        if wait > 0 {
-            job = try? await tracer.withSpan("wait for job") { span in
-                span.attributes["syncgate.job"] = jobID
-                return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
-            }
+        guard wait > 0 else { return (jobID, nil) }
+        let job = try? await tracer.withSpan("wait for job") { span in
+            span.attributes["syncgate.job"] = jobID
+            return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
         }
-        if let job, job.state.isFinished {
-            return .json(Self.jobBody(job))
-        }
-        let statusURL = "/v1/jobs/\(jobID)"
-        var accepted = Self.jobBody(job ?? Self.queued(jobID, userID: userID, deviceID: deviceID)).objectValue ?? [:]
-        accepted["status_url"] = .string(statusURL)
-        return .json(.object(accepted), status: .accepted, headers: [.location: statusURL])
+        return (jobID, job)
     }
 
     func jobStatus(_ request: Request, context: SyncRequestContext) async throws -> Response {

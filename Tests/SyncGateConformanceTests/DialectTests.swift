@@ -1,0 +1,214 @@
+import Foundation
+import HTTPTypes
+import SyncGateCore
+import SyncGateTestSupport
+import Testing
+
+/// The seed apps' dialects end to end (`../shared/DIALECTS.md`), on both drivers: their request
+/// and response shapes, through the same pipeline as /v1.
+@Suite(.timeLimit(.minutes(3))) struct DialectTests {
+    static func change(_ collection: String, _ operation: String, _ id: String, version: Int64 = 0, data: JSONValue? = nil, at time: String, household: String? = nil) -> JSONValue {
+        var change: JSONObject = [
+            "collection": .string(collection), "operation": .string(operation), "documentId": .string(id), "version": .int(version),
+            "timestamp": .string(time),
+        ]
+        if let data { change["data"] = data }
+        if let household { change["householdId"] = .string(household) }
+        return .object(change)
+    }
+
+    static func pushBody(_ changes: [JSONValue], device: String? = "phone") -> String {
+        var body: JSONObject = ["lastPulledAt": "2025-01-01T00:00:00.000Z", "changes": .array(changes)]
+        if let device { body["deviceId"] = .string(device) }
+        return JSONValue.object(body).serialized()
+    }
+
+    static func dietPush(_ http: HTTPHarness, _ changes: [JSONValue], user: String = "alice") async throws -> JSONValue {
+        let response = try await http.send(.post, "/sync/push", headers: try await http.headers(user, device: nil), body: pushBody(changes))
+        guard response.status == 200, let json = response.json else {
+            throw TestEnvironmentError(description: "push answered \(response.status): \(String(describing: response.json))")
+        }
+        return json
+    }
+
+    static func get(_ http: HTTPHarness, _ uri: String, user: String = "alice") async throws -> (status: Int, json: JSONValue) {
+        let response = try await http.send(.get, uri, headers: try await http.headers(user, device: nil))
+        return (response.status, response.json ?? .null)
+    }
+
+    static func escaped(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+    }
+
+    @Test(arguments: Driver.selected)
+    func dietTrackerPushesConflictsPullsAndSyncsInFull(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let pushed = try await Self.dietPush(http, [
+                Self.change("weightLogs", "create", "w1", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z"),
+                Self.change("foodLogs", "create", "f1", data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "a", "calories": 500]]], at: "2026-01-15T12:00:00.000Z"),
+                Self.change("families", "create", "fam", data: ["name": "Family"], at: "2026-01-15T12:00:00.000Z"),
+            ])
+            #expect(pushed["success"] == true)
+            #expect(pushed["applied"] == ["w1", "f1", "fam"])
+            #expect(pushed["conflicts"] == [])
+            #expect(pushed["serverTime"]?.stringValue.flatMap(Timestamp.init(rfc3339:)) != nil)
+
+            // Bootstrap: everything, the server-derived daily summary and the family included.
+            let first = try await Self.get(http, "/sync/pull")
+            #expect(first.status == 200 && first.json["hasMore"] == false)
+            let firstChanges = first.json["changes"]?.arrayValue ?? []
+            #expect(Set(firstChanges.compactMap { $0["collection"]?.stringValue }) == ["weightLogs", "foodLogs", "dailySummaries", "families", "familyMembers"])
+            let weight = firstChanges.first { $0["documentId"] == "w1" }
+            #expect(weight == ["collection": "weightLogs", "documentId": "w1", "operation": "upsert", "data": ["kg": 80], "version": 1, "updatedAt": weight?["updatedAt"] ?? .null])
+            #expect(firstChanges.first { $0["collection"] == "dailySummaries" }?["data"]?["calories"] == 500)
+            let since = try #require(first.json["serverTime"]?.stringValue)
+
+            // Conflicts, as the original server had them: a stale update with an older timestamp
+            // loses to the server; an update of a missing document; a create of a read-only type.
+            let conflicting = try await Self.dietPush(http, [
+                Self.change("weightLogs", "update", "w1", version: 1, data: ["kg": 79], at: "2026-01-15T09:00:00.000Z"),
+                Self.change("weightLogs", "update", "w1", version: 1, data: ["kg": 90], at: "2026-01-15T07:00:00.000Z"),
+                Self.change("weightLogs", "delete", "missing", version: 3, at: "2026-01-15T09:00:00.000Z"),
+                Self.change("dailySummaries", "create", "2026-01-15", data: ["calories": 1], at: "2026-01-15T09:00:00.000Z"),
+            ])
+            #expect(conflicting["applied"] == ["w1"])
+            #expect(conflicting["conflicts"] == [
+                ["documentId": "w1", "clientVersion": 1, "serverVersion": 2, "serverData": ["kg": 79], "resolution": "server_wins"],
+                ["documentId": "missing", "clientVersion": 3, "serverVersion": 0, "serverData": .null, "resolution": "server_wins"],
+            ])
+            #expect(conflicting["success"] == false)
+            #expect(conflicting["rejected"]?[0]?["code"] == "PERMISSION_DENIED")
+
+            // The pull from the last serverTime brings exactly the one new version.
+            let next = try await Self.get(http, "/sync/pull?since=\(Self.escaped(since))&collections=weightLogs,dailySummaries")
+            #expect(next.json["changes"]?.arrayValue?.map { $0["documentId"] } == ["w1"])
+            #expect(next.json["changes"]?[0]?["version"] == 2)
+            let later = try #require(next.json["serverTime"]?.stringValue)
+            #expect(try await Self.get(http, "/sync/pull?since=\(Self.escaped(later))").json["changes"] == [])
+
+            // A deletion arrives as one.
+            _ = try await Self.dietPush(http, [Self.change("weightLogs", "delete", "w1", version: 2, at: "2026-01-15T10:00:00.000Z")])
+            let deleted = try await Self.get(http, "/sync/pull?since=\(Self.escaped(later))")
+            #expect(deleted.json["changes"]?[0]?["operation"] == "delete")
+            #expect(deleted.json["changes"]?[0]?["data"] == .null)
+
+            // Full sync: every live document by collection (the deleted one is gone).
+            for method in [HTTPRequest.Method.post, .get] {
+                let full = try await http.send(method, "/sync/full", headers: try await http.headers(device: nil))
+                #expect(full.status == 200)
+                let data = try #require(full.json?["data"]?.objectValue)
+                #expect(Set(data.keys) == ["foodLogs", "dailySummaries", "families", "familyMembers"])
+                #expect(data["families"]?[0]?["documentId"] == "fam")
+                #expect(data["foodLogs"]?[0]?["version"] == 1)
+                #expect(full.json?["serverTime"]?.stringValue != nil)
+            }
+        }
+    }
+
+    /// No idempotency keys: the client resends a push it got no answer to, unchanged. The resend
+    /// applies nothing twice; a different change of the same document applies.
+    @Test(arguments: Driver.selected)
+    func aResentDietPushAppliesOnce(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let create = Self.change("weightLogs", "create", "w", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z")
+            let update = Self.change("weightLogs", "update", "w", version: 1, data: ["kg": 81], at: "2026-01-15T09:00:00.000Z")
+            #expect(try await Self.dietPush(http, [create, update])["applied"] == ["w", "w"])
+            // The same body again, twice (answers lost on the way back).
+            for _ in 0..<2 {
+                let again = try await Self.dietPush(http, [create, update])
+                #expect(again["applied"] == ["w", "w"] && again["conflicts"] == [])
+            }
+            let state = try await http.state()
+            #expect(state["weightLogs/w"]?["version"] == 2)
+            #expect(state["weightLogs/w"]?["data"] == ["kg": 81])
+            // The same update with another timestamp is another change: it applies (version 3).
+            let other = Self.change("weightLogs", "update", "w", version: 2, data: ["kg": 81], at: "2026-01-15T09:30:00.000Z")
+            #expect(try await Self.dietPush(http, [other])["applied"] == ["w"])
+            #expect(try await http.state()["weightLogs/w"]?["version"] == 3)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func dietPushRefusesItsShapeErrorsWithTheProtocolsCodes(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let headers = try await http.headers(device: nil)
+            let cases: [(String, String)] = [
+                ("{", "malformed JSON"),
+                ("{\"deviceId\": \"p\"}", "'changes'"),
+                (Self.pushBody([["collection": "weightLogs", "operation": "upsert", "documentId": "x", "version": 0, "data": [:]]]), "changes[0].operation"),
+                (Self.pushBody([["collection": "weightLogs", "operation": "create", "documentId": "x", "version": -1, "data": [:]]]), "changes[0].version"),
+                (Self.pushBody([["collection": "weightLogs", "operation": "create", "documentId": "x"]]), "changes[0].data"),
+                (Self.pushBody([Self.change("weightLogs", "create", "x", data: [:], at: "yesterday")]), "changes[0].timestamp"),
+                (Self.pushBody([Self.change("weightLogs", "create", "x", data: [:], at: "2026-01-15T08:00:00Z")], device: nil), "deviceId"),
+            ]
+            for (body, mention) in cases {
+                let response = try await http.send(.post, "/sync/push", headers: headers, body: body)
+                #expect(response.status == 400, "\(body)")
+                #expect(response.json?.errorCode == "VALIDATION_ERROR")
+                #expect(response.json?["error"]?["message"]?.stringValue?.contains(mention) == true, "\(String(describing: response.json)) should name \(mention)")
+            }
+            // The device id may come from the header instead.
+            var withDevice = headers
+            withDevice[HTTPField.Name("X-Device-Id")!] = "phone"
+            let fromHeader = try await http.send(.post, "/sync/push", headers: withDevice, body: Self.pushBody([Self.change("weightLogs", "create", "x", data: [:], at: "2026-01-15T08:00:00Z")], device: nil))
+            #expect(fromHeader.status == 200)
+            // Unauthenticated: 401 with the protocol's body.
+            let anonymous = try await http.send(.post, "/sync/push", headers: [.contentType: "application/json"], body: Self.pushBody([]))
+            #expect(anonymous.status == 401 && anonymous.json?.errorCode == "UNAUTHENTICATED")
+            #expect(try await Self.get(http, "/sync/pull?since=last-tuesday").status == 400)
+        }
+    }
+
+    /// PantryPal: a household's changes with the document as a string, 403 for outsiders, and
+    /// the fall-back to a full sync past 100 changes, whose serverTime then reads on exactly.
+    @Test(arguments: Driver.selected)
+    func pantryPalReadsAHouseholdIncrementallyAndFallsBackToAFullSync(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            _ = try await http.results([
+                Op.create("households", "home", ["name": "Home"]),
+                Op.create("household_members", "home:bob", ["user_id": "bob", "role": "member"]),
+                Op.create("inventory", "abc123", ["quantity": 5, "locationId": "xyz"], household: "home"),
+            ])
+            // No cursor yet: the client bootstraps with a full sync of the household.
+            let full = try await http.send(.get, "/sync/full?household_id=home", headers: try await http.headers("bob", device: nil))
+            #expect(full.status == 200)
+            #expect(full.json?["data"]?["inventory"]?[0]?["data"] == ["quantity": 5, "locationId": "xyz"])
+            var cursor = try #require(full.json?["serverTime"]?.stringValue)
+
+            _ = try await http.results([
+                Op.update("inventory", "abc123", base: 1, ["quantity": 4], household: "home"),
+                Op.create("inventory", "def456", ["quantity": 1], household: "home"),
+                Op.delete("inventory", "def456", base: 1, household: "home"),
+            ])
+            let changes = try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))&household_id=home", user: "bob")
+            #expect(changes.status == 200)
+            let list = try #require(changes.json["changes"]?.arrayValue)
+            #expect(list.map { $0["action"] } == ["update", "delete"])
+            #expect(list[0]["entity_type"] == "inventory" && list[0]["entity_id"] == "abc123")
+            // The document as a JSON string, as the old server sent it.
+            let payload = try #require(list[0]["payload"]?.stringValue)
+            #expect(try JSONParser().parse(Array(payload.utf8)) == ["quantity": 4, "locationId": "xyz"])
+            #expect(list[1]["payload"] == .null)
+            #expect(list[0]["client_timestamp"]?.stringValue.flatMap(Timestamp.init(rfc3339:)) != nil)
+            cursor = try #require(changes.json["serverTime"]?.stringValue)
+
+            // Outsiders and malformed requests.
+            #expect(try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))&household_id=home", user: "mallory").status == 403)
+            #expect(try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))&household_id=home", user: "mallory").json.errorCode == "PERMISSION_DENIED")
+            #expect(try await Self.get(http, "/sync/full?household_id=home", user: "mallory").status == 403)
+            #expect(try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))", user: "bob").status == 400)
+
+            // 150 changes: the answer has more than 100, so the client syncs in full and resets
+            // its cursor to that serverTime; a change after that arrives, none before it again.
+            _ = try await http.results((0..<150).map { Op.create("inventory", "bulk\($0)", ["quantity": .int(Int64($0))], household: "home") })
+            let many = try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))&household_id=home", user: "bob")
+            #expect((many.json["changes"]?.arrayValue?.count ?? 0) > 100)
+            let fallback = try await http.send(.post, "/sync/full?household_id=home", headers: try await http.headers("bob", device: nil))
+            #expect(fallback.json?["data"]?["inventory"]?.arrayValue?.count == 151)
+            cursor = try #require(fallback.json?["serverTime"]?.stringValue)
+            _ = try await http.results([Op.update("inventory", "bulk7", base: 1, ["quantity": 70], household: "home")], user: "bob")
+            let after = try await Self.get(http, "/api/sync/changes?since=\(Self.escaped(cursor))&household_id=home", user: "bob")
+            #expect(after.json["changes"]?.arrayValue?.map { $0["entity_id"] } == ["bulk7"])
+        }
+    }
+}
