@@ -109,7 +109,9 @@ final class SQLiteTransaction: StorageTransaction {
                 sql: """
                     INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'), \(SQLiteDriver.clockMilliseconds)
+                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
+                           -- Commit times: the clock, raised to the feed's newest change (migration 0004).
+                           max(\(SQLiteDriver.clockMilliseconds), coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = json_extract(value, '$[0]')), 0))
                     FROM json_each(?)
                     """,
                 arguments: [list]

@@ -74,6 +74,11 @@ import Testing
             let everything = try await harness.pullAll(user: reader).changes
             let written = Set(everything.filter { $0.entityType != "households" && $0.entityType != "household_members" }.map { "\($0.scope.key)#\($0.sequence)" })
             #expect(written.count == users.count * 6 * 3 + 6)
+            // Within a feed, times follow commit order, as sequence numbers do.
+            let times = try await harness.queryTexts("SELECT CAST(committed_at AS TEXT) FROM changes WHERE scope = 'h:h1' ORDER BY seq").compactMap { Int64($0) }
+            #expect(times.count == everything.filter { $0.scope == .household("h1") }.count)
+            let inversions = zip(times, times.dropFirst()).filter { $0 > $1 }.count
+            #expect(inversions == 0, "\(inversions) commit times out of sequence order in the household feed")
             let missed = written.subtracting(seen.value)
             #expect(missed.isEmpty, "missed \(missed.sorted().prefix(10)) of \(written.count) in \(pages.value) pages")
         }
