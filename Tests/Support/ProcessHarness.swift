@@ -52,6 +52,30 @@ public final class SyncGateProcess: @unchecked Sendable {
         try SyncGateProcess(executable: "/bin/bash", [script], environment: environment, directory: directory, replaceEnvironment: true)
     }
 
+    /// Runs one of the repository's scripts, niced (it shares two cores with timing-bound
+    /// tests), and returns its exit status and output. The exit is read from a status file the
+    /// shell writes, not from Foundation's process monitor: that waits for EOF on a descriptor,
+    /// and a server another test starts at the same moment can inherit it for its whole life.
+    public static func script(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration) async throws -> (status: String, log: String) {
+        let stem = NSTemporaryDirectory() + "syncgate-script-\(UUID().uuidString.prefix(8))"
+        let output = stem + ".out", statusFile = stem + ".status"
+        defer { for file in [output, statusFile] { try? FileManager.default.removeItem(atPath: file) } }
+        var environment = environment
+        environment["SYNCGATE_BINARY"] = try binary()
+        environment["OUTPUT"] = output
+        environment["STATUS"] = statusFile
+        let shell = try SyncGateProcess(
+            executable: "/bin/bash", ["-c", #"nice -n 15 "$0" "$@" >"$OUTPUT" 2>&1; echo $? >"$STATUS""#, path] + arguments, environment: environment
+        )
+        var status: String?
+        try await eventually("\(path) \(arguments.joined(separator: " "))", timeout: timeout, every: .milliseconds(200)) {
+            status = try? String(contentsOfFile: statusFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            return status?.isEmpty == false
+        }
+        withExtendedLifetime(shell) {}
+        return (status ?? "", (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
+    }
+
     deinit {
         // Never leak a server or worker past its test.
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

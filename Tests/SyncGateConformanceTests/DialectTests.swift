@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import SyncGateCore
+import SyncGateHTTP
 import SyncGateTestSupport
 import Testing
 
@@ -125,6 +126,35 @@ import Testing
             let other = Self.change("weightLogs", "update", "w", version: 2, data: ["kg": 81], at: "2026-01-15T09:30:00.000Z")
             #expect(try await Self.dietPush(http, [other])["applied"] == ["w"])
             #expect(try await http.state()["weightLogs/w"]?["version"] == 3)
+        }
+    }
+
+    /// A push no worker finishes in time answers 503 with Retry-After; it stays queued and
+    /// applies, and the client's resend answers from it instead of applying again.
+    @Test(arguments: Driver.selected)
+    func aDietPushNotFinishedInTimeIsRetryableAndTheResendAppliesNothingTwice(_ driver: Driver) async throws {
+        var configuration = HTTPHarness.testConfiguration
+        configuration.maximumPushWaitMilliseconds = 200
+        try await HTTPHarness.with(driver, configuration: configuration, workers: 0) { http in
+            let body = Self.pushBody([Self.change("weightLogs", "create", "w", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z")])
+            let first = try await http.send(.post, "/sync/push", headers: try await http.headers(device: nil), body: body)
+            #expect(first.status == 503)
+            #expect(first.json?.errorCode == "UNAVAILABLE" && first.json?["error"]?["retryable"] == true)
+            #expect(first.headers[.retryAfter] != nil)
+            // A worker runs the queued push; the resend is then answered from it.
+            _ = try await http.store.drain()
+            // As a client does: resend until answered (on a loaded machine 200 ms may pass again).
+            let resend = try await http.store.withWorkers(1) { () -> JSONValue? in
+                for _ in 0..<50 {
+                    let response = try await http.send(.post, "/sync/push", headers: try await http.headers(device: nil), body: body)
+                    if response.status == 200 { return response.json }
+                    #expect(response.status == 503)
+                }
+                return nil
+            }
+            #expect(resend?["applied"] == ["w"] && resend?["conflicts"] == [])
+            let pulled = try await Self.get(http, "/sync/pull")
+            #expect(pulled.json["changes"]?.arrayValue?.map { $0["version"] } == [1])
         }
     }
 

@@ -26,27 +26,9 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: directory))
     }
 
-    /// Runs `scripts/cluster ARGUMENTS` and returns its exit status and output. The exit is read
-    /// from a status file the shell writes, not from Foundation's process monitor: that waits for
-    /// EOF on a descriptor, and a server another test starts at the same moment can inherit it
-    /// and hold it for its whole life.
+    /// Runs `scripts/cluster ARGUMENTS`: its exit status and output.
     static func script(_ arguments: [String], timeout: Duration) async throws -> (status: String, log: String) {
-        let stem = NSTemporaryDirectory() + "syncgate-cluster-run-\(UUID().uuidString.prefix(8))"
-        let output = stem + ".out", statusFile = stem + ".status"
-        defer { for file in [output, statusFile] { try? FileManager.default.removeItem(atPath: file) } }
-        let shell = try SyncGateProcess(
-            // Niced, like the crash test's processes: the cluster and its load share two cores with
-            // the timing-bound tests running beside it.
-            executable: "/bin/bash", ["-c", #"nice -n 15 "$0" "$@" >"$OUTPUT" 2>&1; echo $? >"$STATUS""#, Self.scriptPath] + arguments,
-            environment: ["SYNCGATE_BINARY": try SyncGateProcess.binary(), "OUTPUT": output, "STATUS": statusFile]
-        )
-        var status: String?
-        try await eventually("scripts/cluster \(arguments.joined(separator: " "))", timeout: timeout, every: .milliseconds(200)) {
-            status = try? String(contentsOfFile: statusFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            return status?.isEmpty == false
-        }
-        withExtendedLifetime(shell) {}
-        return (status ?? "", (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
+        try await SyncGateProcess.script(scriptPath, arguments, timeout: timeout)
     }
 
     func exercise(_ directory: String) async throws {
