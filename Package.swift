@@ -72,6 +72,7 @@ let package = Package(
                 .embedInCode("Migrations/0003_scopes_version.sql"),
                 .embedInCode("Migrations/0004_enqueue.sql"),
                 .embedInCode("Migrations/0005_commit_times.sql"),
+                .embedInCode("Migrations/0006_incremental_maintenance.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -87,6 +88,7 @@ let package = Package(
                 .embedInCode("Migrations/0002_group_keys.sql"),
                 .embedInCode("Migrations/0003_scopes_version.sql"),
                 .embedInCode("Migrations/0004_commit_times.sql"),
+                .embedInCode("Migrations/0005_incremental_maintenance.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -55,23 +55,35 @@ extension PostgresDriver {
         )
     }
 
-    public func deleteSupersededChanges(limit: Int) async throws -> Int {
-        try await deleteCounting(
-            "compact feeds",
+    public func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
+        // One statement. Feeds an apply holds are skipped (their turn comes next pass), so
+        // compaction never waits for a writer and a writer waits for it at most one batch. The
+        // newest change of each entity among the feed's new ones deletes that entity's older
+        // changes, found by the entity index: the work follows the new changes, not the table.
+        let rows = try await query(
+            "compact feeds", .maintenance,
             """
-            WITH gone AS (
-                DELETE FROM changes WHERE (scope, seq) IN (
-                    SELECT c.scope, c.seq FROM changes c
-                    WHERE EXISTS (
-                        SELECT 1 FROM changes later
-                        WHERE later.scope = c.scope AND later.entity_type = c.entity_type
-                          AND later.entity_id = c.entity_id AND later.seq > c.seq
-                    )
-                    LIMIT \(limit)
-                ) RETURNING 1
-            ) SELECT count(*)::int FROM gone
-            """
+            WITH f AS (
+                SELECT scope, compacted, least(head, compacted + \(Int64(sequenceLimit))) AS upto
+                FROM feeds WHERE head > compacted ORDER BY scope LIMIT \(feedLimit)
+                FOR UPDATE SKIP LOCKED
+            ), latest AS (
+                SELECT c.scope, c.entity_type, c.entity_id, max(c.seq) AS seq
+                FROM f JOIN changes c ON c.scope = f.scope AND c.seq > f.compacted AND c.seq <= f.upto
+                GROUP BY c.scope, c.entity_type, c.entity_id
+            ), gone AS (
+                DELETE FROM changes c USING latest l
+                WHERE c.scope = l.scope AND c.entity_type = l.entity_type AND c.entity_id = l.entity_id AND c.seq < l.seq
+                RETURNING 1
+            ), marked AS (
+                UPDATE feeds SET compacted = f.upto FROM f WHERE feeds.scope = f.scope RETURNING 1
+            )
+            SELECT (SELECT count(*)::int FROM gone), (SELECT count(*)::int FROM marked)
+            """,
+            as: (Int, Int).self
         )
+        guard let (deleted, feeds) = rows.first else { return CompactionBatch(deletedChanges: 0, feeds: 0) }
+        return CompactionBatch(deletedChanges: deleted, feeds: feeds)
     }
 
     public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {

@@ -11,6 +11,7 @@ extension PostgresDriver {
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
         Migration(version: 4, name: "enqueue", bytes: PackageResources._004_enqueue_sql, breaksOlderServers: false),
         Migration(version: 5, name: "commit_times", bytes: PackageResources._005_commit_times_sql, breaksOlderServers: false),
+        Migration(version: 6, name: "incremental_maintenance", bytes: PackageResources._006_incremental_maintenance_sql, breaksOlderServers: false),
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.

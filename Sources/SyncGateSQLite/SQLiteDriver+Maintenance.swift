@@ -40,20 +40,35 @@ extension SQLiteDriver {
         )
     }
 
-    public func deleteSupersededChanges(limit: Int) async throws -> Int {
-        try await deleteBatch(
-            """
-            DELETE FROM changes WHERE (scope, seq) IN (
-                SELECT c.scope, c.seq FROM changes c
-                WHERE EXISTS (
-                    SELECT 1 FROM changes later
-                    WHERE later.scope = c.scope AND later.entity_type = c.entity_type AND later.entity_id = c.entity_id AND later.seq > c.seq
-                )
-                LIMIT ?
+    public func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
+        // One write transaction (SQLite's one writer: no apply runs meanwhile). The newest change
+        // of each entity among a feed's new ones deletes that entity's older changes, found by
+        // the entity index: the work follows the new changes, not the table.
+        try await write { db in
+            let feeds = try Row.fetchAll(
+                db, sql: "SELECT scope, compacted, min(head, compacted + ?) FROM feeds WHERE head > compacted ORDER BY scope LIMIT ?",
+                arguments: [Int64(sequenceLimit), feedLimit]
             )
-            """,
-            [limit]
-        )
+            var deleted = 0
+            for feed in feeds {
+                let (scope, compacted, upto): (String, Int64, Int64) = (feed[0], feed[1], feed[2])
+                try db.execute(
+                    sql: """
+                        DELETE FROM changes WHERE (scope, seq) IN (
+                            SELECT c.scope, c.seq FROM (
+                                SELECT entity_type, entity_id, max(seq) AS seq FROM changes
+                                WHERE scope = ? AND seq > ? AND seq <= ? GROUP BY entity_type, entity_id
+                            ) l JOIN changes c
+                              ON c.scope = ? AND c.entity_type = l.entity_type AND c.entity_id = l.entity_id AND c.seq < l.seq
+                        )
+                        """,
+                    arguments: [scope, compacted, upto, scope]
+                )
+                deleted += db.changesCount
+                try db.execute(sql: "UPDATE feeds SET compacted = ? WHERE scope = ?", arguments: [upto, scope])
+            }
+            return CompactionBatch(deletedChanges: deleted, feeds: feeds.count)
+        }
     }
 
     public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {

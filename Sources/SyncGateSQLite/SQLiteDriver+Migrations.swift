@@ -11,6 +11,7 @@ extension SQLiteDriver {
         Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
         Migration(version: 4, name: "commit_times", bytes: PackageResources._004_commit_times_sql, breaksOlderServers: false),
+        Migration(version: 5, name: "incremental_maintenance", bytes: PackageResources._005_incremental_maintenance_sql, breaksOlderServers: false),
     ]
 
     public func migrate(logger: Logger) async throws -> [Int] {

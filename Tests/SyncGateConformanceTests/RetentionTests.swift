@@ -39,6 +39,30 @@ import Testing
         }
     }
 
+    /// Compaction looks only at changes written since it last looked: a pass with nothing new
+    /// looks at no feed, and a change written later still removes what it supersedes from before
+    /// the mark. Small batches (2 sequence numbers) so a feed takes several.
+    @Test(arguments: Driver.selected)
+    func compactionLooksOnlyAtNewChangesAndStillRemovesWhatTheySupersede(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            var store = harness.store
+            store.batchSize = 2
+            _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 0]), Op.create("weightLogs", "b", ["kg": 0])])
+            for version in Int64(1)...4 { _ = try await harness.apply([Op.update("weightLogs", "a", base: version, ["kg": .int(version)])]) }
+            _ = try await harness.apply([Op.create("households", "h", ["name": "H"])])
+            #expect(try await store.compactFeeds().deletedChanges == 4)
+            // Nothing new: no feed to look at.
+            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2) == CompactionBatch(deletedChanges: 0, feeds: 0))
+            // "b" written again: its first change, below the mark, goes; nothing else is read again.
+            _ = try await harness.apply([Op.update("weightLogs", "b", base: 1, ["kg": 9])])
+            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2) == CompactionBatch(deletedChanges: 1, feeds: 1))
+            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2).feeds == 0)
+            let remaining = try await harness.pullAll().changes
+            #expect(Dictionary(remaining.map { ($0.entityID, $0.version) }, uniquingKeysWith: max) == ["a": 5, "b": 2, "h": 1, "h:alice": 1])
+            #expect(remaining.count == 4)
+        }
+    }
+
     static func latestVersions(_ changes: [FeedChange]) -> [String: Int64] {
         var latest: [String: Int64] = [:]
         for change in changes { latest[change.entityID] = max(latest[change.entityID] ?? 0, change.version) }

@@ -71,8 +71,12 @@ public protocol StorageDriver: Sendable {
     func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int
     /// Deletes up to `limit` idempotency records made before `cutoff`; returns how many.
     func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int
-    /// Deletes up to `limit` changes that a later change of the same entity in the same feed supersedes.
-    func deleteSupersededChanges(limit: Int) async throws -> Int
+    /// Deletes the changes that a later change of the same entity in the same feed supersedes,
+    /// looking only at changes no earlier call looked at: of up to `feedLimit` feeds with new
+    /// changes (skipping feeds a writer holds), the next `sequenceLimit` sequence numbers each,
+    /// then records how far each feed has been looked at. Returns the changes deleted and the
+    /// feeds looked at (0: nothing new anywhere).
+    func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch
     /// Feeds holding tombstones older than `cutoff`.
     func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope]
     /// Scopes holding entities of any of `types` (a rebuild of derived data).
@@ -367,5 +371,16 @@ public struct TimedChangeRow: Sendable, Hashable {
         self.scope = scope
         self.time = time
         self.row = row
+    }
+}
+
+/// One call of ``StorageDriver/compactNewChanges(feedLimit:sequenceLimit:)``.
+public struct CompactionBatch: Sendable, Hashable {
+    public var deletedChanges: Int
+    public var feeds: Int
+
+    public init(deletedChanges: Int, feeds: Int) {
+        self.deletedChanges = deletedChanges
+        self.feeds = feeds
     }
 }

@@ -17,8 +17,19 @@ extension SyncStore {
 
     /// Deletes every change that a later change of the same entity in the same feed supersedes.
     /// Readers lose nothing: whoever has not read the old row will read the newer one.
+    ///
+    /// Proportional to new work: each feed remembers how far compaction has looked, so a pass
+    /// reads only the changes written since the last one (and the feeds table), in batches of
+    /// 100 feeds × ``batchSize`` sequence numbers. A pass stops after 10,000 batches: under
+    /// writes that never pause, the next pass goes on from there.
     public func compactFeeds() async throws -> CompactionReport {
-        CompactionReport(deletedChanges: try await inBatches { try await driver.deleteSupersededChanges(limit: $0) })
+        var report = CompactionReport()
+        for _ in 0..<10_000 {
+            let batch = try await driver.compactNewChanges(feedLimit: 100, sequenceLimit: batchSize)
+            report.deletedChanges += batch.deletedChanges
+            if batch.feeds == 0 { break }
+        }
+        return report
     }
 
     /// Purges tombstones older than `age` feed by feed, a batch per transaction (each under the
