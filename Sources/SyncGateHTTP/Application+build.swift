@@ -22,6 +22,8 @@ public func buildRouter(
     router.add(middleware: RequestObservationMiddleware(tracer: tracer))
     // Then every failure becomes a protocol error, the authenticator's included.
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds))
+    // Inside it: answers, errors included, are compressed when the client accepts gzip.
+    router.add(middleware: ResponseCompressionMiddleware(minimumBytes: 1024))
 
     let live = LiveUpdates(store: store, watcher: watcher, pollInterval: configuration.pollInterval, retryAfterSeconds: configuration.retryAfterSeconds)
     let sync = SyncRoutes(store: store, configuration: configuration, live: live, tracer: tracer)

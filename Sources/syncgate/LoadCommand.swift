@@ -13,7 +13,7 @@ struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load",
         abstract: "Generate load against a running server and print latencies.",
-        subcommands: [SyncLoad.self, BatchLoad.self, LiveLoad.self, IdleLoad.self],
+        subcommands: [SyncLoad.self, BatchLoad.self, LiveLoad.self, IdleLoad.self, BootstrapLoad.self],
         defaultSubcommand: SyncLoad.self
     )
 
