@@ -10,7 +10,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Maintenance and inspection.",
         subcommands: [
-            Stats.self, Jobs.self, RetryDead.self, Compact.self, Prune.self, ForceResync.self, RecomputeSummaries.self, Households.self,
+            Stats.self, Jobs.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
         ]
     )
 
@@ -102,6 +102,33 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let report = try await common.withStore { try await $0.compactFeeds() }
             print("deleted \(report.deletedChanges) superseded change(s)")
+        }
+    }
+
+    struct Maintain: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run one maintenance pass now, as workers do every minute, and print what it did and how long it took.",
+            discussion: "Retention, compaction and the tombstone purge with the configured retention; waits for no other process's pass (one at a time: it says so and does nothing)."
+        )
+        @OptionGroup var common: Common
+
+        func run() async throws {
+            let retention = try await common.configuration().retention
+            let outcome = try await common.withStore { store -> (MaintenanceReport, Duration)? in
+                let started = ContinuousClock.now
+                guard let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) else { return nil }
+                return (report, started.duration(to: .now))
+            }
+            guard let (report, duration) = outcome else {
+                print("another process is running a maintenance pass; nothing done")
+                return
+            }
+            let milliseconds = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+            print(
+                "maintenance pass: \(String(format: "%.1f", milliseconds)) ms; deleted \(report.deletedJobs) finished job(s), "
+                    + "forgot \(report.prunedIdempotencyRecords) idempotency record(s), compacted \(report.compaction.deletedChanges) change(s), "
+                    + "purged \(report.purge.purgedTombstones) tombstone(s)"
+            )
         }
     }
 

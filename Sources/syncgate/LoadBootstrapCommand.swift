@@ -26,7 +26,18 @@ extension LoadCommand {
                 throw ValidationError("--changes 1…1,000,000, --limit 1…1,000, --repeats 1…20")
             }
             let authority = try await target.authority()
-            let client = LoadClient(base: target.url)
+            // Our own client: the shared one inflates gzip on its own, hiding the bytes on the wire.
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
+            do {
+                try await measure(LoadClient(base: target.url, http: http), authority: authority)
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+        }
+
+        func measure(_ client: LoadClient, authority: TokenAuthority) async throws {
             let user = "bootstrap-\(String(UInt32.random(in: .min ... .max), radix: 36))"
             let token = try await authority.issue(userID: user, ttlSeconds: min(3600, authority.maximumLifetimeSeconds))
             var random = SeededGenerator(seed: 11)
