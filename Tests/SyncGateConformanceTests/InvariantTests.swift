@@ -58,52 +58,17 @@ import Testing
     @Test(arguments: Driver.selected)
     func aPagingReaderMissesNothingWhileWorkersCommitConcurrently(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            let users = (1...8).map { "user\($0)" }
-            // Everyone shares one household, so all workers contend on its feed.
-            var setup = [Op.create("households", "h1", ["name": "Shared"])]
-            setup += users.dropFirst().map { Op.create("household_members", "h1:\($0)", ["user_id": .string($0), "role": "member"]) }
-            #expect(try await harness.apply(setup, user: users[0]).allSatisfy { $0.outcome == "applied" })
-
-            var pushed: [(String, Int64)] = []
-            for round in 0..<6 {
-                for user in users {
-                    var operations: [SyncOperation] = (0..<3).map { item in
-                        Op.create("inventory", "\(user)-r\(round)-i\(item)", ["qty": .int(Int64(item))], household: "h1")
-                    }
-                    operations.append(Op.create("weightLogs", "\(user)-r\(round)", ["kg": 70]))
-                    pushed.append((user, try await harness.push(operations, user: user)))
-                }
-            }
-
-            let ids = pushed
+            let (users, ids) = try await Self.contendedHouseholdWorkload(harness)
             let reader = users[0]
             let seen = Locked<[Scope: [Int64]]>([:])
-            let done = Locked(false)
-            try await harness.withWorkers(4, concurrency: 4) {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        var cursor: SyncCursor?
-                        while true {
-                            let finished = done.update { $0 }
-                            let page = try await harness.store.pull(PullQuery(userID: reader, deviceID: "reader", cursor: cursor, limit: 7))
-                            seen.update { seen in
-                                for change in page.changes { seen[change.scope, default: []].append(change.sequence) }
-                            }
-                            cursor = page.cursor
-                            // Stop only after a complete pass that started once every job was done.
-                            if !page.hasMore {
-                                if finished { return }
-                                try await Task.sleep(for: .milliseconds(3))
-                            }
-                        }
-                    }
-                    for (user, id) in ids {
-                        let job = try await harness.waitFinished(id, user: user, timeout: .seconds(60))
-                        #expect(job.state == .done)
-                    }
-                    done.update { $0 = true }
-                    try await group.waitForAll()
+            let cursor = Locked<SyncCursor?>(nil)
+            try await Self.pageWhileWorkersCommit(harness, jobs: ids) {
+                let page = try await harness.store.pull(PullQuery(userID: reader, deviceID: "reader", cursor: cursor.value, limit: 7))
+                seen.update { seen in
+                    for change in page.changes { seen[change.scope, default: []].append(change.sequence) }
                 }
+                cursor.update { $0 = page.cursor }
+                return page.hasMore
             }
             let stats = try await harness.store.stats()
             #expect(stats.jobsByState[.done] == ids.count + 1)
@@ -115,6 +80,51 @@ import Testing
             // The household and its owner's membership, the other members, then every inventory item.
             #expect(household.count == 2 + (users.count - 1) + users.count * 6 * 3)
             #expect(own == Array(1...6))
+        }
+    }
+
+    /// Eight users sharing one household (the first owns it) push six rounds of three household
+    /// items and one weight log each, queued before any worker runs: every worker contends on
+    /// the household's feed. Returns the users and their jobs in push order.
+    static func contendedHouseholdWorkload(_ harness: StoreHarness) async throws -> (users: [String], jobs: [(String, Int64)]) {
+        let users = (1...8).map { "user\($0)" }
+        var setup = [Op.create("households", "h1", ["name": "Shared"])]
+        setup += users.dropFirst().map { Op.create("household_members", "h1:\($0)", ["user_id": .string($0), "role": "member"]) }
+        #expect(try await harness.apply(setup, user: users[0]).allSatisfy { $0.outcome == "applied" })
+        var pushed: [(String, Int64)] = []
+        for round in 0..<6 {
+            for user in users {
+                var operations: [SyncOperation] = (0..<3).map { item in
+                    Op.create("inventory", "\(user)-r\(round)-i\(item)", ["qty": .int(Int64(item))], household: "h1")
+                }
+                operations.append(Op.create("weightLogs", "\(user)-r\(round)", ["kg": 70]))
+                pushed.append((user, try await harness.push(operations, user: user)))
+            }
+        }
+        return (users, pushed)
+    }
+
+    /// Runs 4 workers × 4 lanes on `jobs` while `page` reads one page (returning `has_more`)
+    /// again and again; stops after a complete pass that started once every job was done.
+    static func pageWhileWorkersCommit(_ harness: StoreHarness, jobs: [(String, Int64)], page: @escaping @Sendable () async throws -> Bool) async throws {
+        let done = Locked(false)
+        try await harness.withWorkers(4, concurrency: 4) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while true {
+                        let finished = done.update { $0 }
+                        if try await !page() {
+                            if finished { return }
+                            try await Task.sleep(for: .milliseconds(3))
+                        }
+                    }
+                }
+                for (user, id) in jobs {
+                    #expect(try await harness.waitFinished(id, user: user, timeout: .seconds(60)).state == .done)
+                }
+                done.update { $0 = true }
+                try await group.waitForAll()
+            }
         }
     }
 

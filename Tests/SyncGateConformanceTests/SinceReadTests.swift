@@ -26,50 +26,18 @@ import Testing
     @Test(arguments: Driver.selected)
     func aReaderPagingBySinceMissesNothingWhileWorkersCommitConcurrently(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            let users = (1...8).map { "user\($0)" }
-            var setup = [Op.create("households", "h1", ["name": "Shared"])]
-            setup += users.dropFirst().map { Op.create("household_members", "h1:\($0)", ["user_id": .string($0), "role": "member"]) }
-            #expect(try await harness.apply(setup, user: users[0]).allSatisfy { $0.outcome == "applied" })
+            // Nothing is applied before the workers start: reading now starts before every push.
+            let (users, ids) = try await InvariantTests.contendedHouseholdWorkload(harness)
             let reader = users[0]
-            let start = try await Self.readAll(harness, user: reader, since: nil).serverTime
-
-            var pushed: [(String, Int64)] = []
-            for round in 0..<6 {
-                for user in users {
-                    var operations: [SyncOperation] = (0..<3).map { item in
-                        Op.create("inventory", "\(user)-r\(round)-i\(item)", ["qty": .int(Int64(item))], household: "h1")
-                    }
-                    operations.append(Op.create("weightLogs", "\(user)-r\(round)", ["kg": 70]))
-                    pushed.append((user, try await harness.push(operations, user: user)))
-                }
-            }
-            let ids = pushed
+            let since = Locked<Int64?>(try await Self.readAll(harness, user: reader, since: nil).serverTime)
             let seen = Locked<Set<String>>([])
-            let done = Locked(false)
             let pages = Locked(0)
-            try await harness.withWorkers(4, concurrency: 4) {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        var since: Int64? = start
-                        while true {
-                            let finished = done.update { $0 }
-                            let page = try await harness.store.changesSince(SinceQuery(userID: reader, since: since, limit: 7))
-                            pages.update { $0 += 1 }
-                            seen.update { seen in for change in page.changes { seen.insert("\(change.scope.key)#\(change.sequence)") } }
-                            since = page.serverTime
-                            // Stop only after a complete pass that started once every job was done.
-                            if !page.hasMore {
-                                if finished { return }
-                                try await Task.sleep(for: .milliseconds(3))
-                            }
-                        }
-                    }
-                    for (user, id) in ids {
-                        #expect(try await harness.waitFinished(id, user: user, timeout: .seconds(60)).state == .done)
-                    }
-                    done.update { $0 = true }
-                    try await group.waitForAll()
-                }
+            try await InvariantTests.pageWhileWorkersCommit(harness, jobs: ids) {
+                let page = try await harness.store.changesSince(SinceQuery(userID: reader, since: since.value, limit: 7))
+                pages.update { $0 += 1 }
+                seen.update { seen in for change in page.changes { seen.insert("\(change.scope.key)#\(change.sequence)") } }
+                since.update { $0 = page.serverTime }
+                return page.hasMore
             }
             let everything = try await harness.pullAll(user: reader).changes
             let written = Set(everything.filter { $0.entityType != "households" && $0.entityType != "household_members" }.map { "\($0.scope.key)#\($0.sequence)" })
