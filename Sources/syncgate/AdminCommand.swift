@@ -123,9 +123,8 @@ struct AdminCommand: AsyncParsableCommand {
                 print("another process is running a maintenance pass; nothing done")
                 return
             }
-            let milliseconds = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
             print(
-                "maintenance pass: \(String(format: "%.1f", milliseconds)) ms; deleted \(report.deletedJobs) finished job(s), "
+                "maintenance pass: \(String(format: "%.1f", Double(duration.microseconds) / 1000)) ms; deleted \(report.deletedJobs) finished job(s), "
                     + "forgot \(report.prunedIdempotencyRecords) idempotency record(s), compacted \(report.compaction.deletedChanges) change(s), "
                     + "purged \(report.purge.purgedTombstones) tombstone(s)"
             )

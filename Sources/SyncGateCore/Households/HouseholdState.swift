@@ -29,6 +29,11 @@ public enum HouseholdIDs {
         household + ":" + user
     }
 
+    /// The `household_members` entity of `user` in `household`.
+    public static func membershipKey(household: String, user: String) -> EntityKey {
+        EntityKey(scope: .household(household), entityType: "household_members", entityID: membershipID(household: household, user: user))
+    }
+
     /// Splits a membership id; with a known household id, the rest is the user id.
     public static func splitMembershipID(_ id: String, household: String?) -> (household: String, user: String)? {
         if let household {

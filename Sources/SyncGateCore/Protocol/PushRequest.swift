@@ -26,11 +26,15 @@ public struct PushRequest: Sendable, Hashable {
     ///
     /// - Parameter receivedAt: the timestamp given to operations that carry no `client_timestamp`.
     public init(body: some Collection<UInt8>, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
-        // The envelope adds three levels (body object, operations array, operation object) above `data`.
-        let parser = JSONParser(maximumDepth: limits.maximumDataDepth + 3)
-        let document: JSONValue
+        try self.init(document: try Self.parse(body, limits: limits), limits: limits, receivedAt: receivedAt)
+    }
+
+    /// A push body's JSON, or the `VALIDATION_ERROR` a client gets for it. The envelope (body
+    /// object, list, item object) adds three levels above `data`; a push in another dialect has
+    /// the same envelope.
+    public static func parse(_ body: some Collection<UInt8>, limits: PushLimits) throws(ProtocolError) -> JSONValue {
         do {
-            document = try parser.parse(body)
+            return try JSONParser(maximumDepth: limits.maximumDataDepth + 3).parse(body)
         } catch {
             if error.message.hasPrefix("nesting deeper") {
                 throw ProtocolError(.validationError, "data nests deeper than \(limits.maximumDataDepth) levels")
@@ -38,7 +42,6 @@ public struct PushRequest: Sendable, Hashable {
             if error.message.hasPrefix("number") { throw ProtocolError(.validationError, "\(error)") }
             throw ProtocolError(.validationError, "malformed JSON: \(error)")
         }
-        try self.init(document: document, limits: limits, receivedAt: receivedAt)
     }
 
     public init(document: JSONValue, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {

@@ -44,7 +44,7 @@ public struct BatchApplier: Sendable {
                 scopes.insert(key.scope)
                 households.insert(household)
                 if type.builtIn == .households {
-                    keys.insert(membershipKey(household: household, user: userID))
+                    keys.insert(HouseholdIDs.membershipKey(household: household, user: userID))
                 }
             }
         }
@@ -139,10 +139,6 @@ public struct BatchApplier: Sendable {
             }
             return .entity(EntityKey(scope: .household(household), entityType: type.name, entityID: operation.entityID), type)
         }
-    }
-
-    func membershipKey(household: String, user: String) -> EntityKey {
-        EntityKey(scope: .household(household), entityType: "household_members", entityID: HouseholdIDs.membershipID(household: household, user: user))
     }
 }
 
@@ -368,7 +364,7 @@ extension BatchApplier {
                     households[household] = HouseholdState(id: household, ownerID: user, members: [user: .owner])
                     touchedHouseholds.insert(household)
                     wakeUsers.insert(user)
-                    let membership = applier.membershipKey(household: household, user: user)
+                    let membership = HouseholdIDs.membershipKey(household: household, user: user)
                     sideEffects.append(
                         EntityState(
                             key: membership,

@@ -34,17 +34,7 @@ public enum DietTrackerDialect {
 
     /// Parses and checks a push body: its shape only, like `POST /v1/sync/push`.
     public static func push(body: some Collection<UInt8>, limits: PushLimits, receivedAt: Timestamp) throws(ProtocolError) -> Push {
-        // The envelope adds three levels (body, changes, change) above `data`.
-        let document: JSONValue
-        do {
-            document = try JSONParser(maximumDepth: limits.maximumDataDepth + 3).parse(body)
-        } catch {
-            if error.message.hasPrefix("nesting deeper") {
-                throw ProtocolError(.validationError, "data nests deeper than \(limits.maximumDataDepth) levels")
-            }
-            if error.message.hasPrefix("number") { throw ProtocolError(.validationError, "\(error)") }
-            throw ProtocolError(.validationError, "malformed JSON: \(error)")
-        }
+        let document = try PushRequest.parse(body, limits: limits)
         guard let root = document.objectValue else { throw ProtocolError(.validationError, "the body must be a JSON object") }
         var deviceID: String?
         if let value = root["deviceId"], !value.isNull {

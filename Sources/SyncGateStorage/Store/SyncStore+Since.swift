@@ -75,9 +75,7 @@ extension SyncStore {
         let scopes = try await dialectScopes(userID: query.userID, household: query.household)
         var joins: [Scope: Int64] = [:]
         if query.since != nil {
-            let memberships = scopes.compactMap { scope in
-                scope.householdID.map { EntityKey(scope: scope, entityType: "household_members", entityID: HouseholdIDs.membershipID(household: $0, user: query.userID)) }
-            }
+            let memberships = scopes.compactMap { $0.householdID.map { HouseholdIDs.membershipKey(household: $0, user: query.userID) } }
             for (key, time) in try await driver.latestCommitTimes(memberships) { joins[key.scope] = time }
         }
         // A join the horizon does not cover yet is read next time, when it does.
