@@ -226,9 +226,11 @@ extension JobQueueTests {
             let hooks = WorkerHooks(beforeApply: { job in
                 guard job.id == id else { return }
                 for _ in 0..<5 {
-                    let beats = store.heartbeats.value
                     clock.advance(milliseconds: 600)
-                    try await eventually("a heartbeat", timeout: .seconds(30), every: .milliseconds(5)) { store.heartbeats.value > beats }
+                    // A heartbeat that began after the move (one in flight read the old time, and
+                    // the next step would pass the lease it set). Heartbeats run one at a time.
+                    let begun = store.begun.value
+                    try await eventually("a heartbeat", timeout: .seconds(30), every: .milliseconds(5)) { store.heartbeats.value > begun }
                 }
             })
             // A 1 s lease, 3 s in hand; a second lane would take the job the moment it was rescued.
@@ -276,6 +278,8 @@ extension JobQueueTests {
 /// A worker's store that counts its heartbeats.
 struct HeartbeatCounter: WorkerStore {
     let store: SyncStore
+    /// Heartbeats begun and finished.
+    let begun = Locked(0)
     let heartbeats = Locked(0)
 
     var notifier: ChangeNotifier { store.notifier }
@@ -285,6 +289,7 @@ struct HeartbeatCounter: WorkerStore {
     }
 
     func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
+        begun.update { $0 += 1 }
         try await store.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds)
         heartbeats.update { $0 += 1 }
     }
