@@ -30,6 +30,9 @@ public final class PostgresDriver: StorageDriver, Service {
         public var queueDepthCacheDuration: Duration
         /// The first wait before the LISTEN connection reconnects (doubling up to 2 s).
         public var listenerReconnectDelay: Duration
+        /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
+        /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
+        public var listens: Bool
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
         public static let defaultRequestTimeout: Duration = .seconds(5)
@@ -41,7 +44,8 @@ public final class PostgresDriver: StorageDriver, Service {
             jobTimeout: Duration = .seconds(15),
             maintenanceTimeout: Duration = .seconds(1800),
             queueDepthCacheDuration: Duration = .seconds(1),
-            listenerReconnectDelay: Duration = .milliseconds(100)
+            listenerReconnectDelay: Duration = .milliseconds(100),
+            listens: Bool = true
         ) {
             self.location = location
             self.maximumConnections = maximumConnections
@@ -50,6 +54,7 @@ public final class PostgresDriver: StorageDriver, Service {
             self.maintenanceTimeout = maintenanceTimeout
             self.queueDepthCacheDuration = queueDepthCacheDuration
             self.listenerReconnectDelay = listenerReconnectDelay
+            self.listens = listens
         }
     }
 
@@ -137,7 +142,7 @@ public final class PostgresDriver: StorageDriver, Service {
         try await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.client.run() }
-                group.addTask { await listener.run() }
+                if self.configuration.listens { group.addTask { await listener.run() } }
             }
         }
         notifier.close()

@@ -50,7 +50,11 @@ public func buildApplication(
     }
 
     let front = configuration.front
-    let frontStore = wrap?(store) ?? store
+    // Pulls read from the standbys, if any; the rest of the front stays on the primary.
+    let replicas = configuration.readDatabases.map { OpenStore.replica($0, maximumConnections: 10, logger: logger) }
+    let reads: any FrontStore = replicas.isEmpty
+        ? store : ReplicatedFrontStore(primary: store, replicas: replicas.map(\.store), logger: logger)
+    let frontStore = wrap?(reads) ?? reads
     let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, logger: logger)
     observe?(watcher)
     let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, tracer: tracer)
@@ -67,6 +71,7 @@ public func buildApplication(
     )
     app.addServices(services)
     if given == nil { app.addServices(opened.service) }
+    for replica in replicas { app.addServices(replica.service) }
     // After the store (stops before it), before the server (outlives its requests).
     app.addServices(watcher, QueueSampler(store: store, logger: logger))
     if let port = configuration.metricsPort {

@@ -35,6 +35,13 @@ public struct OpenStore: Sendable {
         }
     }
 
+    /// Opens a hot standby of a PostgreSQL primary, for reads only: no LISTEN connection (a
+    /// server in recovery refuses it) and no migrations (the standby replays the primary's).
+    public static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, logger: Logger) -> OpenStore {
+        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: maximumConnections, listens: false), logger: logger)
+        return OpenStore(store: SyncStore(driver: driver, logger: logger), service: driver)
+    }
+
     /// Runs `body` against a running store, for commands that do one thing and exit.
     public static func with<Result: Sendable>(
         _ url: DatabaseURL,

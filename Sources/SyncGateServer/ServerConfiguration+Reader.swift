@@ -30,6 +30,7 @@ extension ServerConfiguration {
         }
 
         public static let databaseURL = Setting("databaseUrl", isSecret: true)
+        public static let readDatabaseURL = Setting("readDatabaseUrl", isSecret: true)
         public static let jwtSecret = Setting("jwtSecret", isSecret: true)
         public static let jwtMaxLifetime = Setting("jwtMaxLifetime")
         public static let host = Setting("host")
@@ -68,7 +69,7 @@ extension ServerConfiguration {
 
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
-            databaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
+            databaseURL, readDatabaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
@@ -113,6 +114,17 @@ extension ServerConfiguration {
                 database = try DatabaseURL(parsing: text)
             } catch {
                 throw ConfigurationError("\(Setting.databaseURL.describe): \(error)")
+            }
+        }
+        if let list = values.string(.readDatabaseURL) {
+            guard case .postgres = database else {
+                throw ConfigurationError("\(Setting.readDatabaseURL.describe) needs a PostgreSQL primary in \(Setting.databaseURL.describe)")
+            }
+            for text in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !text.isEmpty {
+                guard case .postgres(let location) = try? DatabaseURL(parsing: text) else {
+                    throw ConfigurationError("\(Setting.readDatabaseURL.describe) must be postgres:// URLs of hot standbys separated by commas")
+                }
+                readDatabases.append(location)
             }
         }
         jwtSecret = values.string(.jwtSecret)

@@ -10,6 +10,9 @@ public import SyncGateWorker
 public struct ServerConfiguration: Sendable {
     /// Where the data lives.
     public var database: DatabaseURL = .defaultSQLite
+    /// Hot standbys of the PostgreSQL primary that serve the front's pulls (see
+    /// ``ReplicatedFrontStore``); empty: the primary serves everything.
+    public var readDatabases: [DatabaseURL.PostgresLocation] = []
     /// The HS256 signing secret for bearer tokens; `nil` uses the development secret kept beside a
     /// SQLite database (refused for PostgreSQL).
     public var jwtSecret: String?

@@ -15,8 +15,11 @@ public protocol FrontStore: Sendable {
     func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult
     /// A job of `userID`, or `nil` when there is none (or it is another user's).
     func job(id: Int64, userID: String) async throws -> JobSnapshot?
-    /// One page of the user's feeds after the query's cursor.
+    /// One page of the user's feeds after the query's cursor (from a read replica, if any).
     func pull(_ query: PullQuery) async throws -> PullPage
+    /// One page as the primary has it now: for a caller that knows of a change a read replica
+    /// may not have replayed yet. Without replicas, ``pull(_:)``.
+    func pullLatest(_ query: PullQuery) async throws -> PullPage
     /// The feeds a user reads now: their own and their households'.
     func readableScopes(userID: String) async throws -> [Scope]
     /// The heads of `feeds`, the scopes versions of `users` and the global resync epoch, in one
@@ -31,6 +34,12 @@ public protocol FrontStore: Sendable {
     func changesSince(_ query: SinceQuery) async throws -> SincePage
     /// The seed apps' dialects: every live document of the user (or of one household).
     func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments
+}
+
+extension FrontStore {
+    public func pullLatest(_ query: PullQuery) async throws -> PullPage {
+        try await pull(query)
+    }
 }
 
 /// What a worker needs: claim jobs, keep their leases, apply them, settle failures.

@@ -67,6 +67,33 @@ public final class TemporaryPostgres: @unchecked Sendable {
         try startNow()
     }
 
+    /// A hot standby of this server: `pg_basebackup -R` (streaming replication, `standby.signal`
+    /// and `primary_conninfo` written for it), on a port and in a folder of its own, started.
+    public func makeStandby() async throws -> TemporaryPostgres {
+        let made = Locked<TemporaryPostgres?>(nil)
+        try await Self.offThePool {
+            let standby = try TemporaryPostgres(standbyOf: self)
+            made.update { $0 = standby }
+        }
+        return made.value!
+    }
+
+    private init(standbyOf primary: TemporaryPostgres) throws {
+        bin = primary.bin
+        directory = NSTemporaryDirectory() + "syncgate-standby-\(UUID().uuidString.prefix(8))"
+        port = SyncGateProcess.freePort()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
+        if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
+        try runAsPostgres("\(bin)/pg_basebackup", [
+            "-D", "\(directory)/data", "-h", "127.0.0.1", "-p", "\(primary.port)", "-U", "postgres", "-R", "-X", "stream", "-c", "fast",
+        ])
+        // The copied configuration names the primary's port and folder: the last setting wins.
+        let settings = "\nport = \(port)\nunix_socket_directories = '\(directory)'\nhot_standby = on\n"
+        let configuration = "\(directory)/data/postgresql.conf"
+        try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
+        try startNow()
+    }
+
     public func start() async throws {
         try await Self.offThePool { try self.startNow() }
     }

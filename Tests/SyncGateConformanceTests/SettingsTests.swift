@@ -52,6 +52,17 @@ import Testing
         #expect(defaults.front.liveLimits == .init(perUser: 20, perProcess: 25_000) && defaults.front.requestReadTimeout == .seconds(30))
     }
 
+    /// Read replicas: a comma-separated list of standbys of a PostgreSQL primary.
+    @Test func readReplicasAreAListOfStandbys() async throws {
+        let configuration = try await Self.configuration(environment: [
+            "SYNCGATE_DATABASE_URL": "postgres://u@primary:5432/db",
+            "SYNCGATE_READ_DATABASE_URL": "postgres://u@standby1:5432/db?sslmode=require, postgres://u@standby2:5433/db",
+        ])
+        #expect(configuration.readDatabases.map { "\($0.host):\($0.port)" } == ["standby1:5432", "standby2:5433"])
+        #expect(configuration.readDatabases.map(\.tlsMode) == ["require", "disable"])
+        #expect(try await Self.configuration().readDatabases.isEmpty)
+    }
+
     @Test func theConfigFileCanComeFromTheEnvironment() async throws {
         let file = try Self.file("databaseUrl: sqlite:/tmp/elsewhere.sqlite\n")
         let configuration = try await Self.configuration(environment: ["SYNCGATE_CONFIG": file])
@@ -63,6 +74,11 @@ import Testing
         (["SYNCGATE_WORKERS": "-1"], "workers (SYNCGATE_WORKERS) must be an integer from 0"),
         (["SYNCGATE_LEASE": "soon"], "lease (SYNCGATE_LEASE) must be a duration"),
         (["SYNCGATE_DATABASE_URL": "mysql://x"], "databaseUrl (SYNCGATE_DATABASE_URL)"),
+        (["SYNCGATE_READ_DATABASE_URL": "postgres://u@standby/db"], "readDatabaseUrl (SYNCGATE_READ_DATABASE_URL) needs a PostgreSQL primary"),
+        (
+            ["SYNCGATE_DATABASE_URL": "postgres://u@primary/db", "SYNCGATE_READ_DATABASE_URL": "postgres://u@standby/db,sqlite:/tmp/x.sqlite"],
+            "readDatabaseUrl (SYNCGATE_READ_DATABASE_URL) must be postgres:// URLs"
+        ),
     ])
     func aBadValueNamesItsSettingAndVariable(_ environment: [String: String], _ message: String) async throws {
         await #expect {

@@ -32,6 +32,15 @@ struct LiveUpdates: Sendable {
         }
     }
 
+    /// One page, not older than the heads this process has heard of: a read replica's page that
+    /// stops short of one (a device pulling on an event-stream poke before the standby replayed
+    /// the change) is read again from the primary. Without replicas a page is never behind.
+    func pull(_ query: PullQuery) async throws -> PullPage {
+        let page = try await store.pull(query)
+        guard page.isBehind(watcher.heads(of: page.cursor.positions.keys)) else { return page }
+        return try await store.pullLatest(query)
+    }
+
     /// The next page that has news (changes, scope changes, force-resync), or an empty page at the deadline.
     ///
     /// The waiter registers the feeds of its cursor with the ``FeedWatcher`` before the first
@@ -68,7 +77,8 @@ struct LiveUpdates: Sendable {
                 var next = query
                 next.cursor = page.cursor
                 if wake.scopesChanged || wake.resynchronize {
-                    page = try await store.pull(next)
+                    // The primary announced it: a read replica may not have replayed it yet.
+                    page = try await store.pullLatest(next)
                 } else {
                     page = try await continuation(next, after: page, device: device)
                 }

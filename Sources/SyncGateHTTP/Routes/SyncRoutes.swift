@@ -126,7 +126,7 @@ struct SyncRoutes: Sendable {
             defer { LiveConnectionGauge.longPolls.decrement() }
             page = try await live.waitForPull(query, timeout: .milliseconds(wait))
         } else {
-            page = try await store.pull(query)
+            page = try await live.pull(query)
         }
         return .json(Self.pageBody(page))
     }

@@ -36,10 +36,16 @@ public enum MetricName {
     /// Rows maintenance removed, by `kind`: jobs, idempotency_records, tombstones, compacted_changes.
     public static let maintenanceRemoved = "syncgate_maintenance_rows_removed_total"
 
+    /// Pulls of a front with read replicas, by `outcome`: `replica` (a standby answered),
+    /// `behind` (the standby had not replayed what the cursor saw: the primary answered),
+    /// `failed` (the standby failed or rests after a failure: the primary answered), `latest`
+    /// (the caller needed the primary: a live wake-up, or a standby page older than a known head).
+    public static let replicaPulls = "syncgate_replica_pulls_total"
+
     /// Every name above, for the checks that keep dashboards and docs honest.
     public static let all = [
         httpRequests, httpRequestDuration, liveConnections, jobs, queueDepth, queueOldestAge, jobAttempts,
-        applyDuration, pushToApply, operations, poolInUse, poolWaiting, maintenanceDuration, maintenanceRemoved,
+        applyDuration, pushToApply, operations, poolInUse, poolWaiting, maintenanceDuration, maintenanceRemoved, replicaPulls,
     ]
 }
 

@@ -1,0 +1,45 @@
+/// Whether a pull answered by a hot standby may go to the client, or the primary must answer.
+///
+/// A standby replays the primary's WAL a little behind it. Its pages never move a cursor
+/// backwards (a position only passes a head the standby has replayed, and a cursor ahead of
+/// the standby is refused), so most answers are as good as the primary's, only older. Two are
+/// not:
+/// - a cursor error: the cursor may hold a position or a resync epoch the standby has not
+///   replayed yet (`ahead`), which is no reason to make the client start over; the primary
+///   decides whether the cursor is invalid;
+/// - a household removal: the standby may not have replayed the membership the cursor was built
+///   under, and `scopes.removed` makes the client delete that household's data.
+public enum ReplicaVerdict: Sendable, Hashable {
+    /// Give the client the standby's page.
+    case answer
+    /// Ask the primary instead.
+    case askPrimary(Reason)
+
+    public enum Reason: String, Sendable, Hashable {
+        /// The standby may not have replayed what the cursor has seen.
+        case behind
+        /// The standby failed (unreachable, timed out, in trouble).
+        case failed
+    }
+
+    public static func of(_ result: Result<PullPage, any Error>) -> ReplicaVerdict {
+        switch result {
+        case .success(let page):
+            return page.scopesRemoved.isEmpty ? .answer : .askPrimary(.behind)
+        case .failure(is CursorError):
+            return .askPrimary(.behind)
+        case .failure:
+            return .askPrimary(.failed)
+        }
+    }
+}
+
+extension PullPage {
+    /// Whether this complete page stops short of a head known to be committed (`heads`, from the
+    /// primary's notifications): a standby's page read before it replayed that change. A page
+    /// with more to read, or one asking for a resync, is never behind.
+    public func isBehind(_ heads: [Scope: Int64]) -> Bool {
+        guard !hasMore, !forceResync else { return false }
+        return cursor.positions.contains { scope, position in position < heads[scope, default: 0] }
+    }
+}

@@ -1,0 +1,131 @@
+import CoreMetrics
+public import Logging
+import Metrics
+import Synchronization
+public import SyncGateCore
+
+/// The front's store when pulls read from PostgreSQL hot standbys (`SYNCGATE_READ_DATABASE_URL`).
+///
+/// Pulls — bootstrap pages, plain pulls, a long-poll's first read — go to the standbys in turn;
+/// everything else stays on the primary: pushes and job status (they must see their own
+/// writes), the live machinery's small reads (notifications come from the primary, and a
+/// waiter woken by one must read at least what it announced), and the seed dialects' `since`
+/// reads (their time horizon is computed from jobs in flight, which a standby may not have
+/// replayed). A standby's answer that may be wrong only because the standby lags is refused and
+/// the primary answers (``ReplicaVerdict``): a cursor never goes backwards and a cursor the
+/// primary issued never gets `CURSOR_INVALID` from a standby. A standby that fails rests for
+/// `restAfterFailure` while the primary answers its share.
+public final class ReplicatedFrontStore: FrontStore {
+    public let primary: any FrontStore
+    public let replicas: [any FrontStore]
+    let restAfterFailure: Duration
+    private let logger: Logger
+    private let turn = Atomic<Int>(0)
+    /// Until when each standby rests after a failure.
+    private let resting: Mutex<[ContinuousClock.Instant?]>
+    private let outcomes = MetricHandles<String, Counter> { outcome in
+        Counter(label: MetricName.replicaPulls, dimensions: [("outcome", outcome)])
+    }
+
+    public init(primary: any FrontStore, replicas: [any FrontStore], restAfterFailure: Duration = .seconds(5), logger: Logger) {
+        precondition(!replicas.isEmpty, "a replicated store needs at least one replica")
+        self.primary = primary
+        self.replicas = replicas
+        self.restAfterFailure = restAfterFailure
+        self.logger = logger
+        self.resting = Mutex(Array(repeating: nil, count: replicas.count))
+    }
+
+    public var driverName: String { primary.driverName }
+    public var notifier: ChangeNotifier { primary.notifier }
+
+    public func pull(_ query: PullQuery) async throws -> PullPage {
+        guard let index = nextReplica() else {
+            outcomes[ReplicaVerdict.Reason.failed.rawValue].increment()
+            return try await primary.pull(query)
+        }
+        let result: Result<PullPage, any Error>
+        do {
+            result = .success(try await replicas[index].pull(query))
+        } catch {
+            result = .failure(error)
+        }
+        switch ReplicaVerdict.of(result) {
+        case .answer:
+            outcomes["replica"].increment()
+            return try result.get()
+        case .askPrimary(let reason):
+            if reason == .failed, case .failure(let error) = result {
+                rest(index, after: error)
+            }
+            outcomes[reason.rawValue].increment()
+            return try await primary.pull(query)
+        }
+    }
+
+    public func pullLatest(_ query: PullQuery) async throws -> PullPage {
+        outcomes["latest"].increment()
+        return try await primary.pull(query)
+    }
+
+    /// The next standby in turn that is not resting; `nil` when all rest.
+    private func nextReplica() -> Int? {
+        let now = ContinuousClock.now
+        let start = turn.add(1, ordering: .relaxed).oldValue
+        return resting.withLock { resting in
+            for step in 0..<replicas.count {
+                let index = (start &+ step) % replicas.count
+                if let until = resting[index], until > now { continue }
+                resting[index] = nil
+                return index
+            }
+            return nil
+        }
+    }
+
+    private func rest(_ index: Int, after error: any Error) {
+        let wasResting = resting.withLock { resting in
+            defer { resting[index] = .now + restAfterFailure }
+            return resting[index] != nil
+        }
+        if !wasResting {
+            logger.warning("a read replica failed; the primary answers its pulls for a while", metadata: [
+                "syncgate.replica": "\(index)", "syncgate.error": "\(error)", "syncgate.rest_seconds": "\(restAfterFailure.components.seconds)",
+            ])
+        }
+    }
+
+    // MARK: - On the primary
+
+    public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+        try await primary.enqueue(job, limits: limits)
+    }
+
+    public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+        try await primary.job(id: id, userID: userID)
+    }
+
+    public func readableScopes(userID: String) async throws -> [Scope] {
+        try await primary.readableScopes(userID: userID)
+    }
+
+    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        try await primary.watchState(feeds: feeds, users: users)
+    }
+
+    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+        try await primary.readFeed(scope, after: position, types: types, limit: limit)
+    }
+
+    public func schemaStatus() async throws -> SchemaStatus {
+        try await primary.schemaStatus()
+    }
+
+    public func changesSince(_ query: SinceQuery) async throws -> SincePage {
+        try await primary.changesSince(query)
+    }
+
+    public func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
+        try await primary.liveDocuments(userID: userID, household: household, types: types)
+    }
+}
