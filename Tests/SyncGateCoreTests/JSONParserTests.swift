@@ -88,6 +88,23 @@ import Testing
         #expect(try parser.parse(text) == value)
     }
 
+    /// Strings without anything to escape are written whole; each escape is still found in a
+    /// string that also holds plain text, at its start, middle or end.
+    @Test(arguments: [
+        ("plain ascii", #""plain ascii""#),
+        ("€ and ü and 😀", #""€ and ü and 😀""#),  // 0xE2 leads "€" but it needs no escape
+        ("\u{2029}end", #""\u2029end""#),
+        ("mid\u{2028}dle", #""mid\u2028dle""#),
+        ("tab\t", #""tab\t""#),
+        ("\"quoted\" \\ back", #""\"quoted\" \\ back""#),
+        ("nul\u{00}and\u{1F}", #""nul\u0000and\u001f""#),
+        ("", #""""#),
+    ])
+    func stringsAreEscapedExactlyWhereNeeded(_ string: String, _ expected: String) throws {
+        #expect(JSONValue.string(string).serialized() == expected)
+        #expect(try parser.parse(expected) == .string(string))
+    }
+
     @Test(arguments: [0.1, 1.0, -0.0, 1e300, 5e-324, 123456789.125, 1e16, -42.0])
     func doublesRoundTrip(_ number: Double) throws {
         #expect(try parser.parse(JSONValue.double(number).serialized()) == .double(number))
