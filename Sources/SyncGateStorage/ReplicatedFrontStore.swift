@@ -71,10 +71,11 @@ public final class ReplicatedFrontStore: FrontStore {
     /// The next standby in turn that is not resting; `nil` when all rest.
     private func nextReplica() -> Int? {
         let now = ContinuousClock.now
-        let start = turn.add(1, ordering: .relaxed).oldValue
+        // Unsigned: the counter wraps past Int.max without ever giving a negative index.
+        let start = UInt(bitPattern: turn.add(1, ordering: .relaxed).oldValue)
         return resting.withLock { resting in
             for step in 0..<replicas.count {
-                let index = (start &+ step) % replicas.count
+                let index = Int((start &+ UInt(step)) % UInt(replicas.count))
                 if let until = resting[index], until > now { continue }
                 resting[index] = nil
                 return index

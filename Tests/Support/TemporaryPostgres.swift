@@ -33,20 +33,37 @@ public final class TemporaryPostgres: @unchecked Sendable {
     ///   - tls: serve TLS with a self-signed certificate for `localhost`, and refuse TCP clients
     ///     that do not use it (the Unix socket stays open without TLS).
     public static func make(durable: Bool = false, tls: Bool = false) async throws -> TemporaryPostgres {
+        try await built { try TemporaryPostgres(durable: durable, tls: tls) }
+    }
+
+    /// A server made by `build` on a thread of its own (initdb, pg_basebackup and pg_ctl block).
+    private static func built(_ build: @escaping @Sendable () throws -> TemporaryPostgres) async throws -> TemporaryPostgres {
         let made = Locked<TemporaryPostgres?>(nil)
         try await offThePool {
-            let server = try TemporaryPostgres(durable: durable, tls: tls)
+            let server = try build()
             made.update { $0 = server }
         }
         return made.value!
     }
 
-    private init(durable: Bool, tls: Bool) throws {
-        bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
-        directory = NSTemporaryDirectory() + "syncgate-outage-\(UUID().uuidString.prefix(8))"
-        port = SyncGateProcess.freePort()
+    /// A new folder for a server's data, socket and log, which the server's user may enter.
+    private static func makeFolder(_ prefix: String) throws -> String {
+        let directory = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
         if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
+        return directory
+    }
+
+    /// Appends `settings` to the server's postgresql.conf (the last setting of a name wins).
+    private func appendToConfiguration(_ settings: String) throws {
+        let configuration = "\(directory)/data/postgresql.conf"
+        try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
+    }
+
+    private init(durable: Bool, tls: Bool) throws {
+        bin = ProcessInfo.processInfo.environment["SYNCGATE_TEST_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+        directory = try Self.makeFolder("syncgate-outage")
+        port = SyncGateProcess.freePort()
         try runAsPostgres("\(bin)/initdb", ["-D", "\(directory)/data", "--auth=trust", "--username=postgres", "--no-locale", "--encoding=UTF8"])
         var settings = "\nlisten_addresses = '127.0.0.1'\nport = \(port)\nunix_socket_directories = '\(directory)'\n" + (durable ? "" : "fsync = off\n")
         if tls {
@@ -62,35 +79,25 @@ public final class TemporaryPostgres: @unchecked Sendable {
             let refuseClearText = "hostnossl all all 0.0.0.0/0 reject\nhostnossl all all ::/0 reject\n"
             try (refuseClearText + (try String(contentsOfFile: rules, encoding: .utf8))).write(toFile: rules, atomically: false, encoding: .utf8)
         }
-        let configuration = "\(directory)/data/postgresql.conf"
-        try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
+        try appendToConfiguration(settings)
         try startNow()
     }
 
     /// A hot standby of this server: `pg_basebackup -R` (streaming replication, `standby.signal`
     /// and `primary_conninfo` written for it), on a port and in a folder of its own, started.
     public func makeStandby() async throws -> TemporaryPostgres {
-        let made = Locked<TemporaryPostgres?>(nil)
-        try await Self.offThePool {
-            let standby = try TemporaryPostgres(standbyOf: self)
-            made.update { $0 = standby }
-        }
-        return made.value!
+        try await Self.built { try TemporaryPostgres(standbyOf: self) }
     }
 
     private init(standbyOf primary: TemporaryPostgres) throws {
         bin = primary.bin
-        directory = NSTemporaryDirectory() + "syncgate-standby-\(UUID().uuidString.prefix(8))"
+        directory = try Self.makeFolder("syncgate-standby")
         port = SyncGateProcess.freePort()
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
-        if getuid() == 0 { try Self.run("/bin/chown", ["postgres", directory]) }
         try runAsPostgres("\(bin)/pg_basebackup", [
             "-D", "\(directory)/data", "-h", "127.0.0.1", "-p", "\(primary.port)", "-U", "postgres", "-R", "-X", "stream", "-c", "fast",
         ])
-        // The copied configuration names the primary's port and folder: the last setting wins.
-        let settings = "\nport = \(port)\nunix_socket_directories = '\(directory)'\nhot_standby = on\n"
-        let configuration = "\(directory)/data/postgresql.conf"
-        try (try String(contentsOfFile: configuration, encoding: .utf8) + settings).write(toFile: configuration, atomically: false, encoding: .utf8)
+        // The copied configuration names the primary's port and folder.
+        try appendToConfiguration("\nport = \(port)\nunix_socket_directories = '\(directory)'\nhot_standby = on\n")
         try startNow()
     }
 
