@@ -17,7 +17,7 @@ extension ProtocolError: HTTPResponseError {
     var response: Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let seconds = retryAfterSeconds { headers[.retryAfter] = "\(seconds)" }
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body.serialized())))
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serializedBytes())))
     }
 }
 
@@ -77,7 +77,7 @@ extension Response {
     static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: value.serialized())))
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes())))
     }
 }
 

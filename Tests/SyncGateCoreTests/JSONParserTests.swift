@@ -105,6 +105,26 @@ import Testing
         #expect(try parser.parse(expected) == .string(string))
     }
 
+    /// The parser takes decimals of at most 15 digits without an exponent as doubles without
+    /// comparing their shortest forms; on every such decimal that comparison would agree.
+    @Test func shortDecimalsNeedNoShortestFormCheck() throws {
+        var random = SeededGenerator(seed: 15)
+        for round in 0..<50_000 {
+            let digits = Int.random(in: 2...15, using: &random)
+            let integerDigits = Int.random(in: 1..<digits, using: &random)
+            func digit(_ range: ClosedRange<Int>) -> String { String(Int.random(in: range, using: &random)) }
+            // JSON allows no leading zero: "0.x" or a first digit of 1…9.
+            var text = integerDigits == 1 ? digit(0...9) : digit(1...9) + (1..<integerDigits).map { _ in digit(0...9) }.joined()
+            text += "." + (integerDigits..<digits).map { _ in digit(0...9) }.joined()
+            if round % 2 == 1 { text = "-" + text }
+            let double = try #require(Double(text))
+            #expect(DecimalText(text) == DecimalText(double.description), "\(text) reads as \(double)")
+            #expect(try parser.parse(text) == .double(double))
+        }
+        // Sixteen digits take the full check: this one no double holds.
+        #expect(throws: JSONParseError.self) { try parser.parse("9007199254740993.0") }
+    }
+
     @Test(arguments: [0.1, 1.0, -0.0, 1e300, 5e-324, 123456789.125, 1e16, -42.0])
     func doublesRoundTrip(_ number: Double) throws {
         #expect(try parser.parse(JSONValue.double(number).serialized()) == .double(number))

@@ -154,6 +154,14 @@ private struct Reader {
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):
+                if scalars.isEmpty {
+                    // No escape: the string is its bytes (most strings; skips building scalars).
+                    guard let string = String(validating: UnsafeBufferPointer(rebasing: bytes[runStart..<index]), as: UTF8.self) else {
+                        throw JSONParseError(message: "invalid UTF-8 in string", offset: runStart)
+                    }
+                    index += 1
+                    return string
+                }
                 try flush(self, upTo: index, into: &scalars)
                 index += 1
                 return String(scalars)
@@ -230,13 +238,18 @@ private struct Reader {
         } else {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
+        var digitCount = index - start - (bytes[start] == UInt8(ascii: "-") ? 1 : 0)
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
+            let fractionStart = index
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            digitCount += index - fractionStart
         }
+        var hasExponent = false
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            hasExponent = true
             isInteger = false
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -252,6 +265,13 @@ private struct Reader {
         }
         guard let double = Double(text), double.isFinite else {
             throw JSONParseError(message: "number out of range", offset: start)
+        }
+        // At most 15 digits and no exponent: a double keeps every such decimal (15 is
+        // `DBL_DIG`: two of them never share a double, so the shortest form of the double is the
+        // decimal itself) and its magnitude is far from the subnormals. The check below would
+        // agree (JSONParserTests proves it on random decimals); it costs two allocations.
+        if !hasExponent, digitCount <= 15 {
+            return .double(double)
         }
         guard let given = DecimalText(text), given == DecimalText(double.description) else {
             throw JSONParseError(
