@@ -166,8 +166,17 @@ struct LoadCommand: AsyncParsableCommand {
         static func everything(client: LoadClient, token: String) async throws -> [String: Int64] {
             var cursor: String?
             var latest: [String: Int64] = [:]
+            var transportFailures = 0
             for _ in 0..<100_000 {
-                let response = try await client.send(.GET, "/v1/sync/pull?limit=1000" + (cursor.map { "&cursor=\($0)" } ?? ""), token: token, device: "verifier")
+                let response: (status: Int, json: JSONValue?)
+                do {
+                    response = try await client.send(.GET, "/v1/sync/pull?limit=1000" + (cursor.map { "&cursor=\($0)" } ?? ""), token: token, device: "verifier")
+                } catch where transportFailures < 5 {
+                    // A pooled connection to a front killed during the run fails once it is used.
+                    transportFailures += 1
+                    try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
                 guard response.status == 200, let page = response.json else { throw ValidationError("verify: pull answered \(response.status)") }
                 for change in page["changes"]?.arrayValue ?? [] {
                     guard let id = change["entity_id"]?.stringValue, let version = change["version"]?.integerValue else { continue }

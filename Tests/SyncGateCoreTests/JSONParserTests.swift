@@ -56,6 +56,7 @@ import Testing
     ])
     func rejectsMalformedInput(_ text: String) {
         #expect(throws: JSONParseError.self) { try parser.parse(text) }
+        #expect(throws: JSONParseError.self) { try parser.compacted(Array(text.utf8)) }
     }
 
     @Test func rejectsInvalidUTF8() {
@@ -67,6 +68,7 @@ import Testing
         ]
         for bytes in invalid {
             #expect(throws: JSONParseError.self) { try parser.parse(bytes) }
+            #expect(throws: JSONParseError.self) { try parser.compacted(bytes) }
         }
     }
 
@@ -79,6 +81,10 @@ import Testing
         let hostile = String(repeating: "[", count: 1_000_000)
         let error = #expect(throws: JSONParseError.self) { try parser.parse(hostile) }
         #expect(error?.message.hasPrefix("nesting deeper") == true)
+        #expect(try parser.compacted(Array(atLimit.utf8)) == Array(atLimit.utf8))
+        #expect(throws: JSONParseError.self) { try parser.compacted(Array(overLimit.utf8)) }
+        #expect(throws: JSONParseError.self) { try parser.compacted(Array(#"{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{}}}}}}}}}"#.utf8)) }
+        #expect(throws: JSONParseError.self) { try parser.compacted(Array(hostile.utf8)) }
     }
 
     @Test func serializationRoundTripsAndSortsKeys() throws {
@@ -128,6 +134,49 @@ import Testing
     @Test(arguments: [0.1, 1.0, -0.0, 1e300, 5e-324, 123456789.125, 1e16, -42.0])
     func doublesRoundTrip(_ number: Double) throws {
         #expect(try parser.parse(JSONValue.double(number).serialized()) == .double(number))
+    }
+
+    /// Compacting keeps every token as written and drops only the whitespace between them; the
+    /// result parses to what the input parses to (PostgreSQL's jsonb text among the inputs).
+    @Test(arguments: [
+        #"{"a": [1, 2.50, "x y", true, false, null], "b": {"c": "\u00e9\n\"q\""}, "dd": -0.0}"#,
+        " \n\t{ \"k\" :\r\n [ ] , \"e\" : { } } \n",
+        #"{"kg": 57.0, "n": 1e300, "s": "a , b : c { d }"}"#,
+        #"[1,"two",{"three":3}]"#,
+        #""just a string""#, "12", "null",
+        #"{"s": "€ and \u2028 and 😀"}"#,
+    ])
+    func compactingKeepsTheValue(_ text: String) throws {
+        let compact = try parser.compacted(Array(text.utf8))
+        #expect(try parser.parse(compact) == parser.parse(text))
+        // Nothing but strings' own content is whitespace: removing every space, tab and newline
+        // outside strings leaves the compact text.
+        var outside: [UInt8] = [], inString = false, escaped = false
+        for byte in text.utf8 {
+            if inString {
+                outside.append(byte)
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+                outside.append(byte)
+            } else if ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains(byte) {
+                outside.append(byte)
+            }
+        }
+        #expect(compact == outside)
+    }
+
+    /// A document's text equals its object whatever the key order and number spelling, and its
+    /// object is what the text parses to.
+    @Test func documentTextComparesByValue() throws {
+        let stored = try DocumentText(checking: Array(#"{"kg": 57.0, "note": "a b", "at": 1.50}"#.utf8), parser: parser)
+        let written = DocumentText(["at": 1.5, "kg": 57.0, "note": "a b"])
+        #expect(stored == written)
+        #expect(stored.hashValue == written.hashValue)
+        #expect(stored.object == ["at": 1.5, "kg": 57.0, "note": "a b"])
+        #expect(stored.bytes == Array(#"{"kg":57.0,"note":"a b","at":1.50}"#.utf8))
+        #expect(throws: JSONParseError.self) { try DocumentText(checking: Array("[1]".utf8), parser: parser) }
+        #expect(throws: JSONParseError.self) { try DocumentText(checking: Array(#"{"a":1e999}"#.utf8), parser: parser) }
     }
 
     @Test func duplicateKeysKeepTheLastValue() throws {

@@ -27,6 +27,27 @@ public struct JSONParser: Sendable {
     }
 }
 
+extension JSONParser {
+    /// Checks `bytes` exactly as ``parse(_:)-(Bytes)`` does and returns them without the
+    /// whitespace between tokens, without building the value: strings and numbers are copied as
+    /// written (escapes included), so parsing the result gives what parsing `bytes` gives. For a
+    /// stored document written into a page as it is: building its tree only to write it again
+    /// was the largest cost of a pull page.
+    public func compacted<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(JSONParseError) -> [UInt8] {
+        let buffer = Array(bytes)
+        return try buffer.withUnsafeBufferPointer { (pointer) throws(JSONParseError) -> [UInt8] in
+            var reader = Reader(bytes: pointer, maximumDepth: maximumDepth)
+            var output: [UInt8] = []
+            output.reserveCapacity(pointer.count)
+            reader.skipWhitespace()
+            try reader.copyValue(depth: 0, into: &output)
+            reader.skipWhitespace()
+            guard reader.isAtEnd else { throw reader.error("unexpected content after the JSON value") }
+            return output
+        }
+    }
+}
+
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     public var offset: Int
@@ -134,6 +155,68 @@ private struct Reader {
             guard bytes[index] == UInt8(ascii: "]") else { throw error("expected ',' or ']'") }
             index += 1
             return .array(items)
+        }
+    }
+
+    /// ``parseValue(depth:)``'s checks, copying the tokens instead of building values.
+    mutating func copyValue(depth: Int, into output: inout [UInt8]) throws(JSONParseError) {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        let start = index
+        switch bytes[index] {
+        case UInt8(ascii: "{"):
+            try copyContainer(depth: depth + 1, close: UInt8(ascii: "}"), into: &output) { (reader, output) throws(JSONParseError) in
+                guard reader.index < reader.bytes.count, reader.bytes[reader.index] == UInt8(ascii: "\"") else { throw reader.error("expected a string key") }
+                try reader.copyValue(depth: depth + 1, into: &output)
+                reader.skipWhitespace()
+                guard reader.index < reader.bytes.count, reader.bytes[reader.index] == UInt8(ascii: ":") else { throw reader.error("expected ':'") }
+                reader.index += 1
+                output.append(UInt8(ascii: ":"))
+                reader.skipWhitespace()
+                try reader.copyValue(depth: depth + 1, into: &output)
+            }
+            return
+        case UInt8(ascii: "["):
+            try copyContainer(depth: depth + 1, close: UInt8(ascii: "]"), into: &output) { (reader, output) throws(JSONParseError) in
+                try reader.copyValue(depth: depth + 1, into: &output)
+            }
+            return
+        case UInt8(ascii: "\""): _ = try parseString()
+        case UInt8(ascii: "t"): try expectLiteral("true")
+        case UInt8(ascii: "f"): try expectLiteral("false")
+        case UInt8(ascii: "n"): try expectLiteral("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        default: throw error("unexpected character")
+        }
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+    }
+
+    /// An object or array: `member` copies one member (skipping no whitespace before it).
+    mutating func copyContainer(
+        depth: Int, close: UInt8, into output: inout [UInt8], member: (inout Reader, inout [UInt8]) throws(JSONParseError) -> Void
+    ) throws(JSONParseError) {
+        guard depth <= maximumDepth else { throw error("nesting deeper than \(maximumDepth)") }
+        output.append(bytes[index])
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == close {
+            index += 1
+            output.append(close)
+            return
+        }
+        while true {
+            skipWhitespace()
+            try member(&self, &output)
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                output.append(UInt8(ascii: ","))
+                continue
+            }
+            guard bytes[index] == close else { throw error(close == UInt8(ascii: "}") ? "expected ',' or '}'" : "expected ',' or ']'") }
+            index += 1
+            output.append(close)
+            return
         }
     }
 

@@ -26,19 +26,26 @@ public struct FeedChange: Sendable, Hashable {
     public var entityType: String
     public var entityID: String
     public var version: Int64
-    /// `nil` for a delete.
-    public var data: JSONObject?
+    /// The document as text; `nil` for a delete.
+    public var document: DocumentText?
     public var updatedAt: Timestamp
 
     public init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp) {
+        self.init(scope: scope, sequence: sequence, entityType: entityType, entityID: entityID, version: version, document: data.map(DocumentText.init), updatedAt: updatedAt)
+    }
+
+    public init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, document: DocumentText?, updatedAt: Timestamp) {
         self.scope = scope
         self.sequence = sequence
         self.entityType = entityType
         self.entityID = entityID
         self.version = version
-        self.data = data
+        self.document = document
         self.updatedAt = updatedAt
     }
+
+    /// The document; `nil` for a delete.
+    public var data: JSONObject? { document?.object }
 
     public var json: JSONValue {
         [

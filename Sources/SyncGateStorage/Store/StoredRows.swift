@@ -43,6 +43,16 @@ extension EntityState {
 }
 
 extension FeedChange {
+    /// A stored document checked (not parsed): a page writes it as it is.
+    static func document(_ text: String?, of what: String) throws(StoredDataError) -> DocumentText? {
+        guard let text else { return nil }
+        do {
+            return try DocumentText(checking: text.utf8, parser: .stored)
+        } catch {
+            throw StoredDataError("stored entity \(what): its document does not parse as a JSON object")
+        }
+    }
+
     /// A change from its stored row.
     init(scope: Scope, row: ChangeRow) throws(StoredDataError) {
         self.init(
@@ -51,7 +61,7 @@ extension FeedChange {
             entityType: row.entityType,
             entityID: row.entityID,
             version: row.version,
-            data: try EntityState.document(row.data, of: "\(scope.key)/\(row.entityType)/\(row.entityID) (change \(row.sequence))"),
+            document: try Self.document(row.data, of: "\(scope.key)/\(row.entityType)/\(row.entityID) (change \(row.sequence))"),
             updatedAt: Timestamp(millisecondsSinceEpoch: row.updatedAt)
         )
     }

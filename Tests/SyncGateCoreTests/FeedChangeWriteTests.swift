@@ -1,0 +1,32 @@
+import Testing
+
+@testable import SyncGateCore
+
+/// A pull page writes each change straight to bytes, its document as stored: what it writes
+/// must read back as the change's JSON shape (`FeedChange.json`), for every kind of change.
+@Suite(.timeLimit(.minutes(1))) struct FeedChangeWriteTests {
+    static let at = Timestamp(rfc3339: "2026-01-15T10:00:00.123Z")!
+
+    static let changes: [FeedChange] = [
+        FeedChange(scope: .user("alice"), sequence: 1, entityType: "contacts", entityID: "c1", version: 1, data: ["name": "Ann", "n": 1.5], updatedAt: at),
+        FeedChange(scope: .household("home"), sequence: 2, entityType: "inventory", entityID: "i \"quoted\"\n", version: 7, data: ["q": 5, "nested": ["a": [1, nil, true]]], updatedAt: at),
+        FeedChange(scope: .household("h\u{2028}x"), sequence: 3, entityType: "inventory", entityID: "gone", version: 9, data: nil, updatedAt: at),
+        FeedChange(scope: .user("bob"), sequence: 4, entityType: "weights", entityID: "w", version: 2, data: [:], updatedAt: at),
+        FeedChange(
+            scope: .user("carl"), sequence: 5, entityType: "notes", entityID: "n", version: 3,
+            document: try! DocumentText(checking: Array(#"{"text": "a, b", "kg": 57.0, "big": 1e300}"#.utf8), parser: JSONParser(maximumDepth: 64)),
+            updatedAt: at
+        ),
+    ]
+
+    @Test(arguments: changes)
+    func aWrittenChangeReadsBackAsItsJSON(_ change: FeedChange) throws {
+        var bytes: [UInt8] = []
+        change.write(to: &bytes)
+        #expect(try JSONParser().parse(bytes) == change.json)
+        if change.document == nil || change.document == DocumentText(change.data ?? [:]) && change.sequence != 5 {
+            // Written from an object, the bytes are the tree's own serialization.
+            #expect(bytes == change.json.serializedBytes())
+        }
+    }
+}
