@@ -57,6 +57,7 @@ import Testing
     func rejectsMalformedInput(_ text: String) {
         #expect(throws: JSONParseError.self) { try parser.parse(text) }
         #expect(throws: JSONParseError.self) { try parser.compacted(Array(text.utf8)) }
+        #expect(throws: JSONParseError.self) { try parser.compacted(text) }
     }
 
     @Test func rejectsInvalidUTF8() {
@@ -148,6 +149,7 @@ import Testing
     ])
     func compactingKeepsTheValue(_ text: String) throws {
         let compact = try parser.compacted(Array(text.utf8))
+        #expect(try parser.compacted(text) == compact)
         #expect(try parser.parse(compact) == parser.parse(text))
         // Nothing but strings' own content is whitespace: removing every space, tab and newline
         // outside strings leaves the compact text.

@@ -14,8 +14,16 @@ public struct DocumentText: Sendable, Hashable {
     }
 
     /// Checks `text` as `parser` would parse it, and that it is an object.
-    public init<Bytes: Collection<UInt8>>(checking text: Bytes, parser: JSONParser) throws(JSONParseError) {
-        let compact = try parser.compacted(text)
+    public init(checking text: String, parser: JSONParser) throws(JSONParseError) {
+        try self.init(compact: parser.compacted(text), parser: parser)
+    }
+
+    /// Checks `text` as `parser` would parse it, and that it is an object.
+    public init(checking text: [UInt8], parser: JSONParser) throws(JSONParseError) {
+        try self.init(compact: parser.compacted(text), parser: parser)
+    }
+
+    private init(compact: [UInt8], parser: JSONParser) throws(JSONParseError) {
         guard compact.first == UInt8(ascii: "{") else { throw JSONParseError(message: "not a JSON object", offset: 0) }
         bytes = compact
         maximumDepth = parser.maximumDepth

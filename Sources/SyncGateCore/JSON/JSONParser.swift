@@ -34,17 +34,26 @@ extension JSONParser {
     /// stored document written into a page as it is: building its tree only to write it again
     /// was the largest cost of a pull page.
     public func compacted<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(JSONParseError) -> [UInt8] {
-        let buffer = Array(bytes)
-        return try buffer.withUnsafeBufferPointer { (pointer) throws(JSONParseError) -> [UInt8] in
-            var reader = Reader(bytes: pointer, maximumDepth: maximumDepth)
-            var output: [UInt8] = []
-            output.reserveCapacity(pointer.count)
-            reader.skipWhitespace()
-            try reader.copyValue(depth: 0, into: &output)
-            reader.skipWhitespace()
-            guard reader.isAtEnd else { throw reader.error("unexpected content after the JSON value") }
-            return output
-        }
+        try Array(bytes).withUnsafeBufferPointer { (pointer) throws(JSONParseError) -> [UInt8] in try compacted(pointer) }
+    }
+
+    /// ``compacted(_:)-(Bytes)`` of a string's UTF-8, read in place.
+    public func compacted(_ text: String) throws(JSONParseError) -> [UInt8] {
+        var text = text
+        // `withUTF8` rethrows untyped errors: carry the typed one out in a Result.
+        let result = text.withUTF8 { pointer in Result { () throws(JSONParseError) -> [UInt8] in try compacted(pointer) } }
+        return try result.get()
+    }
+
+    func compacted(_ pointer: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> [UInt8] {
+        var reader = Reader(bytes: pointer, maximumDepth: maximumDepth)
+        var output: [UInt8] = []
+        output.reserveCapacity(pointer.count)
+        reader.skipWhitespace()
+        try reader.copyValue(depth: 0, into: &output)
+        reader.skipWhitespace()
+        guard reader.isAtEnd else { throw reader.error("unexpected content after the JSON value") }
+        return output
     }
 }
 
@@ -180,7 +189,7 @@ private struct Reader {
                 try reader.copyValue(depth: depth + 1, into: &output)
             }
             return
-        case UInt8(ascii: "\""): _ = try parseString()
+        case UInt8(ascii: "\""): try skipString()
         case UInt8(ascii: "t"): try expectLiteral("true")
         case UInt8(ascii: "f"): try expectLiteral("false")
         case UInt8(ascii: "n"): try expectLiteral("null")
@@ -217,6 +226,32 @@ private struct Reader {
             index += 1
             output.append(close)
             return
+        }
+    }
+
+    /// ``parseString()``'s checks without making the string: ASCII needs no UTF-8 check, and
+    /// anything else is checked by parsing the string after all.
+    mutating func skipString() throws(JSONParseError) {
+        let start = index
+        index += 1  // opening quote
+        while true {
+            guard index < bytes.count else { throw error("unterminated string") }
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"):
+                index += 1
+                _ = try parseEscape()
+            case 0..<0x20:
+                throw error("control character in string")
+            case 0x80...:
+                index = start
+                _ = try parseString()
+                return
+            default:
+                index += 1
+            }
         }
     }
 

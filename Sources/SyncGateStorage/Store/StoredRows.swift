@@ -47,7 +47,7 @@ extension FeedChange {
     static func document(_ text: String?, of what: String) throws(StoredDataError) -> DocumentText? {
         guard let text else { return nil }
         do {
-            return try DocumentText(checking: text.utf8, parser: .stored)
+            return try DocumentText(checking: text, parser: .stored)
         } catch {
             throw StoredDataError("stored entity \(what): its document does not parse as a JSON object")
         }
