@@ -134,7 +134,9 @@ import Testing
     @Test(arguments: Driver.selected)
     func aDietPushNotFinishedInTimeIsRetryableAndTheResendAppliesNothingTwice(_ driver: Driver) async throws {
         var configuration = HTTPHarness.testConfiguration
-        configuration.maximumPushWaitMilliseconds = 200
+        // Long enough for a resend to be applied by a worker on a loaded machine (at 200 ms a full
+        // parallel run saw twenty resends in a row answered 503), short for the first push.
+        configuration.maximumPushWaitMilliseconds = 1000
         try await HTTPHarness.with(driver, configuration: configuration, workers: 0) { http in
             let body = Self.pushBody([Self.change("weightLogs", "create", "w", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z")])
             let first = try await http.send(.post, "/sync/push", headers: try await http.headers(device: nil), body: body)
@@ -143,7 +145,7 @@ import Testing
             #expect(first.headers[.retryAfter] != nil)
             // A worker runs the queued push; the resend is then answered from it.
             _ = try await http.store.drain()
-            // As a client does: resend until answered. On a loaded machine 200 ms may pass again;
+            // As a client does: resend until answered. On a loaded machine the wait may pass again;
             // each such resend leaves one more job behind the user's earlier ones, so the test
             // empties the queue before the next try (as the client's Retry-After pause would),
             // or the backlog outgrows the wait and no resend is ever answered in time.
