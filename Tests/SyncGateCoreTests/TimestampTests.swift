@@ -32,6 +32,22 @@ import Testing
         #expect(Timestamp(rfc3339: input) == nil)
     }
 
+    /// The digit-by-digit writer agrees with the interpolated form on instants across the four-digit
+    /// years, and years outside them still format.
+    @Test func theFastFormatAgreesWithTheInterpolatedOne() {
+        var random = SeededGenerator(seed: 3339)
+        let first = -62_167_219_200_000 as Int64  // 0000-01-01
+        let last = 253_402_300_799_999 as Int64  // 9999-12-31T23:59:59.999
+        for instant in [first, last, 0, -1] + (0..<20_000).map({ _ in Int64.random(in: first...last, using: &random) }) {
+            let (days, millisOfDay) = Timestamp.floorDivide(instant, 86_400_000)
+            let expected = Timestamp.interpolated(
+                CalendarDate(daysSinceEpoch: days), millisOfDay / 3_600_000, millisOfDay / 60_000 % 60, millisOfDay / 1000 % 60, millisOfDay % 1000
+            )
+            #expect(Timestamp(millisecondsSinceEpoch: instant).rfc3339 == expected)
+        }
+        #expect(Timestamp(millisecondsSinceEpoch: last + 1).rfc3339 == "10000-01-01T00:00:00.000Z")
+    }
+
     @Test func epochArithmeticMatchesKnownInstants() throws {
         #expect(Timestamp(rfc3339: "2026-01-15T10:00:00.123Z")?.millisecondsSinceEpoch == 1_768_471_200_123)
         #expect(Timestamp(millisecondsSinceEpoch: -1).rfc3339 == "1969-12-31T23:59:59.999Z")

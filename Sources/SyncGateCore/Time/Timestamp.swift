@@ -27,7 +27,38 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let minute = millisOfDay / 60_000 % 60
         let second = millisOfDay / 1000 % 60
         let millis = millisOfDay % 1000
-        return "\(date.iso8601)T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millis, 3))Z"
+        guard (0...9999).contains(date.year) else { return Self.interpolated(date, hour, minute, second, millis) }
+        // Written digit by digit into the string's own storage: one per change of every pull
+        // page, where seven padded pieces and an interpolation were 7 % of the front's time.
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int64, width: Int, at offset: Int) {
+                var rest = value
+                for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+            }
+            put(date.year, width: 4, at: 0)
+            buffer[4] = UInt8(ascii: "-")
+            put(date.month, width: 2, at: 5)
+            buffer[7] = UInt8(ascii: "-")
+            put(date.day, width: 2, at: 8)
+            buffer[10] = UInt8(ascii: "T")
+            put(hour, width: 2, at: 11)
+            buffer[13] = UInt8(ascii: ":")
+            put(minute, width: 2, at: 14)
+            buffer[16] = UInt8(ascii: ":")
+            put(second, width: 2, at: 17)
+            buffer[19] = UInt8(ascii: ".")
+            put(millis, width: 3, at: 20)
+            buffer[23] = UInt8(ascii: "Z")
+            return 24
+        }
+    }
+
+    /// ``rfc3339`` for any year (beyond four digits, or before year 0).
+    static func interpolated(_ date: CalendarDate, _ hour: Int64, _ minute: Int64, _ second: Int64, _ millis: Int64) -> String {
+        "\(date.iso8601)T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millis, 3))Z"
     }
 
     /// Parses an RFC 3339 date-time; `nil` when the text is not one.
