@@ -74,6 +74,7 @@ let package = Package(
                 .embedInCode("Migrations/0004_enqueue.sql"),
                 .embedInCode("Migrations/0005_commit_times.sql"),
                 .embedInCode("Migrations/0006_incremental_maintenance.sql"),
+                .embedInCode("Migrations/0007_uncompacted_feeds.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -90,6 +91,7 @@ let package = Package(
                 .embedInCode("Migrations/0003_scopes_version.sql"),
                 .embedInCode("Migrations/0004_commit_times.sql"),
                 .embedInCode("Migrations/0005_incremental_maintenance.sql"),
+                .embedInCode("Migrations/0006_uncompacted_feeds.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -12,6 +12,7 @@ extension SQLiteDriver {
         Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
         Migration(version: 4, name: "commit_times", bytes: PackageResources._004_commit_times_sql, breaksOlderServers: false),
         Migration(version: 5, name: "incremental_maintenance", bytes: PackageResources._005_incremental_maintenance_sql, breaksOlderServers: false),
+        Migration(version: 6, name: "uncompacted_feeds", bytes: PackageResources._006_uncompacted_feeds_sql, breaksOlderServers: false),
     ]
 
     public func migrate(logger: Logger) async throws -> [Int] {
