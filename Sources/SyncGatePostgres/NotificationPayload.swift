@@ -3,12 +3,22 @@ import SyncGateStorage
 
 /// The text of a NOTIFY on ``PostgresDriver/channel``.
 enum NotificationPayload {
+    /// PostgreSQL refuses payloads of 8,000 bytes or more: a finished job's results travel with
+    /// its notification only below this (a push of a few dozen operations); the front reads the
+    /// others back.
+    static let maximumBytes = 7_900
+
     static func encode(_ event: StoreEvent) -> String {
         switch event {
         case .jobsAvailable: "queue"
         case .resynchronize: "resync"
-        // The user id's length in UTF-8 bytes separates it from the device id.
-        case .jobFinished(let id, let device): "job:\(id):\(device.userID.utf8.count):\(device.userID)\(device.deviceID)"
+        // The user id's length in UTF-8 bytes separates it from the device id; a space (never in
+        // a device id) then the state and the results, when they fit. A release that predates
+        // them reads the device id with the rest appended, which matches no device: it re-reads
+        // the job, as it always did, and its long-polls take the device's watermark from the
+        // next read instead.
+        case .jobFinished(let id, let device, let outcome):
+            Self.finished(id, device: device, outcome: outcome)
         // The number first: scope keys and user ids may hold ':'.
         case .feedAdvanced(let scope, let head): "feed:\(head):\(scope.key)"
         case .scopesChanged(let user, let version): "user:\(version):\(user)"
@@ -22,8 +32,15 @@ enum NotificationPayload {
             length >= 0, length <= ids.utf8.count
         {
             let userEnd = ids.utf8.index(ids.utf8.startIndex, offsetBy: Int(length))
-            guard let userID = String(ids.utf8[..<userEnd]), let deviceID = String(ids.utf8[userEnd...]) else { return nil }
-            return .jobFinished(id, device: DeviceKey(userID: userID, deviceID: deviceID))
+            let deviceEnd = ids.utf8[userEnd...].firstIndex(of: UInt8(ascii: " ")) ?? ids.utf8.endIndex
+            guard let userID = String(ids.utf8[..<userEnd]), let deviceID = String(ids.utf8[userEnd..<deviceEnd]) else { return nil }
+            let device = DeviceKey(userID: userID, deviceID: deviceID)
+            guard deviceEnd < ids.utf8.endIndex else { return .jobFinished(id, device: device) }
+            let outcome = ids.utf8[ids.utf8.index(after: deviceEnd)...]
+            guard let stateEnd = outcome.firstIndex(of: UInt8(ascii: " ")), let stateText = String(outcome[..<stateEnd]),
+                let state = JobState(rawValue: stateText), let results = String(outcome[outcome.index(after: stateEnd)...])
+            else { return nil }
+            return .jobFinished(id, device: device, outcome: FinishedJob(state: state, results: results))
         }
         if payload.hasPrefix("feed:"), let (head, rest) = numbered(payload.dropFirst(5)), let scope = Scope(key: rest) {
             return .feedAdvanced(scope, head: head)
@@ -32,6 +49,13 @@ enum NotificationPayload {
             return .scopesChanged(userID: user, version: version)
         }
         return nil
+    }
+
+    static func finished(_ id: Int64, device: DeviceKey, outcome: FinishedJob?) -> String {
+        let plain = "job:\(id):\(device.userID.utf8.count):\(device.userID)\(device.deviceID)"
+        guard let outcome else { return plain }
+        let full = "\(plain) \(outcome.state.rawValue) \(outcome.results)"
+        return full.utf8.count <= maximumBytes ? full : plain
     }
 
     /// `<number>:<rest>`.

@@ -22,27 +22,9 @@ extension PostgresDriver {
         let logger = self.logger
         return try await withConnection("pull", .request) { connection in
             // One statement, one snapshot.
-            let rows = try await connection.query(
-                """
-                WITH households AS (
-                    SELECT m.household_id FROM household_members m JOIN households h ON h.household_id = m.household_id
-                    WHERE m.user_id = \(userID) AND NOT h.archived
-                ), feed_list AS (
-                    SELECT 'h:' || household_id AS scope FROM households
-                    UNION SELECT 'u:' || \(userID) UNION SELECT unnest(\(extraScopes.map(\.key))::text[])
-                )
-                SELECT
-                    coalesce((SELECT array_agg(household_id ORDER BY household_id) FROM households), '{}'),
-                    coalesce((SELECT resync_epoch FROM users WHERE user_id = \(userID)), 0)
-                        + (SELECT value FROM settings WHERE key = 'resync_epoch'),
-                    coalesce((SELECT scopes_version FROM users WHERE user_id = \(userID)), 0),
-                    coalesce((SELECT last_finished_job_id FROM devices WHERE user_id = \(userID) AND device_id = \(deviceID)), 0),
-                    coalesce((SELECT array_agg(f.scope ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
-                    coalesce((SELECT array_agg(f.head ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
-                    coalesce((SELECT array_agg(f.floor ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}')
-                """,
-                logger: logger
-            ).collect(([String], Int64, Int64, Int64, [String], [Int64], [Int64]).self)
+            let rows = try await connection.rows(
+                PullContextStatement(userID: userID, deviceID: deviceID, extraScopes: extraScopes.map(\.key)), logger: logger
+            )
             guard let (households, epoch, scopesVersion, watermark, scopes, heads, floors) = rows.first else {
                 throw StoreUnavailableError("pull read no settings")
             }
@@ -55,62 +37,32 @@ extension PostgresDriver {
     }
 
     public func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
-        let logger = self.logger
-        let typeList = types?.sorted()
-        return try await withConnection("pull", .request) { connection in
-            // One snapshot for the rows and the floors they are checked against.
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            do {
-                // A page is read in key order, never found by another index and sorted: for a feed
-                // written since the last ANALYZE the planner estimates one row, and then preferred
-                // the small commit-time index plus a sort — reading the whole feed for every page
-                // (PullPlanTests). No read of this transaction needs a sort.
-                try await connection.query("SET LOCAL enable_sort = off", logger: logger)
-                var page = FeedPage()
-                var remaining = limit
-                for read in reads where remaining > 0 {
-                    let rows = try await connection.query(
-                        """
-                        SELECT seq, entity_type, entity_id, version, data::text, updated_at FROM changes
-                        WHERE scope = \(read.scope.key) AND seq > \(read.after)
-                          AND (\(typeList)::text[] IS NULL OR entity_type = ANY(\(typeList)::text[]))
-                        ORDER BY seq LIMIT \(remaining + 1)
-                        """,
-                        logger: logger
-                    ).collect((Int64, String, String, Int64, String?, Int64).self).map { row in
-                        let (sequence, type, id, version, data, updatedAt) = row
-                        return ChangeRow(sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt)
-                    }
-                    page.rows[read.scope] = rows
-                    remaining -= min(rows.count, remaining)
-                }
-                for (key, floor) in try await connection.query(
-                    "SELECT scope, floor FROM feeds WHERE scope = ANY(\(reads.map(\.scope.key))::text[])", logger: logger
-                ).collect((String, Int64).self) {
-                    if let scope = Scope(key: key) { page.floors[scope] = floor }
-                }
-                try await connection.query("COMMIT", logger: logger)
-                return page
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+        // One statement: the rows and the floors they are checked against share its snapshot.
+        let rows = try await run("pull", .request, ReadChangesStatement(reads: reads, types: types?.sorted(), limit: limit))
+        var page = FeedPage()
+        var byFeed: [Int64: [ChangeRow]] = [:]
+        for (part, ordinal, sequence, type, id, version, data, number) in rows {
+            guard (1...Int64(reads.count)).contains(ordinal) else { continue }
+            if part == 0 {
+                page.floors[reads[Int(ordinal) - 1].scope] = number ?? 0
+            } else if let sequence, let type, let id, let version, let updatedAt = number {
+                byFeed[ordinal, default: []].append(ChangeRow(sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt))
             }
         }
+        // The statement's bound, fed by the same rule: each feed at most one row more than the
+        // page still has room for, and no feed after the page filled.
+        var remaining = limit
+        for (index, read) in reads.enumerated() where remaining > 0 {
+            let rows = (byFeed[Int64(index + 1)] ?? []).sorted { $0.sequence < $1.sequence }.prefix(remaining + 1)
+            page.rows[read.scope] = Array(rows)
+            remaining -= min(rows.count, remaining)
+        }
+        return page
     }
 
     public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         // One statement: the heads, the versions and the epoch share a snapshot.
-        let rows = try await query(
-            "watch state", .request,
-            """
-            SELECT 'feed', scope, head FROM feeds WHERE scope = ANY(\(feeds.map(\.key))::text[])
-            UNION ALL
-            SELECT 'user', user_id, scopes_version FROM users WHERE user_id = ANY(\(users)::text[])
-            UNION ALL
-            SELECT 'epoch', '', value FROM settings WHERE key = 'resync_epoch'
-            """,
-            as: (String, String, Int64).self
-        )
+        let rows = try await run("watch state", .request, WatchStateStatement(feeds: feeds.map(\.key), users: users))
         var state = WatchState()
         for (kind, key, value) in rows {
             switch kind {

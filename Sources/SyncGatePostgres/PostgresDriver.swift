@@ -61,7 +61,12 @@ public final class PostgresDriver: StorageDriver, Service {
     public let name = "postgres"
     public let notifier: ChangeNotifier
     let configuration: Configuration
+    /// Requests and jobs: their statements are prepared once per connection and planned once
+    /// (``hotPathSettings``).
     let client: PostgresClient
+    /// Migrations, retention, compaction and administration: planned for each call's values, on
+    /// a few connections of their own.
+    let maintenanceClient: PostgresClient
     let logger: Logger
     /// The global queue depth and when it was read (see `globalQueueDepth()`).
     let depthCache = Mutex<(depth: Int, at: ContinuousClock.Instant)?>(nil)
@@ -82,12 +87,36 @@ public final class PostgresDriver: StorageDriver, Service {
         var clientConfiguration = Self.clientConfiguration(configuration.location)
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
+        var maintenanceConfiguration = clientConfiguration
+        clientConfiguration.options.additionalStartupParameters = Self.hotPathSettings
+        // The maintenance lock holds one connection for a pass that uses another.
+        maintenanceConfiguration.options.maximumConnections = min(4, configuration.maximumConnections + 2)
         // The pool logs every failed connection attempt at info and warns when a query races its
         // start-up; SyncGate reports outages itself, so keep the pool quiet unless debugging.
         var background = logger
         if logger.logLevel > .debug { background.logLevel = .error }
         self.client = PostgresClient(configuration: clientConfiguration, backgroundLogger: background)
+        self.maintenanceClient = PostgresClient(configuration: maintenanceConfiguration, backgroundLogger: background)
     }
+
+    /// The settings of the connections that serve requests and jobs.
+    ///
+    /// Their statements are fixed texts over arrays of keys (PostgresStatements.swift) that read
+    /// and write by index whatever the values, so one plan serves every call: a generic plan, made
+    /// once per connection. PostgreSQL's default plans every call again (for an array parameter a
+    /// custom plan always looks cheaper than the generic one), which was half of its CPU on the
+    /// write path. A plan made once must stay right as tables grow, though: one made on a fresh
+    /// database (a never-analyzed table counts as ten pages) chose hash joins over sequential
+    /// scans of `entities`, which a minute later held 50,000 rows. These connections run only
+    /// index-driven statements, so sequential scans and hash or merge joins are priced out (still
+    /// taken where nothing else exists): every plan is index probes, right at any table size.
+    static let hotPathSettings: [(String, String)] = [
+        ("plan_cache_mode", "force_generic_plan"),
+        ("enable_seqscan", "off"),
+        ("enable_hashjoin", "off"),
+        ("enable_mergejoin", "off"),
+        ("enable_bitmapscan", "off"),
+    ]
 
     static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {
         if let directory = location.socketDirectory {
@@ -142,6 +171,7 @@ public final class PostgresDriver: StorageDriver, Service {
         try await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.client.run() }
+                group.addTask { await self.maintenanceClient.run() }
                 if self.configuration.listens { group.addTask { await listener.run() } }
             }
         }
@@ -175,6 +205,7 @@ public final class PostgresDriver: StorageDriver, Service {
         // While it waits for a connection, a request gives up as soon as the database is known
         // to refuse connections; once it has one, its query runs to its end or its deadline.
         let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
+        let client = kind == .maintenance ? maintenanceClient : client
         return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection) { [client, poolMetrics] in
             poolMetrics.waiting.increment()
             // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.
@@ -185,7 +216,15 @@ public final class PostgresDriver: StorageDriver, Service {
                     poolMetrics.waiting.decrement()
                     poolMetrics.inUse.increment()
                     defer { poolMetrics.inUse.decrement() }
-                    return try await body(connection)
+                    do {
+                        return try await body(connection)
+                    } catch let error as PSQLError where Self.spoilsPreparedStatements(error) {
+                        // PostgresNIO keeps a statement's failed preparation for the connection's
+                        // life (a statement prepared before the migrations ran would fail on it
+                        // for good): the pool replaces a closed connection.
+                        try? await connection.close()
+                        throw error
+                    }
                 }
             } catch where !leased.value && !(error is CancellationError) {
                 throw StoreUnavailableError("\(operation): no database connection")
@@ -200,6 +239,16 @@ public final class PostgresDriver: StorageDriver, Service {
         let logger = self.logger
         return try await withConnection(operation, kind) { connection in
             try await connection.query(query, logger: logger).collect(columns)
+        }
+    }
+
+    /// One prepared statement on a pooled connection, every row collected.
+    @discardableResult
+    func run<Statement: PostgresPreparedStatement>(_ operation: String, _ kind: DeadlineKind, _ statement: Statement) async throws -> [Statement.Row]
+    where Statement.Row: Sendable {
+        let logger = self.logger
+        return try await withConnection(operation, kind) { connection in
+            try await connection.rows(statement, logger: logger)
         }
     }
 
@@ -296,6 +345,14 @@ public final class PostgresDriver: StorageDriver, Service {
         guard let error = error as? PSQLError else { return error }
         guard isConnectionFailure(error) else { return PostgresFailure(operation: operation, error) }
         return StoreUnavailableError("\(operation): \(error.code)")
+    }
+
+    /// Errors after which the connection's prepared statements may stay broken: a missing
+    /// relation, column or function (the schema was not migrated yet), a plan whose result type
+    /// changed under it, a statement the server no longer has.
+    static func spoilsPreparedStatements(_ error: PSQLError) -> Bool {
+        guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        return ["42P01", "42703", "42883", "0A000", "26000"].contains(state)
     }
 
     static func isConnectionFailure(_ error: PSQLError) -> Bool {

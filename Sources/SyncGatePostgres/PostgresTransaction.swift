@@ -26,11 +26,29 @@ final class PostgresTransaction: StorageTransaction {
         return try await connection.query(query, logger: logger, file: file, line: line)
     }
 
-    func lockJob(_ lease: JobLease) async throws -> Bool {
-        let held = try await query(
-            "SELECT id FROM jobs WHERE id = \(lease.id) AND state = 'running' AND lease_token = \(lease.token) FOR UPDATE"
-        ).collect(Int64.self)
-        return !held.isEmpty
+    /// A prepared statement (see PostgresStatements.swift), its rows collected.
+    @discardableResult
+    func run<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
+        statementCount += 1
+        return try await connection.rows(statement, logger: logger)
+    }
+
+    func lock(jobs leases: [JobLease], feeds scopes: [Scope]) async throws -> ApplyLocks {
+        // One statement: the jobs (fencing), then the existing feeds in sorted order. Feeds are
+        // created on a scope's first write only, so that is the rare path below.
+        let rows = try await run(LockForApplyStatement(leases: leases, scopes: scopes.map(\.key)))
+        var locks = ApplyLocks(jobs: [], heads: [:])
+        for (key, value) in rows {
+            if let key {
+                if let scope = Scope(key: key) { locks.heads[scope] = value }
+            } else {
+                locks.jobs.insert(value)
+            }
+        }
+        let missing = scopes.filter { locks.heads[$0] == nil }
+        guard !missing.isEmpty else { return locks }
+        for (scope, head) in try await lockFeeds(missing) { locks.heads[scope] = head }
+        return locks
     }
 
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
@@ -47,20 +65,44 @@ final class PostgresTransaction: StorageTransaction {
         return heads
     }
 
-    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?] {
-        guard !keys.isEmpty else { return [:] }
-        let rows = try await query(
-            "SELECT idempotency_key, version FROM applied_operations WHERE user_id = \(userID) AND idempotency_key = ANY(\(keys)::text[])"
-        ).collect((String, Int64?).self)
-        var recorded: [String: Int64?] = [:]
-        for (key, version) in rows { recorded[key] = .some(version) }
-        return recorded
+    func load(_ reads: ApplyReads) async throws -> ApplyRows {
+        // One statement, one snapshot (taken after the locks).
+        let rows = try await run(LoadForApplyStatement(reads: reads))
+        var loaded = ApplyRows()
+        for (kind, first, second, third, number, fourth, fifth, sixth, seventh) in rows {
+            switch kind {
+            case 0:
+                loaded.entities.append(
+                    StoredEntityRow(
+                        scope: first, entityType: second, entityID: third ?? "", version: number ?? 0, data: fourth, meta: fifth,
+                        clientTimestamp: sixth ?? 0, updatedAt: seventh ?? 0
+                    )
+                )
+            case 1:
+                loaded.recorded[IdempotencyKey(userID: first, key: second)] = .some(number)
+            default:
+                loaded.households.append(HouseholdRow(householdID: first, ownerID: second, archived: number == 1, memberID: third, role: fourth))
+            }
+        }
+        return loaded
     }
 
     func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow] {
         let queries = queries.filter { !$0.isEmpty }
         guard !queries.isEmpty else { return [] }
-        // One statement however many queries: a UNION ALL of one indexed probe each.
+        // An apply's loads (keys, derivation groups): one prepared statement.
+        var keys: [EntityKey] = [], groups: [(scope: String, type: String, key: String)] = [], ranges = false
+        for query in queries {
+            switch query {
+            case .keys(let more): keys += more
+            case .groupMembers(let scope, let type, let members): groups += members.map { (scope.key, type, $0) }
+            case .groupRange, .idRange: ranges = true
+            }
+        }
+        if !ranges {
+            return try await run(LoadEntitiesStatement(keys: keys, groups: groups)).map(PostgresDriver.entityRow)
+        }
+        // A rebuild's ranges: one statement however many queries, a UNION ALL of one indexed probe each.
         var builder = QueryBuilder()
         for (index, entityQuery) in queries.enumerated() {
             if index > 0 { builder.append(" UNION ALL ") }
@@ -85,15 +127,8 @@ final class PostgresTransaction: StorageTransaction {
         return try await query(builder.query).collect(PostgresDriver.EntityColumns.self).map(PostgresDriver.entityRow)
     }
 
-    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow] {
-        guard !ids.isEmpty else { return [] }
-        return try await query(
-            """
-            SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
-            FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
-            WHERE h.household_id = ANY(\(ids)::text[])
-            """
-        ).collect(PostgresDriver.HouseholdColumns.self).map(PostgresDriver.householdRow)
+    func write(_ write: ApplyWrite) async throws {
+        try await run(WriteAppliedStatement(write: write, now: now))
     }
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
@@ -141,19 +176,6 @@ final class PostgresTransaction: StorageTransaction {
             UPDATE feeds SET head = h.head
             FROM unnest(\(advanced.map(\.key.key))::text[], \(advanced.map(\.value))::bigint[]) AS h(scope, head)
             WHERE feeds.scope = h.scope
-            """
-        )
-    }
-
-    /// A plain INSERT: a key recorded concurrently (which per-user ordering rules out) aborts the
-    /// transaction instead of applying twice; the retry then answers `duplicate`.
-    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws {
-        guard !records.isEmpty else { return }
-        try await query(
-            """
-            INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
-            SELECT \(userID), k, nullif(v, -1), coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
-            FROM unnest(\(records.map(\.key))::text[], \(records.map { $0.version ?? -1 })::bigint[]) AS r(k, v)
             """
         )
     }

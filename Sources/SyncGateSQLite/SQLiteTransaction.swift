@@ -23,37 +23,70 @@ final class SQLiteTransaction: StorageTransaction {
         return try await driver.onWriter(body)
     }
 
-    func lockJob(_ lease: JobLease) async throws -> Bool {
+    func lock(jobs leases: [JobLease], feeds scopes: [Scope]) async throws -> ApplyLocks {
         // The IMMEDIATE transaction already excludes every other writer: checking is locking.
-        try await step(statements: 1) { db in
-            try Int64.fetchOne(db, sql: "SELECT id FROM jobs WHERE id = ? AND state = 'running' AND lease_token = ?", arguments: [lease.id, lease.token]) != nil
+        let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
+        let keys = JSONValue.strings(scopes.map(\.key))
+        return try await step(statements: scopes.isEmpty ? 1 : 3) { db in
+            var locks = ApplyLocks(jobs: [], heads: [:])
+            locks.jobs = Set(
+                try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT j.id FROM json_each(?) l JOIN jobs j
+                          ON j.id = json_extract(l.value, '$[0]') AND j.lease_token = json_extract(l.value, '$[1]')
+                        WHERE j.state = 'running'
+                        """,
+                    arguments: [list]
+                )
+            )
+            if !scopes.isEmpty { locks.heads = try Self.createFeeds(db, keys) }
+            return locks
         }
+    }
+
+    /// Creates the missing feeds of `keys` (a JSON array) and returns every one's head.
+    private static func createFeeds(_ db: Database, _ keys: String) throws -> [Scope: Int64] {
+        try db.execute(sql: "INSERT OR IGNORE INTO feeds (scope) SELECT value FROM json_each(?)", arguments: [keys])
+        var heads: [Scope: Int64] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [keys]) {
+            if let scope = Scope(key: row["scope"]) { heads[scope] = row["head"] }
+        }
+        return heads
     }
 
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
         let keys = JSONValue.strings(scopes.map(\.key))
-        return try await step(statements: 2) { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO feeds (scope) SELECT value FROM json_each(?)", arguments: [keys])
-            var heads: [Scope: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [keys]) {
-                if let scope = Scope(key: row["scope"]) { heads[scope] = row["head"] }
-            }
-            return heads
-        }
+        return try await step(statements: 2) { db in try Self.createFeeds(db, keys) }
     }
 
-    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?] {
-        guard !keys.isEmpty else { return [:] }
-        let list = JSONValue.strings(keys)
-        return try await step(statements: 1) { db in
-            var recorded: [String: Int64?] = [:]
+    func load(_ reads: ApplyReads) async throws -> ApplyRows {
+        let (entitySQL, entityArguments) = SQLiteDriver.entitySelect([.keys(reads.entities)])
+        let keys = JSONValue.rows(reads.idempotencyKeys.map { [.string($0.userID), .string($0.key)] })
+        let households = JSONValue.strings(reads.households)
+        return try await step(statements: 3) { db in
+            var rows = ApplyRows()
+            if !entitySQL.isEmpty { rows.entities = try Row.fetchAll(db, sql: entitySQL, arguments: entityArguments).map(SQLiteDriver.entityRow) }
             for row in try Row.fetchAll(
-                db, sql: "SELECT idempotency_key, version FROM applied_operations WHERE user_id = ? AND idempotency_key IN (SELECT value FROM json_each(?))",
-                arguments: [userID, list]
+                db,
+                sql: """
+                    SELECT a.user_id, a.idempotency_key, a.version FROM json_each(?) r JOIN applied_operations a
+                      ON a.user_id = json_extract(r.value, '$[0]') AND a.idempotency_key = json_extract(r.value, '$[1]')
+                    """,
+                arguments: [keys]
             ) {
-                recorded[row["idempotency_key"]] = .some(row["version"])
+                rows.recorded[IdempotencyKey(userID: row[0], key: row[1])] = .some(row[2])
             }
-            return recorded
+            rows.households = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
+                    FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+                    WHERE h.household_id IN (SELECT value FROM json_each(?))
+                    """,
+                arguments: [households]
+            ).map(SQLiteDriver.householdRow)
+            return rows
         }
     }
 
@@ -65,23 +98,23 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow] {
-        guard !ids.isEmpty else { return [] }
-        let list = JSONValue.strings(ids)
-        return try await step(statements: 1) { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
-                    FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
-                    WHERE h.household_id IN (SELECT value FROM json_each(?))
-                    """,
-                arguments: [list]
-            ).map(SQLiteDriver.householdRow)
+    func write(_ write: ApplyWrite) async throws {
+        let now = self.now
+        try await step(statements: 6) { db in
+            try Self.writeEntities(db, write.entities, heads: write.heads)
+            try Self.record(db, write.records, now: now)
+            try Self.finish(db, write.finished, now: now)
         }
+        events += write.events
     }
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
+        guard !entities.isEmpty else { return }
+        try await step(statements: 3) { db in try Self.writeEntities(db, entities, heads: heads) }
+    }
+
+    /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
+    private static func writeEntities(_ db: Database, _ entities: [EntityRowWrite], heads: [Scope: Int64]) throws {
         guard !entities.isEmpty else { return }
         let list = JSONValue.rows(entities.map { entity in
             [
@@ -91,53 +124,70 @@ final class SQLiteTransaction: StorageTransaction {
             ]
         })
         let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })
-        try await step(statements: 3) { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
-                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
-                           json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
-                           json_extract(value, '$[9]')
-                    FROM json_each(?) WHERE true
-                    ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
-                        version = excluded.version, data = excluded.data, meta = excluded.meta,
-                        client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
-                    """,
-                arguments: [list]
-            )
-            try db.execute(
-                sql: """
-                    INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
-                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                           json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
-                           -- Commit times: the clock, raised to the feed's newest change (migration 0004).
-                           max(\(SQLiteDriver.clockMilliseconds), coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = json_extract(value, '$[0]')), 0))
-                    FROM json_each(?)
-                    """,
-                arguments: [list]
-            )
-            try db.execute(
-                sql: """
-                    UPDATE feeds SET head = (SELECT json_extract(value, '$[1]') FROM json_each(?) WHERE json_extract(value, '$[0]') = feeds.scope)
-                    WHERE scope IN (SELECT json_extract(value, '$[0]') FROM json_each(?))
-                    """,
-                arguments: [headRows, headRows]
-            )
-        }
+        try db.execute(
+            sql: """
+                INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
+                SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+                       json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
+                       json_extract(value, '$[9]')
+                FROM json_each(?) WHERE true
+                ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
+                    version = excluded.version, data = excluded.data, meta = excluded.meta,
+                    client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
+                """,
+            arguments: [list]
+        )
+        try db.execute(
+            sql: """
+                INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
+                SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+                       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
+                       -- Commit times: the clock, raised to the feed's newest change (migration 0004).
+                       max(\(SQLiteDriver.clockMilliseconds), coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = json_extract(value, '$[0]')), 0))
+                FROM json_each(?)
+                """,
+            arguments: [list]
+        )
+        try db.execute(
+            sql: """
+                UPDATE feeds SET head = (SELECT json_extract(value, '$[1]') FROM json_each(?) WHERE json_extract(value, '$[0]') = feeds.scope)
+                WHERE scope IN (SELECT json_extract(value, '$[0]') FROM json_each(?))
+                """,
+            arguments: [headRows, headRows]
+        )
     }
 
     /// A plain INSERT, as on PostgreSQL: a key recorded twice aborts the transaction.
-    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws {
+    private static func record(_ db: Database, _ records: [IdempotencyRecord], now: Int64) throws {
         guard !records.isEmpty else { return }
-        let list = JSONValue.rows(records.map { [.string($0.key), $0.version.map(JSONValue.int) ?? .null] })
-        let now = self.now
-        try await step(statements: 1) { db in
+        let list = JSONValue.rows(records.map { [.string($0.userID), .string($0.key), $0.version.map(JSONValue.int) ?? .null] })
+        try db.execute(
+            sql: """
+                INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
+                SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?)
+                """,
+            arguments: [now, list]
+        )
+    }
+
+    /// Finishes jobs with their results and advances their devices' watermarks.
+    private static func finish(_ db: Database, _ finished: [JobFinish], now: Int64) throws {
+        for finish in finished {
             try db.execute(
                 sql: """
-                    INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
-                    SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), ? FROM json_each(?)
+                    UPDATE jobs SET state = ?, results = ?, last_error = ?, finished_at = ?, updated_at = ?,
+                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+                    WHERE id = ?
                     """,
-                arguments: [userID, now, list]
+                arguments: [finish.state.rawValue, finish.results, finish.lastError, now, now, finish.id]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO devices (user_id, device_id, last_finished_job_id, updated_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (user_id, device_id) DO UPDATE
+                    SET last_finished_job_id = max(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = excluded.updated_at
+                    """,
+                arguments: [finish.userID, finish.deviceID, finish.id, now]
             )
         }
     }
@@ -183,24 +233,7 @@ final class SQLiteTransaction: StorageTransaction {
 
     func finishJob(_ finish: JobFinish) async throws {
         let now = self.now
-        try await step(statements: 2) { db in
-            try db.execute(
-                sql: """
-                    UPDATE jobs SET state = ?, results = ?, last_error = ?, finished_at = ?, updated_at = ?,
-                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-                    WHERE id = ?
-                    """,
-                arguments: [finish.state.rawValue, finish.results, finish.lastError, now, now, finish.id]
-            )
-            try db.execute(
-                sql: """
-                    INSERT INTO devices (user_id, device_id, last_finished_job_id, updated_at) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (user_id, device_id) DO UPDATE
-                    SET last_finished_job_id = max(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = excluded.updated_at
-                    """,
-                arguments: [finish.userID, finish.deviceID, finish.id, now]
-            )
-        }
+        try await step(statements: 2) { db in try Self.finish(db, [finish], now: now) }
     }
 
     func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws {

@@ -37,6 +37,7 @@ extension ServerConfiguration {
         public static let port = Setting("port")
         public static let workers = Setting("workers")
         public static let workerConcurrency = Setting("workerConcurrency")
+        public static let workerBatch = Setting("workerBatch")
         public static let collections = Setting("collections")
         public static let logLevel = Setting("logLevel")
         public static let maxBodyBytes = Setting("maxBodyBytes")
@@ -69,7 +70,7 @@ extension ServerConfiguration {
 
         /// Every setting, for the README's table and the tests that keep it complete.
         public static let all: [Setting] = [
-            databaseURL, readDatabaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, collections, logLevel, maxBodyBytes, maxOperations,
+            databaseURL, readDatabaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, workerBatch, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
@@ -159,6 +160,7 @@ extension ServerConfiguration {
         port = try values.integer(.port, in: 1...65535) ?? port
         workers = try values.integer(.workers, in: 0...1024) ?? workers
         workerConcurrency = try values.integer(.workerConcurrency, in: 1...1024) ?? workerConcurrency
+        worker.batchLimit = try values.integer(.workerBatch, in: 1...1024) ?? worker.batchLimit
         if let path = values.string(.collections) {
             let text: String
             do {

@@ -3,8 +3,9 @@ import Synchronization
 
 /// Something that committed and that waiting requests or idle workers care about.
 public enum StoreEvent: Sendable, Hashable {
-    /// A job of `device` finished (`done` or `dead`).
-    case jobFinished(Int64, device: DeviceKey)
+    /// A job of `device` finished (`done` or `dead`); with how it ended when the announcement
+    /// could carry it, so a push waiting for it answers without reading the job back.
+    case jobFinished(Int64, device: DeviceKey, outcome: FinishedJob? = nil)
     /// A feed committed changes up to `head`.
     case feedAdvanced(Scope, head: Int64)
     /// What a user reads changed other than by a feed advancing — a household joined, left or
@@ -16,6 +17,18 @@ public enum StoreEvent: Sendable, Hashable {
     case resynchronize
 }
 
+/// How a job ended, as its finishing transaction announced it.
+public struct FinishedJob: Sendable, Hashable {
+    public var state: JobState
+    /// The results in their stored form (``JobCodec/encodeResults(_:)``: the wire form).
+    public var results: String
+
+    public init(state: JobState, results: String) {
+        self.state = state
+        self.results = results
+    }
+}
+
 /// In-process fan-out of store events to the feed watcher, waiting pushes and idle workers.
 ///
 /// The PostgreSQL driver feeds it from one LISTEN connection per process; the SQLite driver
@@ -25,19 +38,22 @@ public enum StoreEvent: Sendable, Hashable {
 public final class ChangeNotifier: Sendable {
     public struct Interest: Sendable, Hashable {
         public var jobs: Set<Int64>
+        /// Every job of these devices that finishes (a push subscribes before its job exists).
+        public var devices: Set<DeviceKey>
         public var jobsAvailable: Bool
         /// Every feed, scopes and job-finished event (the process's feed watcher).
         public var feeds: Bool
 
-        public init(jobs: Set<Int64> = [], jobsAvailable: Bool = false, feeds: Bool = false) {
+        public init(jobs: Set<Int64> = [], devices: Set<DeviceKey> = [], jobsAvailable: Bool = false, feeds: Bool = false) {
             self.jobs = jobs
+            self.devices = devices
             self.jobsAvailable = jobsAvailable
             self.feeds = feeds
         }
 
         func matches(_ event: StoreEvent) -> Bool {
             switch event {
-            case .jobFinished(let id, _): return feeds || jobs.contains(id)
+            case .jobFinished(let id, let device, _): return feeds || jobs.contains(id) || devices.contains(device)
             case .feedAdvanced, .scopesChanged: return feeds
             case .jobsAvailable: return jobsAvailable
             case .resynchronize: return true

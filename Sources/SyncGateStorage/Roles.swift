@@ -1,5 +1,6 @@
 public import Logging
 public import SyncGateCore
+import Tracing
 
 // The store seen by each of its users, as PowerSync splits bucket storage and River its driver:
 // each consumer depends only on the role it uses. ``SyncStore`` plays every role.
@@ -54,6 +55,9 @@ public protocol WorkerStore: Sendable {
     /// Applies a claimed job in one transaction: effects, feeds, derived data, idempotency records, results.
     /// Returns ``ApplyOutcome/leaseLost`` (and changes nothing) when the job is no longer this worker's.
     func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome
+    /// Applies claimed jobs of different users, jobs that share no feed together in one
+    /// transaction; each job's outcome, in order. One job's failure never fails another.
+    func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>]
     /// Records a failed attempt: back to `retrying` with a delay, or `dead` with every operation answered `INTERNAL`.
     /// Returns false when the job was no longer this worker's.
     @discardableResult
@@ -62,6 +66,21 @@ public protocol WorkerStore: Sendable {
     func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport
     /// The applied and the known schema versions: a worker waits for migrations.
     func schemaStatus() async throws -> SchemaStatus
+}
+
+extension WorkerStore {
+    /// One transaction per job (stores that cannot apply jobs together).
+    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+        var outcomes: [Result<ApplyOutcome, any Error>] = []
+        for toApply in jobs {
+            do {
+                outcomes.append(.success(try await ServiceContext.withValue(toApply.context) { try await apply(toApply.job, collections: collections, now: now) }))
+            } catch {
+                outcomes.append(.failure(error))
+            }
+        }
+        return outcomes
+    }
 }
 
 /// Retention, repair and inspection: the periodic maintenance pass and `syncgate admin`.

@@ -5,13 +5,16 @@ public import SyncGateCore
 public import SyncGateStorage
 public import Tracing
 
-/// Claims jobs and applies them, up to `concurrency` at a time.
+/// Claims jobs and applies them in up to `concurrency` lanes at a time.
 ///
-/// One producer per process (River's design) claims as many runnable jobs as it has free lanes
-/// in one query (the claim hands out at most one job per user, oldest first) and hands each to
-/// a lane; it claims again when a lane frees up, when a "jobs available" notification arrives
-/// (however many arrive meanwhile: they coalesce into one claim), or every `pollInterval`. One
-/// heartbeat per process extends every lease in hand in one statement. Failures are recorded
+/// One producer per process (River's design) claims, in one query, up to `batchLimit` runnable
+/// jobs for each free lane (the claim hands out at most one job per user, oldest first) and
+/// hands each lane its share; a lane applies its jobs together, those that share no feed in one
+/// transaction (``WorkerStore/apply(_:collections:now:)``). So a busy worker's transactions grow
+/// with its backlog, and an idle one applies each push alone at once. The producer claims again
+/// when a lane frees up, when a "jobs available" notification arrives (however many arrive
+/// meanwhile: they coalesce into one claim), or every `pollInterval`. One heartbeat per process
+/// extends every lease in hand in one statement. Failures are recorded
 /// with capped, jittered backoff until the attempts run out and the job is `dead`. A rescuer
 /// returns jobs whose lease expired (their worker died) to the queue.
 ///
@@ -103,14 +106,16 @@ public final class Worker: Service {
                 if free > 0 {
                     do {
                         let claimStarted = DefaultTracerClock.now
-                        let claimed = try await store.claimJobs(workerID: configuration.workerID, limit: free, leaseMilliseconds: configuration.leaseMilliseconds)
+                        let claimed = try await store.claimJobs(
+                            workerID: configuration.workerID, limit: free * configuration.batchLimit, leaseMilliseconds: configuration.leaseMilliseconds
+                        )
                         let claim = ClaimTiming(started: claimStarted, ended: DefaultTracerClock.now, batch: claimed.count)
-                        for job in claimed {
+                        for batch in Self.share(claimed, lanes: free) {
                             running.update { $0 += 1 }
-                            leases.insert(job.lease)
+                            for job in batch { leases.insert(job.lease) }
                             group.addTask {
-                                await self.process(job, claim: claim)
-                                leases.remove(job.lease)
+                                await self.process(batch, claim: claim)
+                                for job in batch { leases.remove(job.lease) }
                                 running.update { $0 -= 1 }
                                 doorbell.publish(.jobsAvailable)
                             }
@@ -127,6 +132,22 @@ public final class Worker: Service {
             }
             subscription.cancel()
         }
+    }
+
+    /// Claimed jobs shared among `lanes` free lanes, in claim order: as evenly as possible, no
+    /// lane empty.
+    static func share(_ jobs: [ClaimedJob], lanes: Int) -> [[ClaimedJob]] {
+        let count = min(max(lanes, 1), jobs.count)
+        guard count > 0 else { return [] }
+        let (size, extra) = jobs.count.quotientAndRemainder(dividingBy: count)
+        var batches: [[ClaimedJob]] = []
+        var start = 0
+        for lane in 0..<count {
+            let end = start + size + (lane < extra ? 1 : 0)
+            batches.append(Array(jobs[start..<end]))
+            start = end
+        }
+        return batches
     }
 
     /// One statement per interval extends every lease this process holds.
@@ -150,66 +171,100 @@ public final class Worker: Service {
         var batch: Int
     }
 
-    /// Applies one job while a heartbeat keeps its lease; records a failure for retry. Its claim
-    /// and apply are spans of the push's trace.
-    func process(_ job: ClaimedJob, claim: ClaimTiming? = nil) async {
-        let parent = tracer.context(from: job.traceContext)
-        if let claim {
-            let span = tracer.startSpan("claim", context: parent, ofKind: .consumer, at: claim.started)
+    /// Applies a lane's jobs while the heartbeat keeps their leases; records each failure for
+    /// retry. Each job's claim and apply are spans of its push's trace.
+    func process(_ batch: [ClaimedJob], claim: ClaimTiming? = nil) async {
+        var spans: [Int64: any Span] = [:]
+        for job in batch {
+            let parent = tracer.context(from: job.traceContext)
+            if let claim {
+                let span = tracer.startSpan("claim", context: parent, ofKind: .consumer, at: claim.started)
+                span.attributes["syncgate.job"] = job.id
+                span.attributes["syncgate.claimed_together"] = claim.batch
+                span.end(at: claim.ended)
+            }
+            let span = tracer.startSpan("apply", context: parent, ofKind: .consumer)
             span.attributes["syncgate.job"] = job.id
-            span.attributes["syncgate.claimed_together"] = claim.batch
-            span.end(at: claim.ended)
+            span.attributes["syncgate.attempt"] = job.attempts
+            span.attributes["syncgate.operations"] = job.operations.count
+            span.attributes["syncgate.lane_jobs"] = batch.count
+            spans[job.id] = span
         }
-        let span = tracer.startSpan("apply", context: parent, ofKind: .consumer)
-        span.attributes["syncgate.job"] = job.id
-        span.attributes["syncgate.attempt"] = job.attempts
-        span.attributes["syncgate.operations"] = job.operations.count
-        defer { span.end() }
-        await ServiceContext.withValue(span.context) {
-            await apply(job, span: span)
+        defer { for span in spans.values { span.end() } }
+
+        // The hooks of a lane's jobs run side by side: a test may hold one of them.
+        let hookFailures = await withTaskGroup(of: (Int64, (any Error)?).self) { group in
+            for job in batch {
+                let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
+                group.addTask {
+                    do {
+                        try await self.hooks.beforeApply(info)
+                        return (job.id, nil)
+                    } catch {
+                        return (job.id, error)
+                    }
+                }
+            }
+            var failures: [Int64: any Error] = [:]
+            for await (id, error) in group { if let error { failures[id] = error } }
+            return failures
+        }
+        for job in batch {
+            if let error = hookFailures[job.id], let span = spans[job.id] { await failed(job, error: error, span: span) }
+        }
+        let ready = batch.filter { hookFailures[$0.id] == nil }
+        guard !ready.isEmpty else { return }
+        let started = ContinuousClock.now
+        let outcomes = await store.apply(
+            ready.map { JobToApply(job: $0, context: spans[$0.id]?.context ?? .topLevel) }, collections: collections, now: Timestamp.now()
+        )
+        let duration = started.duration(to: .now)
+        for (job, outcome) in zip(ready, outcomes) {
+            guard let span = spans[job.id] else { continue }
+            switch outcome {
+            case .success(let outcome): applied(job, outcome: outcome, duration: duration, span: span)
+            case .failure(let error): await failed(job, error: error, span: span)
+            }
         }
     }
 
-    private func apply(_ job: ClaimedJob, span: any Span) async {
+    private func applied(_ job: ClaimedJob, outcome: ApplyOutcome, duration: Duration, span: any Span) {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
-        let started = ContinuousClock.now
-        let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
-        do {
-            try await hooks.beforeApply(info)
-            let outcome = try await store.apply(job, collections: collections, now: Timestamp.now())
-            switch outcome {
-            case .done(let results, let statements):
-                let duration = started.duration(to: .now)
-                metrics.attempt(.done)
-                metrics.applyDuration.recordNanoseconds(duration.nanoseconds)
-                metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
-                metrics.operations(results, collections: collections)
-                logger.debug("job applied", metadata: [
-                    "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)", "syncgate.duration": "\(duration)",
-                ])
-            case .leaseLost:
-                metrics.attempt(.leaseLost)
-                span.attributes["syncgate.lease_lost"] = true
-                logger.warning("lease lost before the job committed; another worker owns it now")
-            }
-        } catch {
-            span.recordError(error)
-            // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
-            let permanent = error.isPermanentFailure
-            let settlement = configuration.retryPolicy.settle(
-                operations: job.operations, afterAttempts: job.attempts, permanent: permanent, jitter: Double.random(in: 0..<1)
-            )
-            logger.log(level: permanent ? .error : .warning, "job attempt failed", metadata: [
-                "syncgate.attempt": "\(job.attempts)", "syncgate.settlement": "\(settlement.summary)", "syncgate.error": "\(error)",
+        switch outcome {
+        case .done(let results, let statements):
+            metrics.attempt(.done)
+            metrics.applyDuration.recordNanoseconds(duration.nanoseconds)
+            metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
+            metrics.operations(results, collections: collections)
+            logger.debug("job applied", metadata: [
+                "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)", "syncgate.duration": "\(duration)",
             ])
-            if case .dead = settlement { metrics.attempt(.dead) } else { metrics.attempt(.retry) }
-            do {
-                try await store.fail(job, error: String(describing: error), settlement: settlement)
-            } catch {
-                // The lease will expire and the rescuer will count the attempt instead.
-                logger.error("recording the failure failed", metadata: ["syncgate.error": "\(error)"])
-            }
+        case .leaseLost:
+            metrics.attempt(.leaseLost)
+            span.attributes["syncgate.lease_lost"] = true
+            logger.warning("lease lost before the job committed; another worker owns it now")
+        }
+    }
+
+    private func failed(_ job: ClaimedJob, error: any Error, span: any Span) async {
+        var logger = logger
+        logger[metadataKey: "syncgate.job"] = "\(job.id)"
+        span.recordError(error)
+        // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
+        let permanent = error.isPermanentFailure
+        let settlement = configuration.retryPolicy.settle(
+            operations: job.operations, afterAttempts: job.attempts, permanent: permanent, jitter: Double.random(in: 0..<1)
+        )
+        logger.log(level: permanent ? .error : .warning, "job attempt failed", metadata: [
+            "syncgate.attempt": "\(job.attempts)", "syncgate.settlement": "\(settlement.summary)", "syncgate.error": "\(error)",
+        ])
+        if case .dead = settlement { metrics.attempt(.dead) } else { metrics.attempt(.retry) }
+        do {
+            try await store.fail(job, error: String(describing: error), settlement: settlement)
+        } catch {
+            // The lease will expire and the rescuer will count the attempt instead.
+            logger.error("recording the failure failed", metadata: ["syncgate.error": "\(error)"])
         }
     }
 

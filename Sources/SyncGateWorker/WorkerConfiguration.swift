@@ -2,8 +2,12 @@ public import SyncGateCore
 
 /// How a worker process claims and applies jobs.
 public struct WorkerConfiguration: Sendable {
-    /// Jobs applied at the same time (each from a different user).
+    /// Lanes: transactions applying jobs at the same time.
     public var concurrency: Int
+    /// The most jobs one lane takes at once. A busy worker claims this many per free lane and
+    /// applies those that share no feed in one transaction (one lock, load, write and commit for
+    /// all of them); an idle one finds one job at a time and applies it at once.
+    public var batchLimit: Int
     /// How long a claim is valid without a heartbeat; a killed worker's jobs are re-claimed after it.
     public var leaseMilliseconds: Int64
     public var heartbeatInterval: Duration
@@ -17,6 +21,7 @@ public struct WorkerConfiguration: Sendable {
 
     public init(
         concurrency: Int = 4,
+        batchLimit: Int = 16,
         leaseMilliseconds: Int64 = 30_000,
         heartbeatInterval: Duration = .seconds(10),
         pollInterval: Duration = .seconds(1),
@@ -25,6 +30,7 @@ public struct WorkerConfiguration: Sendable {
         workerID: String
     ) {
         self.concurrency = concurrency
+        self.batchLimit = max(1, batchLimit)
         self.leaseMilliseconds = leaseMilliseconds
         self.heartbeatInterval = heartbeatInterval
         self.pollInterval = pollInterval

@@ -11,8 +11,11 @@ struct WorkerCommand: AsyncParsableCommand {
         discussion: "Also runs periodic maintenance when it holds the maintenance lock. SIGTERM: stop claiming, finish jobs in hand, exit."
     )
 
-    @Option(help: "Jobs applied at once (env SYNCGATE_WORKER_CONCURRENCY; default 4)")
+    @Option(help: "Lanes: transactions applying jobs at once (env SYNCGATE_WORKER_CONCURRENCY; default 4)")
     var concurrency: Int?
+
+    @Option(help: "Most jobs a lane takes at once; those that share no feed are applied in one transaction (env SYNCGATE_WORKER_BATCH; default 16)")
+    var batch: Int?
 
     @Option(name: .customLong("metrics-port"), help: "Serve GET /metrics (Prometheus) on this port (env SYNCGATE_METRICS_PORT; host: SYNCGATE_METRICS_HOST, default 127.0.0.1)")
     var metricsPort: Int?
@@ -23,6 +26,7 @@ struct WorkerCommand: AsyncParsableCommand {
     func run() async throws {
         var flags = collections.flags
         if let concurrency { flags[.workerConcurrency] = String(concurrency) }
+        if let batch { flags[.workerBatch] = String(batch) }
         if let metricsPort { flags[.metricsPort] = String(metricsPort) }
         let (configuration, logger) = try await common.configuration(flags)
         if case .sqlite = configuration.database {

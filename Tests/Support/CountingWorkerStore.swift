@@ -8,6 +8,7 @@ public final class CountingWorkerStore: WorkerStore {
     private let calls = Locked<[String: Int]>([:])
     private let limits = Locked<[Int]>([])
     private let extended = Locked<[[Int64]]>([])
+    private let together = Locked<[[Int64]]>([])
 
     public init(_ base: any WorkerStore) {
         self.base = base
@@ -21,10 +22,13 @@ public final class CountingWorkerStore: WorkerStore {
     public var claimLimits: [Int] { limits.value }
     /// The job ids of every heartbeat so far.
     public var heartbeats: [[Int64]] { extended.value }
+    /// The job ids of every call applying jobs together so far.
+    public var batches: [[Int64]] { together.value }
     public func reset() {
         calls.update { $0 = [:] }
         limits.update { $0 = [] }
         extended.update { $0 = [] }
+        together.update { $0 = [] }
     }
 
     private func record(_ name: String) {
@@ -46,6 +50,12 @@ public final class CountingWorkerStore: WorkerStore {
     public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         record("apply")
         return try await base.apply(job, collections: collections, now: now)
+    }
+
+    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+        record("applyTogether")
+        together.update { $0.append(jobs.map(\.job.id)) }
+        return await base.apply(jobs, collections: collections, now: now)
     }
 
     @discardableResult

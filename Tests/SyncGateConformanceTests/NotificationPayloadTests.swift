@@ -12,6 +12,8 @@ import Testing
         .jobFinished(42, device: DeviceKey(userID: "alice", deviceID: "phone")),
         .jobFinished(7, device: DeviceKey(userID: "a:b:ü🙂", deviceID: ":9:x")),
         .jobFinished(8, device: DeviceKey(userID: "", deviceID: "")),
+        .jobFinished(9, device: DeviceKey(userID: "a user with spaces", deviceID: "phone"), outcome: FinishedJob(state: .done, results: #"[{"status":"applied"}]"#)),
+        .jobFinished(10, device: DeviceKey(userID: "x", deviceID: "d-1.2:3"), outcome: FinishedJob(state: .dead, results: "[]")),
         .feedAdvanced(.household("home:1"), head: 19),
         .feedAdvanced(.user("🙂:x"), head: 0),
         .scopesChanged(userID: "user:with:colons", version: 3),
@@ -25,5 +27,38 @@ import Testing
     @Test(arguments: ["", "job:", "job:1", "job:1:9:ab", "job:x:1:a", "feed:x:user:a", "feed:1:nope", "user:", "what"])
     func malformedPayloadsAreIgnored(_ payload: String) {
         #expect(NotificationPayload.event(from: payload) == nil)
+    }
+
+    /// Results too large for a NOTIFY go without them: the front reads the job back.
+    @Test func resultsPastThePayloadLimitAreLeftOut() {
+        let device = DeviceKey(userID: "alice", deviceID: "phone")
+        let large = FinishedJob(state: .done, results: "[" + String(repeating: "x", count: NotificationPayload.maximumBytes) + "]")
+        let payload = NotificationPayload.encode(.jobFinished(11, device: device, outcome: large))
+        #expect(payload.utf8.count < 8000)
+        #expect(NotificationPayload.event(from: payload) == .jobFinished(11, device: device))
+    }
+
+    /// A release that predates results in the payload reads the job id and the user as before
+    /// (and a device id that matches no device, so its long-polls take the watermark from a read).
+    @Test func anOlderReleaseStillReadsTheJobAndTheUser() {
+        let payload = NotificationPayload.encode(
+            .jobFinished(12, device: DeviceKey(userID: "al ice", deviceID: "phone"), outcome: FinishedJob(state: .done, results: "[]"))
+        )
+        // The parser of the release before (job:<id>:<user length>:<user><device>).
+        let rest = payload.dropFirst("job:".count)
+        let id = rest.prefix { $0 != ":" }
+        let afterID = rest.dropFirst(id.count + 1)
+        let length = Int(afterID.prefix { $0 != ":" })!
+        let ids = afterID.dropFirst(String(length).count + 1)
+        #expect(id == "12" && String(ids.utf8.prefix(length))! == "al ice")
+    }
+
+    @Test(arguments: ["job:1:1:ab", "job:1:1:ab done", "job:1:1:ab finished []", "job:1:1:ab  []"])
+    func malformedOutcomesAreIgnoredOrReadWithout(_ payload: String) {
+        switch NotificationPayload.event(from: payload) {
+        case .jobFinished(1, let device, nil)?: #expect(device == DeviceKey(userID: "a", deviceID: "b"))
+        case nil: break
+        default: Issue.record("\(payload) read as something else")
+        }
     }
 }

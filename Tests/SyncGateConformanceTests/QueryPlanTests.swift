@@ -1,4 +1,5 @@
 import PostgresNIO
+import SyncGatePostgres
 import SyncGateCore
 import SyncGateStorage
 import SyncGateTestSupport
@@ -61,11 +62,59 @@ import Testing
         #expect(after.indexScans["feeds_uncompacted", default: 0] > before.indexScans["feeds_uncompacted", default: 0])
     }
 
+    /// The hot paths' statements are planned once per connection (generic plans). Planned on a
+    /// fresh database, whose never-analyzed tables count as ten pages, they chose hash joins over
+    /// sequential scans of `entities` — still in use a minute later at 50,000 rows (found with
+    /// auto_explain in `load sync`). Here one connection plans every statement on an empty
+    /// database, then `entities` grows by 20,000 rows (a user's food logs over 2,000 days, no
+    /// ANALYZE) and a push of that user is applied with the same plans: it must read its ten
+    /// entities and one day's logs by index, not the table, nor all of the user's logs.
+    @Test func anApplyPlannedOnAnEmptyDatabaseReadsByIndexOnceTablesHaveGrown() async throws {
+        let location = try await TestDatabases.shared.freshPostgres()
+        let url = DatabaseURL.postgres(location)
+        try await StoreHarness.withExisting(url) { harness in
+            try await harness.execute("ALTER TABLE entities SET (autovacuum_enabled = false)")
+        }
+        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: 1), logger: StoreHarness.logger)
+        let store = SyncStore(driver: driver, logger: StoreHarness.logger)
+        let collections = Collections.default
+        func apply(_ operations: [SyncOperation], user: String) async throws {
+            let id = try await store.enqueue(NewJob(userID: user, deviceID: "d", operations: operations, maximumAttempts: 5), limits: .init())
+            guard case .accepted(let jobID) = id, let job = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000).first, job.id == jobID,
+                case .done = try await store.apply(job, collections: collections, now: .now())
+            else { throw TestEnvironmentError(description: "not applied: \(id)") }
+        }
+        func push(_ day: Int) -> [SyncOperation] {
+            let date = Timestamp(millisecondsSinceEpoch: 1_767_225_600_000 + Int64(day) * 86_400_000).rfc3339.prefix(10)
+            return (0..<10).map { Op.create("foodLogs", "f\(day)-\($0)", ["loggedDate": .string(String(date)), "items": [["id": "a", "calories": 100]]]) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            // Every hot statement planned while the tables are empty.
+            try await apply(push(0), user: "ann")
+            try await StoreHarness.withExisting(url) { harness in
+                try await harness.execute("""
+                    INSERT INTO entities (scope, entity_type, entity_id, version, data, client_ts, updated_at, group_key)
+                    SELECT 'u:ann', 'foodLogs', 'bulk-' || g, 1, jsonb_build_object('loggedDate', d, 'items', '[]'::jsonb), 0, 0, d
+                    FROM generate_series(1, 20000) g, LATERAL (SELECT to_char(date '2027-01-01' + g % 2000, 'YYYY-MM-DD') AS d) day
+                    """)
+            }
+            try await apply(push(1), user: "ann")
+        }
+        let read = try await Self.settledCounters(url).entityRowsRead
+        // The first push reads nothing (an empty table), the second its ten entities, its day's
+        // logs and summary: a few dozen rows. Scanning the table or the user's logs is 20,000.
+        #expect(read < 200, "the applies read \(read) entity rows")
+    }
+
     struct Counters {
         /// Scans per index of `changes` and `feeds`.
         var indexScans: [String: Int] = [:]
         /// Rows of `feeds` read by sequential scans and fetched through its indexes.
         var feedRowsRead = 0
+        /// The same of `entities`.
+        var entityRowsRead = 0
     }
 
     /// The counters once every other session of the database has ended: a session reports its
@@ -85,6 +134,7 @@ import Testing
                 if parts.count == 2, let count = Int(parts[1]) { counters.indexScans[String(parts[0])] = count }
             }
             counters.feedRowsRead = Int(try await texts("SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::text FROM pg_stat_user_tables WHERE relname = 'feeds'").first ?? "") ?? -1
+            counters.entityRowsRead = Int(try await texts("SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::text FROM pg_stat_user_tables WHERE relname = 'entities'").first ?? "") ?? -1
             return counters
         }
     }

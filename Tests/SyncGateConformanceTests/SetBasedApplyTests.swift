@@ -32,8 +32,11 @@ import Testing
     }
 
     /// The most statements an apply may take on each driver. Lower is fine (and welcome):
-    /// what must hold is that the count does not grow with the batch.
-    static let maximum: [Driver: Int] = [.postgres: 16, .sqlite: 15]
+    /// what must hold is that the count does not grow with the batch. On PostgreSQL: BEGIN, lock
+    /// (jobs and feeds), load (entities, idempotency records, households), a derivation's inputs,
+    /// one write, COMMIT (17 before the apply's statements were fused; parents only stored
+    /// documents name would add one). SQLite counts each statement of a step on its writer.
+    static let maximum: [Driver: Int] = [.postgres: 6, .sqlite: 15]
 
     @Test(arguments: Driver.selected)
     func statementsPerJobDoNotDependOnItsSize(_ driver: Driver) async throws {

@@ -55,19 +55,7 @@ import Testing
     @Test(arguments: Driver.selected)
     func anOperationTheDatabaseRefusesIsRejectedAloneAndItsNeighboursApply(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            switch driver {
-            case .postgres:
-                try await harness.execute("""
-                    CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN IF NEW.data ? 'poison' THEN RAISE EXCEPTION 'poison refused' USING ERRCODE = '22023'; END IF; RETURN NEW; END $$
-                    """)
-                try await harness.execute("CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON entities FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
-            case .sqlite:
-                try await harness.execute("""
-                    CREATE TRIGGER refuse_poison BEFORE INSERT ON entities WHEN json_extract(NEW.data, '$.poison') IS NOT NULL
-                    BEGIN SELECT RAISE(ABORT, 'poison refused'); END
-                    """)
-            }
+            try await Self.refusePoison(harness)
             let results = try await harness.apply([
                 Op.create("weightLogs", "w1", ["kg": 70]), Op.create("weightLogs", "w2", ["kg": 71, "poison": true]), Op.create("weightLogs", "w3", ["kg": 72]),
             ])
@@ -82,6 +70,24 @@ import Testing
                 let job = try await harness.waitFinished(id, timeout: .seconds(20))
                 #expect(job.state == .dead && job.attempts == 1, "\(job.state) after \(job.attempts)")
             }
+        }
+    }
+
+    /// Makes the database refuse documents with a `poison` field, as it would a value the shared
+    /// validation did not foresee.
+    static func refusePoison(_ harness: StoreHarness) async throws {
+        switch harness.driver {
+        case .postgres:
+            try await harness.execute("""
+                CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN IF NEW.data ? 'poison' THEN RAISE EXCEPTION 'poison refused' USING ERRCODE = '22023'; END IF; RETURN NEW; END $$
+                """)
+            try await harness.execute("CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON entities FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
+        case .sqlite:
+            try await harness.execute("""
+                CREATE TRIGGER refuse_poison BEFORE INSERT ON entities WHEN json_extract(NEW.data, '$.poison') IS NOT NULL
+                BEGIN SELECT RAISE(ABORT, 'poison refused'); END
+                """)
         }
     }
 

@@ -1,7 +1,7 @@
 import SyncGateCore
 import SyncGateStorage
 import SyncGateTestSupport
-import SyncGateWorker
+@testable import SyncGateWorker
 import Testing
 
 /// One producer and one heartbeat per worker process: an idle worker costs one claim per poll
@@ -39,7 +39,7 @@ import Testing
                 // Ten intervals: ten claims (a loaded machine may fit fewer); eight lanes each
                 // polling would make eighty.
                 #expect((1...14).contains(store.count("claimJobs")), "\(store.counts)")
-                #expect(store.claimLimits.allSatisfy { $0 == 8 }, "an idle worker asks for all its lanes: \(store.claimLimits)")
+                #expect(store.claimLimits.allSatisfy { $0 == 8 * 16 }, "an idle worker asks for a batch for each of its lanes: \(store.claimLimits)")
                 #expect(store.count("extendLeases") == 0, "no lease in hand, no heartbeat")
             }
         }
@@ -69,7 +69,7 @@ import Testing
             try await Self.running(Self.worker(store, harness, concurrency: 4, hooks: hooks)) {
                 try await allInHand.wait()
                 #expect(claimsWhenFull.value == 1, "one claim handed out four jobs: \(store.claimLimits)")
-                #expect(store.claimLimits.first == 4)
+                #expect(store.claimLimits.first == 4 * 16)
                 try await eventually("a heartbeat", timeout: .seconds(10)) { !store.heartbeats.isEmpty }
                 #expect(store.heartbeats.first == ids.sorted(), "one statement for every lease in hand")
                 release.open()
@@ -77,6 +77,38 @@ import Testing
                     #expect(try await harness.waitFinished(id, user: user).state == .done)
                 }
             }
+        }
+    }
+
+    /// A claim is shared among the free lanes in claim order, as evenly as possible, no lane empty.
+    @Test func aClaimIsSharedEvenlyAmongTheFreeLanes() {
+        let jobs = (1...7).map { ClaimedJob(id: Int64($0), leaseToken: "t", userID: "u\($0)", deviceID: "d", attempts: 1, maximumAttempts: 5, operations: []) }
+        #expect(Worker.share(jobs, lanes: 3).map { $0.map(\.id) } == [[1, 2, 3], [4, 5], [6, 7]])
+        #expect(Worker.share(jobs, lanes: 1).map { $0.map(\.id) } == [[1, 2, 3, 4, 5, 6, 7]])
+        #expect(Worker.share(Array(jobs.prefix(2)), lanes: 4).map { $0.map(\.id) } == [[1], [2]])
+        #expect(Worker.share([], lanes: 4).isEmpty)
+    }
+
+    /// A lane hands the jobs it took to the store at once, which applies the jobs that share no
+    /// feed in one transaction (``GroupApplyTests``).
+    @Test(arguments: Driver.selected)
+    func aLaneAppliesTheJobsItTookTogether(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            var pushed: [(Int64, String)] = []
+            for user in ["u1", "u2", "u3", "u4"] {
+                pushed.append((try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 1])], user: user), user))
+            }
+            let ids = pushed
+            let store = CountingWorkerStore(harness.store)
+            try await Self.running(Self.worker(store, harness, concurrency: 1)) {
+                for (id, user) in ids {
+                    let job = try await harness.waitFinished(id, user: user)
+                    #expect(job.state == .done)
+                }
+            }
+            #expect(store.count("claimJobs") >= 1)
+            #expect(store.batches.first == ids.map(\.0), "one lane took the four jobs and applied them together: \(store.batches)")
+            #expect(store.count("apply") == 0, "no job was applied alone: \(store.counts)")
         }
     }
 }

@@ -42,9 +42,11 @@ import Glibc
                 defer { Task { await doomed.stop() } }
                 try await Self.waitFor("the worker to block inside the job", timeout: .seconds(60), log: doomed) {
                     // A separate connection: inside a transaction pg_stat_activity is a cached snapshot.
+                    // Only the worker's apply can wait for a lock here (its one statement's text is
+                    // longer than pg_stat_activity keeps).
                     let waiting = try await withConnection(location) {
                         try await $0.integer(
-                            "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO applied_operations%'"
+                            "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
                         )
                     }
                     return waiting == 1

@@ -95,7 +95,7 @@ public final class FeedWatcher: Service, Sendable {
             switch event {
             case .feedAdvanced(let scope, let head): observed.heads[scope] = max(observed.heads[scope] ?? head, head)
             case .scopesChanged(let userID, let version): observed.scopesVersions[userID] = max(observed.scopesVersions[userID] ?? version, version)
-            case .jobFinished(let id, let device): finished.append((id, device))
+            case .jobFinished(let id, let device, _): finished.append((id, device))
             case .resynchronize: lost = true
             case .jobsAvailable: break
             }
@@ -215,10 +215,13 @@ public final class FeedWatcher: Service, Sendable {
         return adopted
     }
 
-    func arm(_ waiter: LiveWaiter, positions: [Scope: Int64], scopesVersion: Int64) {
-        if let wake = state.withLock({ $0.table.arm(waiter.id, positions: positions, scopesVersion: scopesVersion) }) {
-            waiter.signal.wake(wake)
-        }
+    /// Arms the waiter at what it read; `false` if something newer is known already (then it is
+    /// woken, or with `wakeIfBehind: false` left unarmed).
+    @discardableResult
+    func arm(_ waiter: LiveWaiter, positions: [Scope: Int64], scopesVersion: Int64, wakeIfBehind: Bool = true) -> Bool {
+        guard let wake = state.withLock({ $0.table.arm(waiter.id, positions: positions, scopesVersion: scopesVersion) }) else { return true }
+        if wakeIfBehind { waiter.signal.wake(wake) }
+        return false
     }
 
     func watch(_ waiter: LiveWaiter, feeds: Set<Scope>) {

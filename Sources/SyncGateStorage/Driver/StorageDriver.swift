@@ -94,22 +94,31 @@ public protocol StorageDriver: Sendable {
 }
 
 /// The statements of one open write transaction.
+///
+/// An apply needs few of them whatever it holds: ``lock(jobs:feeds:)``, ``load(_:)``, at most two
+/// ``loadEntities(_:)`` (parents only stored documents name, a derivation's inputs) and
+/// ``write(_:)``, for one job or for several jobs of different users applied together.
 public protocol StorageTransaction: AnyObject {
     /// Statements run so far (a job's apply must not need more for more operations).
     var statementCount: Int { get }
 
-    /// Locks the job if it is still `running` under `lease`; false when the lease was lost.
-    func lockJob(_ lease: JobLease) async throws -> Bool
+    /// Locks the jobs still `running` under their leases, then creates the missing feeds of
+    /// `feeds` and locks them in the given (sorted) order: writers of a feed serialise here.
+    /// Returns the jobs held (the others' leases were lost) and the feeds' heads.
+    func lock(jobs leases: [JobLease], feeds scopes: [Scope]) async throws -> ApplyLocks
     /// Creates missing feeds, locks them in the given order and returns their heads.
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64]
-    /// The idempotency records of `keys`, with the version each answered.
-    func loadRecorded(userID: String, keys: [String]) async throws -> [String: Int64?]
+    /// What an apply reads once it holds its feeds, in one snapshot taken after the locks:
+    /// entities, idempotency records and households.
+    func load(_ reads: ApplyReads) async throws -> ApplyRows
     func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow]
-    func loadHouseholds(_ ids: [String]) async throws -> [HouseholdRow]
 
+    /// Writes what an apply decided, at once: entities and their changes, feed heads,
+    /// idempotency records, the jobs' results and their devices' watermarks; announces
+    /// `write.events` when (and only if) the transaction commits.
+    func write(_ write: ApplyWrite) async throws
     /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws
-    func recordIdempotency(userID: String, _ records: [(key: String, version: Int64?)]) async throws
     func writeHouseholds(_ households: [HouseholdState]) async throws
     /// Finishes a job (`done` or `dead`) with its results and advances its device's watermark.
     func finishJob(_ finish: JobFinish) async throws
@@ -132,6 +141,98 @@ public protocol StorageTransaction: AnyObject {
 }
 
 // MARK: - Rows
+
+extension StorageTransaction {
+    /// Locks the job if it is still `running` under `lease`; false when the lease was lost.
+    func lockJob(_ lease: JobLease) async throws -> Bool {
+        try await lock(jobs: [lease], feeds: []).jobs.contains(lease.id)
+    }
+}
+
+/// What ``StorageTransaction/lock(jobs:feeds:)`` holds.
+public struct ApplyLocks: Sendable, Hashable {
+    /// The jobs still running under the given leases.
+    public var jobs: Set<Int64>
+    public var heads: [Scope: Int64]
+
+    public init(jobs: Set<Int64>, heads: [Scope: Int64]) {
+        self.jobs = jobs
+        self.heads = heads
+    }
+}
+
+/// A user's idempotency key.
+public struct IdempotencyKey: Sendable, Hashable, Comparable {
+    public var userID: String
+    public var key: String
+
+    public init(userID: String, key: String) {
+        self.userID = userID
+        self.key = key
+    }
+
+    public static func < (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
+        (lhs.userID, lhs.key) < (rhs.userID, rhs.key)
+    }
+}
+
+/// What ``StorageTransaction/load(_:)`` reads.
+public struct ApplyReads: Sendable, Hashable {
+    /// Entities by key (live or tombstoned).
+    public var entities: [EntityKey]
+    public var idempotencyKeys: [IdempotencyKey]
+    /// Households with their members.
+    public var households: [String]
+
+    public init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = []) {
+        self.entities = entities
+        self.idempotencyKeys = idempotencyKeys
+        self.households = households
+    }
+}
+
+/// What ``StorageTransaction/load(_:)`` found.
+public struct ApplyRows: Sendable, Hashable {
+    public var entities: [StoredEntityRow]
+    /// The recorded keys, with the version each answered.
+    public var recorded: [IdempotencyKey: Int64?]
+    public var households: [HouseholdRow]
+
+    public init(entities: [StoredEntityRow] = [], recorded: [IdempotencyKey: Int64?] = [:], households: [HouseholdRow] = []) {
+        self.entities = entities
+        self.recorded = recorded
+        self.households = households
+    }
+}
+
+/// An idempotency record to write: the key answers `duplicate` with `version` from now on.
+public struct IdempotencyRecord: Sendable, Hashable {
+    public var userID: String
+    public var key: String
+    public var version: Int64?
+
+    public init(userID: String, key: String, version: Int64?) {
+        self.userID = userID
+        self.key = key
+        self.version = version
+    }
+}
+
+/// What ``StorageTransaction/write(_:)`` writes.
+public struct ApplyWrite: Sendable, Hashable {
+    /// Upserted, each appending one change to its feed at its `sequence`.
+    public var entities: [EntityRowWrite] = []
+    /// The new heads of the feeds the entities advance.
+    public var heads: [Scope: Int64] = [:]
+    /// A plain insert: a key recorded concurrently (which per-user ordering rules out) aborts
+    /// the transaction instead of applying twice.
+    public var records: [IdempotencyRecord] = []
+    /// Finished jobs (one per device at most), each advancing its device's watermark.
+    public var finished: [JobFinish] = []
+    public var events: [StoreEvent] = []
+
+    public init() {}
+}
 
 /// A push to insert: its operations already in their storage format (``JobCodec``).
 public struct JobInsert: Sendable, Hashable {

@@ -1,19 +1,22 @@
 import Logging
 public import SyncGateCore
-import Tracing
+public import Tracing
+
+/// A claimed job to apply and the trace context its apply runs in (the worker's `apply` span):
+/// the `notify` span of its commit joins it.
+public struct JobToApply: Sendable {
+    public var job: ClaimedJob
+    public var context: ServiceContext
+
+    public init(job: ClaimedJob, context: ServiceContext) {
+        self.job = job
+        self.context = context
+    }
+}
 
 extension SyncStore {
-    /// Applies a job in one transaction whose statement count does not grow with its operations:
-    ///
-    /// 1. lock the job, still `running` under this worker's lease (else: lease lost, nothing written);
-    /// 2. create and lock the feeds it writes, in sorted order: writers of a feed serialise here,
-    ///    so sequence numbers follow commit order;
-    /// 3. load idempotency records, entities (with the parents the pushed documents name) and
-    ///    households; then the parents only the stored documents name;
-    /// 4. decide every operation in memory (``BatchApplier``);
-    /// 5. load each derivation's inputs for the groups the writes touch and derive;
-    /// 6. write entities and changes, feed heads, idempotency records, households, the job's
-    ///    results and the device watermark, and announce what committed.
+    /// Applies a job in one transaction whose statement count does not grow with its operations
+    /// (see ``apply(_:collections:now:)-(JobToApply...)``).
     ///
     /// When the database refuses what one operation would store (an error retrying cannot fix,
     /// see ``ClassifiedFailure``) — something the shared validation did not foresee — the job is
@@ -21,13 +24,68 @@ extension SyncStore {
     /// and the job is applied again with the refused ones rejected (`VALIDATION_ERROR`), so one
     /// bad operation never fails its neighbours.
     public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        try await applyAlone(JobToApply(job: job, context: ServiceContext.current ?? .topLevel), collections: collections, now: now)
+    }
+
+    /// Applies claimed jobs of different users, as few transactions as their feeds allow
+    /// (``ApplyGroups``): jobs that share no feed are applied together in one transaction of a
+    /// constant number of statements:
+    ///
+    /// 1. lock the jobs, still `running` under this worker's leases (a job whose lease was lost
+    ///    writes nothing), and create and lock the feeds they write, in sorted order: writers of
+    ///    a feed serialise here, so sequence numbers follow commit order;
+    /// 2. load every job's idempotency records, entities (with the parents the pushed documents
+    ///    name) and households in one read; then the parents only the stored documents name;
+    /// 3. decide every operation in memory (``BatchApplier``), job by job;
+    /// 4. load each derivation's inputs for the groups the writes touch and derive;
+    /// 5. write entities and changes, feed heads, idempotency records, the jobs' results and
+    ///    device watermarks in one statement (households and scopes versions before it, when
+    ///    memberships changed); the announcements go out at commit.
+    ///
+    /// Each job's outcome, in order. When a shared transaction fails, each of its jobs is applied
+    /// again alone (``apply(_:collections:now:)-(ClaimedJob...)``), so one job's failure never
+    /// fails its neighbours.
+    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+        let work = jobs.map { Work($0, operations: $0.job.operations, collections: collections, now: now, refused: [:]) }
+        let members = work.map { ApplyGroups.Member(scopes: Set($0.requirements.scopes), operations: $0.operations.count) }
+        var outcomes: [Int64: Result<ApplyOutcome, any Error>] = [:]
+        for group in applyGroups.groups(members).map({ $0.map { work[$0] } }) {
+            if group.count == 1 {
+                outcomes[group[0].job.id] = await Self.result { try await applyAlone(group[0].toApply, collections: collections, now: now) }
+                continue
+            }
+            do {
+                for (id, outcome) in try await attempt(group, probe: false) { outcomes[id] = .success(outcome) }
+            } catch {
+                logger.debug("a shared apply failed; applying its jobs one at a time", metadata: [
+                    "syncgate.jobs": "\(group.map(\.job.id))", "syncgate.error": "\(error)",
+                ])
+                for member in group {
+                    outcomes[member.job.id] = await Self.result { try await applyAlone(member.toApply, collections: collections, now: now) }
+                }
+            }
+        }
+        return jobs.map { outcomes[$0.job.id] ?? .failure(StoreUnavailableError("job \($0.job.id) was not applied")) }
+    }
+
+    private static func result(_ body: () async throws -> ApplyOutcome) async -> Result<ApplyOutcome, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    /// One job in a transaction of its own, with the refused-operation isolation.
+    private func applyAlone(_ job: JobToApply, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        let operations = job.job.operations
+        func once(_ operations: [SyncOperation], refused: [String: String], probe: Bool) async throws -> ApplyOutcome {
+            let work = Work(job, operations: operations, collections: collections, now: now, refused: refused)
+            return try await attempt([work], probe: probe)[job.job.id] ?? .leaseLost
+        }
         do {
-            return try await attempt(job, operations: job.operations, collections: collections, now: now, refused: [:], probe: false)
-        } catch where error.isDataRefusal && job.operations.count > 1 {
+            return try await once(operations, refused: [:], probe: false)
+        } catch where error.isDataRefusal && operations.count > 1 {
             var refused: [String: String] = [:]
-            for operation in job.operations where refused[operation.idempotencyKey] == nil {
+            for operation in operations where refused[operation.idempotencyKey] == nil {
                 do {
-                    _ = try await attempt(job, operations: [operation], collections: collections, now: now, refused: [:], probe: true)
+                    _ = try await once([operation], refused: [:], probe: true)
                 } catch is ProbeRolledBack {
                     continue
                 } catch let refusal as any ClassifiedFailure where refusal.isPermanent {
@@ -36,84 +94,160 @@ extension SyncStore {
             }
             guard !refused.isEmpty else { throw error }
             logger.warning("the database refused operations of a job; applying the rest", metadata: [
-                "syncgate.job": "\(job.id)", "syncgate.refused": "\(refused.count)", "syncgate.error": "\(error)",
+                "syncgate.job": "\(job.job.id)", "syncgate.refused": "\(refused.count)", "syncgate.error": "\(error)",
             ])
-            return try await attempt(job, operations: job.operations, collections: collections, now: now, refused: refused, probe: false)
+            return try await once(operations, refused: refused, probe: false)
         }
     }
 
     /// A probe's transaction ends here, rolled back, after every write succeeded.
     struct ProbeRolledBack: Error {}
 
-    private func attempt(
-        _ job: ClaimedJob, operations: [SyncOperation], collections: Collections, now: Timestamp, refused: [String: String], probe: Bool
-    ) async throws -> ApplyOutcome {
-        var configured = BatchApplier(userID: job.userID, collections: collections, now: now)
-        configured.refused = refused
-        let applier = configured
+    /// A job as one transaction applies it: the operations it tries and what they need.
+    struct Work: Sendable {
+        var toApply: JobToApply
+        var operations: [SyncOperation]
+        var applier: BatchApplier
+        var requirements: BatchApplier.Requirements
+
+        init(_ toApply: JobToApply, operations: [SyncOperation], collections: Collections, now: Timestamp, refused: [String: String]) {
+            var applier = BatchApplier(userID: toApply.job.userID, collections: collections, now: now)
+            applier.refused = refused
+            self.toApply = toApply
+            self.operations = operations
+            self.applier = applier
+            self.requirements = applier.requirements(for: operations)
+        }
+
+        var job: ClaimedJob { toApply.job }
+    }
+
+    /// One transaction for `work` (jobs that share no feed); each job's outcome. A probe rolls
+    /// back once everything is written.
+    private func attempt(_ work: [Work], probe: Bool) async throws -> [Int64: ApplyOutcome] {
         let hooks = probe ? StoreHooks() : hooks
-        let notify = Locked<(any Span)?>(nil)
-        defer { notify.value?.end() }
+        let notify = Locked<[any Span]>([])
+        defer { for span in notify.value { span.end() } }
         do {
-            return try await applyTransaction(job, operations: operations, applier: applier, now: now, hooks: hooks, probe: probe, notify: notify)
+            return try await driver.transaction(now: clock.now()) { transaction in
+                try await applyTransaction(work, transaction: transaction, hooks: hooks, probe: probe, notify: notify)
+            }
         } catch {
-            notify.value?.recordError(error)
+            for span in notify.value { span.recordError(error) }
             throw error
         }
     }
 
     private func applyTransaction(
-        _ job: ClaimedJob, operations: [SyncOperation], applier: BatchApplier, now: Timestamp, hooks: StoreHooks, probe: Bool,
-        notify: Locked<(any Span)?>
-    ) async throws -> ApplyOutcome {
-        let derivations = applier.collections.derivations
-        let requirements = applier.requirements(for: operations)
-        return try await driver.transaction(now: clock.now()) { transaction in
-            guard try await transaction.lockJob(job.lease) else { return .leaseLost }
-            var heads = try await transaction.lockFeeds(requirements.scopes)
+        _ work: [Work], transaction: any StorageTransaction, hooks: StoreHooks, probe: Bool, notify: Locked<[any Span]>
+    ) async throws -> [Int64: ApplyOutcome] {
+        guard let derivations = work.first?.applier.collections.derivations else { return [:] }
+        let locks = try await transaction.lock(
+            jobs: work.map(\.job.lease), feeds: Set(work.flatMap(\.requirements.scopes)).sorted()
+        )
+        var outcomes: [Int64: ApplyOutcome] = [:]
+        for lost in work where !locks.jobs.contains(lost.job.id) { outcomes[lost.job.id] = .leaseLost }
+        let held = work.filter { locks.jobs.contains($0.job.id) }
+        guard !held.isEmpty else { return outcomes }
+        var heads = locks.heads
 
+        // One read for every job; each job's snapshot holds only its own feeds' rows.
+        let rows = try await transaction.load(
+            ApplyReads(
+                entities: held.reduce(into: Set<EntityKey>()) { $0.formUnion($1.requirements.entityKeys) }.sorted(),
+                idempotencyKeys: held.flatMap { job in job.requirements.idempotencyKeys.map { IdempotencyKey(userID: job.job.userID, key: $0) } },
+                households: held.reduce(into: Set<String>()) { $0.formUnion($1.requirements.householdIDs) }.sorted()
+            )
+        )
+        var entities = Self.byScope(try rows.entities.map { row throws(StoredDataError) in try EntityState(stored: row) })
+        let households = HouseholdState.fold(rows.households)
+        func snapshot(_ job: Work) -> BatchApplier.Snapshot {
             var snapshot = BatchApplier.Snapshot()
-            snapshot.recorded = try await transaction.loadRecorded(userID: job.userID, keys: requirements.idempotencyKeys)
-            snapshot.entities = try await transaction.entities([.keys(requirements.entityKeys.sorted())])
-            snapshot.households = HouseholdState.fold(try await transaction.loadHouseholds(requirements.householdIDs.sorted()))
-            let parents = applier.parentKeys(for: operations, loaded: snapshot.entities).subtracting(snapshot.entities.keys)
-            if !parents.isEmpty {
-                snapshot.entities.merge(try await transaction.entities([.keys(parents.sorted())])) { stored, _ in stored }
+            for scope in job.requirements.scopes { snapshot.entities.merge(entities[scope] ?? [:]) { stored, _ in stored } }
+            for key in job.requirements.idempotencyKeys {
+                if let version = rows.recorded[IdempotencyKey(userID: job.job.userID, key: key)] { snapshot.recorded[key] = .some(version) }
             }
-
-            var outcome = applier.apply(operations, snapshot: snapshot)
-            for derivation in derivations {
-                let groups = derivation.groupsTouched(by: outcome.writes, original: snapshot.entities)
-                guard !groups.isEmpty else { continue }
-                let inputs = try await transaction.entities(derivation.inputs(for: groups))
-                outcome.writes += derivation.plan(groups: groups, stored: Array(inputs.values), writes: outcome.writes, now: now)
-            }
-
-            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
-            let advanced = outcome.scopes
-            try await transaction.writeEntities(rows, heads: heads.filter { advanced.contains($0.key) })
-            try await hooks.midApply(
-                ApplyingJob(jobID: job.id, userID: job.userID, sequences: Dictionary(grouping: rows) { Scope(key: $0.scope)! }.mapValues { $0.map(\.sequence) })
-            )
-            try await transaction.recordIdempotency(userID: job.userID, outcome.recorded)
-            try await transaction.writeHouseholds(outcome.households)
-            if probe { throw ProbeRolledBack() }
-            try await transaction.finishJob(
-                JobFinish(id: job.id, userID: job.userID, deviceID: job.deviceID, state: .done, results: JobCodec.encodeResults(outcome.results), lastError: nil)
-            )
-            var events: [StoreEvent] = [.jobFinished(job.id, device: DeviceKey(userID: job.userID, deviceID: job.deviceID))]
-            events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
-            if !outcome.wakeUsers.isEmpty {
-                let versions = try await transaction.bumpScopesVersions(userIDs: outcome.wakeUsers.sorted())
-                events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
-            }
-            // The notification goes out when the transaction commits (PostgreSQL NOTIFY, or the
-            // SQLite driver's in-process signal after its commit): the span covers both.
-            let span = tracer.startSpan("notify", context: ServiceContext.current ?? .topLevel)
-            span.attributes["syncgate.events"] = events.count
-            notify.update { $0 = span }
-            try await transaction.announce(events)
-            return .done(outcome.results, statements: transaction.statementCount)
+            for id in job.requirements.householdIDs { snapshot.households[id] = households[id] }
+            return snapshot
         }
+        var snapshots = held.map(snapshot)
+        // The parents only the stored documents name.
+        let parents = zip(held, snapshots).reduce(into: Set<EntityKey>()) { keys, pair in
+            keys.formUnion(pair.0.applier.parentKeys(for: pair.0.operations, loaded: pair.1.entities).subtracting(pair.1.entities.keys))
+        }
+        if !parents.isEmpty {
+            for (scope, loaded) in Self.byScope(Array(try await transaction.entities([.keys(parents.sorted())]).values)) {
+                entities[scope, default: [:]].merge(loaded) { stored, _ in stored }
+            }
+            snapshots = held.map(snapshot)
+        }
+
+        var outcomesOfJobs = zip(held, snapshots).map { job, snapshot in job.applier.apply(job.operations, snapshot: snapshot) }
+        for derivation in derivations {
+            let touched = outcomesOfJobs.indices.map { derivation.groupsTouched(by: outcomesOfJobs[$0].writes, original: snapshots[$0].entities) }
+            let all = touched.reduce(into: Set<DerivedGroup>()) { $0.formUnion($1) }
+            guard !all.isEmpty else { continue }
+            let inputs = Self.byScope(Array(try await transaction.entities(derivation.inputs(for: all)).values))
+            for index in outcomesOfJobs.indices where !touched[index].isEmpty {
+                let stored = Set(touched[index].map(\.scope)).flatMap { (inputs[$0] ?? [:]).values }
+                outcomesOfJobs[index].writes += derivation.plan(
+                    groups: touched[index], stored: stored, writes: outcomesOfJobs[index].writes, now: held[index].applier.now
+                )
+            }
+        }
+
+        var write = ApplyWrite()
+        var advanced: Set<Scope> = []
+        var sequences: [[Scope: [Int64]]] = []
+        var changedHouseholds: [HouseholdState] = []
+        var wakeUsers: Set<String> = []
+        for (job, outcome) in zip(held, outcomesOfJobs) {
+            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
+            write.entities += rows
+            advanced.formUnion(outcome.scopes)
+            sequences.append(Dictionary(grouping: rows) { Scope(key: $0.scope)! }.mapValues { $0.map(\.sequence) })
+            write.records += outcome.recorded.map { IdempotencyRecord(userID: job.job.userID, key: $0.key, version: $0.version) }
+            changedHouseholds += outcome.households
+            wakeUsers.formUnion(outcome.wakeUsers)
+            let results = JobCodec.encodeResults(outcome.results)
+            write.finished.append(JobFinish(id: job.job.id, userID: job.job.userID, deviceID: job.job.deviceID, state: .done, results: results, lastError: nil))
+            write.events.append(
+                .jobFinished(job.job.id, device: DeviceKey(userID: job.job.userID, deviceID: job.job.deviceID), outcome: FinishedJob(state: .done, results: results))
+            )
+        }
+        write.heads = heads.filter { advanced.contains($0.key) }
+        write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
+        if !changedHouseholds.isEmpty { try await transaction.writeHouseholds(changedHouseholds) }
+        if !wakeUsers.isEmpty {
+            let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted())
+            write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
+        }
+        // The notifications go out when the transaction commits (PostgreSQL NOTIFY, or the SQLite
+        // driver's in-process signal after its commit): each job's span covers both.
+        if !probe {
+            notify.update { spans in
+                for job in held {
+                    let span = tracer.startSpan("notify", context: job.toApply.context)
+                    span.attributes["syncgate.events"] = write.events.count
+                    span.attributes["syncgate.jobs_together"] = held.count
+                    spans.append(span)
+                }
+            }
+        }
+        try await transaction.write(write)
+        if probe { throw ProbeRolledBack() }
+        for (job, sequences) in zip(held, sequences) {
+            try await hooks.midApply(ApplyingJob(jobID: job.job.id, userID: job.job.userID, sequences: sequences))
+        }
+        let statements = transaction.statementCount
+        for (job, outcome) in zip(held, outcomesOfJobs) { outcomes[job.job.id] = .done(outcome.results, statements: statements) }
+        return outcomes
+    }
+
+    /// States by feed, then by key.
+    private static func byScope(_ states: some Sequence<EntityState>) -> [Scope: [EntityKey: EntityState]] {
+        var byScope: [Scope: [EntityKey: EntityState]] = [:]
+        for state in states { byScope[state.key.scope, default: [:]][state.key] = state }
+        return byScope
     }
 }

@@ -88,10 +88,11 @@ extension SyncStore {
         case .retry(let delay):
             try await transaction.retryJob(id: id, delayMilliseconds: delay, error: message)
         case .dead(let results):
-            try await transaction.finishJob(
-                JobFinish(id: id, userID: userID, deviceID: deviceID, state: .dead, results: JobCodec.encodeResults(results), lastError: message)
-            )
-            try await transaction.announce([.jobFinished(id, device: DeviceKey(userID: userID, deviceID: deviceID))])
+            let stored = JobCodec.encodeResults(results)
+            try await transaction.finishJob(JobFinish(id: id, userID: userID, deviceID: deviceID, state: .dead, results: stored, lastError: message))
+            try await transaction.announce([
+                .jobFinished(id, device: DeviceKey(userID: userID, deviceID: deviceID), outcome: FinishedJob(state: .dead, results: stored))
+            ])
         }
     }
 }

@@ -21,6 +21,8 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
     public var batchSize = 5000
+    /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
+    public var applyGroups = ApplyGroups()
 
     public init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), tracer: (any Tracer)? = nil, logger: Logger) {
         self.tracer = tracer ?? InstrumentationSystem.tracer
@@ -85,9 +87,10 @@ public final class ManualClock: Sendable {
 /// Test seams: code run at points inside the store's transactions, so tests can hold one open
 /// at a known moment (a reader paging past an uncommitted change, two applies overlapping).
 public struct StoreHooks: Sendable {
-    /// Runs inside an apply's transaction once its entities and feed changes are written, before
-    /// its idempotency records, households and result, and before it commits: a job held here is
-    /// mid-transaction with its feeds locked. Throwing rolls the apply back.
+    /// Runs inside an apply's transaction once everything it writes is written (entities, feed
+    /// changes, idempotency records, result), before it commits: a job held here is
+    /// mid-transaction with its feeds locked. Throwing rolls the apply back (with every job
+    /// applied in the same transaction).
     public var midApply: @Sendable (ApplyingJob) async throws -> Void
 
     public init(midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in }) {

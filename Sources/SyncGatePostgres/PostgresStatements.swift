@@ -1,0 +1,445 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncGateCore
+import SyncGateStorage
+
+// The statements of the hot paths — a push, a claim, an apply, a pull, a live wake-up — prepared
+// once per connection (PostgresNIO's named statements) and planned once (see
+// `PostgresDriver.client`). Each is a fixed text: what varies with a request travels in array
+// parameters, never in the SQL, so one prepared statement serves every call. Every parameter is
+// cast in the text, so its type never depends on the first call's values (a NULL has none).
+
+/// `syncgate_enqueue` (migration 0004): the per-user queue limit, the insert and the notify.
+struct EnqueueStatement: PostgresPreparedStatement {
+    static let name = "sg_enqueue"
+    static let sql = """
+        SELECT queued, job_id FROM syncgate_enqueue(
+            $1::text, $2::text, $3::bigint, $4::bigint, $5::text,
+            coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', now()), $7::bigint, $8::text, $9::text
+        )
+        """
+    typealias Row = (Int, Int64?)
+
+    var job: JobInsert
+    var now: Int64?
+    var limit: Int
+    var notification: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 9)
+        bindings.append(job.userID)
+        bindings.append(job.deviceID)
+        bindings.append(Int64(job.maximumAttempts))
+        bindings.append(Int64(job.operationCount))
+        bindings.append(job.payload)
+        bindings.append(now)
+        bindings.append(Int64(limit))
+        bindings.append(PostgresDriver.channel)
+        bindings.append(notification)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+struct JobStatusStatement: PostgresPreparedStatement {
+    static let name = "sg_job_status"
+    static let sql = "SELECT \(PostgresDriver.jobColumns) FROM jobs WHERE id = $1::bigint AND user_id = $2::text"
+    typealias Row = PostgresDriver.JobColumns
+
+    var id: Int64
+    var userID: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(id)
+        bindings.append(userID)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Oldest runnable jobs first, skipping rows other workers are claiming, and only a user's oldest
+/// unfinished job: one job per user at a time, in push order. Its commit does not wait for the
+/// WAL flush (a claim lost in a crash only runs the job again: docs/job-states.md).
+struct ClaimStatement: PostgresPreparedStatement {
+    static let name = "sg_claim"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)),
+        candidates AS (
+            SELECT j.id FROM jobs j
+            WHERE j.state IN ('queued', 'retrying') AND j.run_at <= coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond', now())
+              AND NOT EXISTS (
+                  SELECT 1 FROM jobs earlier
+                  WHERE earlier.user_id = j.user_id AND earlier.id < j.id
+                    AND earlier.state IN ('queued', 'running', 'retrying')
+              )
+            ORDER BY j.id
+            LIMIT $2::bigint
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE jobs SET
+            state = 'running',
+            attempts = jobs.attempts + 1,
+            lease_owner = $1::text,
+            lease_token = md5(random()::text || clock_timestamp()::text),
+            -- The database's clock, never a test's: the commit-time horizon (migration 0005).
+            claimed_at = now(),
+            lease_expires_at = coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond', now()) + $3::bigint * interval '1 millisecond',
+            updated_at = coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond', now())
+        FROM candidates, relaxed WHERE jobs.id = candidates.id
+        RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload, jobs.created_at
+        """
+    typealias Row = (Int64, String, String, String, Int, Int, String, Date)
+
+    var workerID: String
+    var limit: Int
+    var leaseMilliseconds: Int64
+    var now: Int64?
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(workerID)
+        bindings.append(Int64(limit))
+        bindings.append(leaseMilliseconds)
+        bindings.append(now)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// A job whose row is locked is being applied right now, which protects it better than a lease:
+/// skip it rather than wait. Like a claim, it does not wait for the WAL flush.
+struct ExtendLeasesStatement: PostgresPreparedStatement {
+    static let name = "sg_extend_leases"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit))
+        UPDATE jobs SET lease_expires_at = coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond', now()) + $3::bigint * interval '1 millisecond',
+            updated_at = coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond', now())
+        FROM relaxed
+        WHERE id IN (
+            SELECT j.id FROM jobs j
+            JOIN unnest($1::bigint[], $2::text[]) AS lease(id, token) ON j.id = lease.id AND j.lease_token = lease.token
+            WHERE j.state = 'running'
+            FOR UPDATE OF j SKIP LOCKED
+        )
+        """
+    typealias Row = ()
+
+    var leases: [JobLease]
+    var leaseMilliseconds: Int64
+    var now: Int64?
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(leases.map(\.id))
+        bindings.append(leases.map(\.token))
+        bindings.append(leaseMilliseconds)
+        bindings.append(now)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {}
+}
+
+/// An apply's first statement: the jobs (fencing), then the existing feeds in sorted order.
+struct LockForApplyStatement: PostgresPreparedStatement {
+    static let name = "sg_apply_lock"
+    static let sql = """
+        WITH held AS (
+            SELECT j.id FROM jobs j JOIN unnest($1::bigint[], $2::text[]) AS lease(id, token)
+              ON j.id = lease.id AND j.lease_token = lease.token
+            WHERE j.state = 'running' ORDER BY j.id FOR UPDATE OF j
+        ), locked AS (
+            SELECT scope, head FROM feeds WHERE scope = ANY($3::text[]) ORDER BY scope FOR UPDATE
+        )
+        SELECT NULL::text, id FROM held UNION ALL SELECT scope, head FROM locked
+        """
+    typealias Row = (String?, Int64)
+
+    var leases: [JobLease]
+    var scopes: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(leases.map(\.id))
+        bindings.append(leases.map(\.token))
+        bindings.append(scopes)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// An apply's reads in one snapshot, taken after its locks: rows of three kinds, told apart by the
+/// first column (0 entities, 1 idempotency records, 2 households with their members).
+struct LoadForApplyStatement: PostgresPreparedStatement {
+    static let name = "sg_apply_load"
+    static let sql = """
+        SELECT 0, e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at
+        FROM unnest($1::text[], $2::text[], $3::text[]) AS k(scope, entity_type, entity_id)
+        JOIN entities e ON e.scope = k.scope AND e.entity_type = k.entity_type AND e.entity_id = k.entity_id
+        UNION ALL
+        SELECT 1, a.user_id, a.idempotency_key, NULL, a.version, NULL, NULL, NULL, NULL
+        FROM unnest($4::text[], $5::text[]) AS r(user_id, idempotency_key)
+        JOIN applied_operations a ON a.user_id = r.user_id AND a.idempotency_key = r.idempotency_key
+        UNION ALL
+        SELECT 2, h.household_id, h.owner_id, m.user_id, h.archived::int::bigint, m.role, NULL, NULL, NULL
+        FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
+        WHERE h.household_id = ANY($6::text[])
+        """
+    typealias Row = (Int, String, String, String?, Int64?, String?, String?, Int64?, Int64?)
+
+    var reads: ApplyReads
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 6)
+        bindings.append(reads.entities.map(\.scope.key))
+        bindings.append(reads.entities.map(\.entityType))
+        bindings.append(reads.entities.map(\.entityID))
+        bindings.append(reads.idempotencyKeys.map(\.userID))
+        bindings.append(reads.idempotencyKeys.map(\.key))
+        bindings.append(reads.households)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Entities by key, and the live members of derivation groups: what an apply loads after its
+/// first read (parents only stored documents name, a derivation's inputs). Each group is read by
+/// its key in the group index, whatever the statistics say of the user's other groups.
+struct LoadEntitiesStatement: PostgresPreparedStatement {
+    static let name = "sg_load_entities"
+    static let sql = """
+        SELECT e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at
+        FROM unnest($1::text[], $2::text[], $3::text[]) AS k(scope, entity_type, entity_id)
+        JOIN entities e ON e.scope = k.scope AND e.entity_type = k.entity_type AND e.entity_id = k.entity_id
+        UNION ALL
+        SELECT e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at
+        FROM unnest($4::text[], $5::text[], $6::text[]) AS g(scope, entity_type, group_key)
+        JOIN entities e ON e.scope = g.scope AND e.entity_type = g.entity_type AND e.group_key = g.group_key
+        WHERE e.group_key IS NOT NULL AND e.data IS NOT NULL
+        """
+    typealias Row = PostgresDriver.EntityColumns
+
+    var keys: [EntityKey]
+    /// (scope, type, group key) of each group whose members to read.
+    var groups: [(scope: String, type: String, key: String)]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 6)
+        bindings.append(keys.map(\.scope.key))
+        bindings.append(keys.map(\.entityType))
+        bindings.append(keys.map(\.entityID))
+        bindings.append(groups.map(\.scope))
+        bindings.append(groups.map(\.type))
+        bindings.append(groups.map(\.key))
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Everything an apply writes, in one statement: entities and their changes, feed heads,
+/// idempotency records, the jobs' results and their devices' watermarks; then the
+/// notifications, which PostgreSQL delivers at commit. Arrays cannot carry SQL NULLs here: the
+/// JSON text `null` stands for "no document", and an empty string for no group key or no error.
+struct WriteAppliedStatement: PostgresPreparedStatement {
+    static let name = "sg_apply_write"
+    static let sql = """
+        WITH w AS (
+            SELECT s, t, i, v, nullif(d, 'null')::jsonb AS d, nullif(m, 'null')::jsonb AS m, c, u, nullif(g, '') AS g, q
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[])
+                 AS w(s, t, i, v, d, m, c, u, g, q)
+        ), upserted AS (
+            INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
+            SELECT s, t, i, v, d, m, c, u, g FROM w
+            ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
+                version = excluded.version, data = excluded.data, meta = excluded.meta,
+                client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
+        ), at AS (
+            -- Commit times (migration 0005): the transaction's start, raised to the feed's newest
+            -- change, so that within a feed they follow commit order as sequence numbers do (the
+            -- feed is locked). One index probe per feed.
+            SELECT f.s, greatest(floor(extract(epoch FROM now()) * 1000)::bigint,
+                                 coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = f.s), 0)) AS at
+            FROM (SELECT DISTINCT s FROM w) f
+        ), appended AS (
+            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
+            SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at FROM w JOIN at ON at.s = w.s
+        ), advanced AS (
+            UPDATE feeds SET head = h.head FROM unnest($11::text[], $12::bigint[]) AS h(scope, head) WHERE feeds.scope = h.scope
+        ), recorded AS (
+            INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
+            SELECT r.u, r.k, nullif(r.v, -1), coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now())
+            FROM unnest($14::text[], $15::text[], $16::bigint[]) AS r(u, k, v)
+        ), finished AS (
+            UPDATE jobs SET state = f.state, results = f.results, last_error = nullif(f.error, ''),
+                finished_at = coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now()),
+                updated_at = coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now()),
+                lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+            FROM unnest($17::bigint[], $18::text[], $19::text[], $20::text[]) AS f(id, state, results, error)
+            WHERE jobs.id = f.id
+        ), watermarks AS (
+            INSERT INTO devices (user_id, device_id, last_finished_job_id)
+            SELECT u, d, max(j) FROM unnest($21::text[], $22::text[], $17::bigint[]) AS f(u, d, j)
+            GROUP BY u, d ORDER BY u, d
+            ON CONFLICT (user_id, device_id) DO UPDATE
+            SET last_finished_job_id = greatest(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = now()
+        )
+        SELECT pg_notify($23::text, payload)::text FROM unnest($24::text[]) AS payload
+        """
+    typealias Row = String?
+
+    var write: ApplyWrite
+    var now: Int64?
+
+    func makeBindings() throws -> PostgresBindings {
+        let entities = write.entities
+        let heads = write.heads.sorted { $0.key < $1.key }
+        var bindings = PostgresBindings(capacity: 24)
+        bindings.append(entities.map(\.scope))
+        bindings.append(entities.map(\.entityType))
+        bindings.append(entities.map(\.entityID))
+        bindings.append(entities.map(\.version))
+        bindings.append(entities.map { $0.data ?? "null" })
+        bindings.append(entities.map { $0.meta ?? "null" })
+        bindings.append(entities.map(\.clientTimestamp))
+        bindings.append(entities.map(\.updatedAt))
+        bindings.append(entities.map { $0.groupKey ?? "" })
+        bindings.append(entities.map(\.sequence))
+        bindings.append(heads.map(\.key.key))
+        bindings.append(heads.map(\.value))
+        bindings.append(now)
+        bindings.append(write.records.map(\.userID))
+        bindings.append(write.records.map(\.key))
+        bindings.append(write.records.map { $0.version ?? -1 })
+        bindings.append(write.finished.map(\.id))
+        bindings.append(write.finished.map(\.state.rawValue))
+        bindings.append(write.finished.map(\.results))
+        bindings.append(write.finished.map { $0.lastError ?? "" })
+        bindings.append(write.finished.map(\.userID))
+        bindings.append(write.finished.map(\.deviceID))
+        bindings.append(PostgresDriver.channel)
+        bindings.append(write.events.map(NotificationPayload.encode))
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// What a pull plans with, in one snapshot: the user's active households, resync epoch, scopes
+/// version, the device's watermark, and the head and floor of every feed it may read.
+struct PullContextStatement: PostgresPreparedStatement {
+    static let name = "sg_pull_context"
+    static let sql = """
+        WITH households AS (
+            SELECT m.household_id FROM household_members m JOIN households h ON h.household_id = m.household_id
+            WHERE m.user_id = $1::text AND NOT h.archived
+        ), feed_list AS (
+            SELECT 'h:' || household_id AS scope FROM households
+            UNION SELECT 'u:' || $1::text UNION SELECT unnest($3::text[])
+        )
+        SELECT
+            coalesce((SELECT array_agg(household_id ORDER BY household_id) FROM households), '{}'),
+            coalesce((SELECT resync_epoch FROM users WHERE user_id = $1::text), 0)
+                + (SELECT value FROM settings WHERE key = 'resync_epoch'),
+            coalesce((SELECT scopes_version FROM users WHERE user_id = $1::text), 0),
+            coalesce((SELECT last_finished_job_id FROM devices WHERE user_id = $1::text AND device_id = $2::text), 0),
+            coalesce((SELECT array_agg(f.scope ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
+            coalesce((SELECT array_agg(f.head ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}'),
+            coalesce((SELECT array_agg(f.floor ORDER BY f.scope) FROM feeds f JOIN feed_list l ON l.scope = f.scope), '{}')
+        """
+    typealias Row = ([String], Int64, Int64, Int64, [String], [Int64], [Int64])
+
+    var userID: String
+    var deviceID: String
+    var extraScopes: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(userID)
+        bindings.append(deviceID)
+        bindings.append(extraScopes)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// A page of changes, in one statement (one snapshot): the floor of every feed of the reads,
+/// then each feed's changes after its position in feed order, `limit + 1` rows in all at most —
+/// a feed gets at most one row more than the page still has room for, and the feeds after the
+/// page filled are not read at all. Each feed is read in key order (scope, seq), one index range
+/// per feed (the lateral join leaves the planner no other way): never the whole feed, whatever
+/// the statistics say (`QueryPlanTests`).
+struct ReadChangesStatement: PostgresPreparedStatement {
+    static let name = "sg_read_changes"
+    static let sql = """
+        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor
+        FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
+        UNION ALL
+        (SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at
+         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(scope, after, ord)
+         CROSS JOIN LATERAL (
+             SELECT seq, entity_type, entity_id, version, data, updated_at FROM changes c
+             WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
+             ORDER BY c.seq LIMIT $4::bigint + 1
+         ) c
+         LIMIT $4::bigint + 1)
+        """
+    typealias Row = (Int, Int64, Int64?, String?, String?, Int64?, String?, Int64?)
+
+    var reads: [PullPlan.FeedRead]
+    var types: [String]?
+    var limit: Int
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(reads.map(\.scope.key))
+        bindings.append(reads.map(\.after))
+        bindings.append(types)
+        bindings.append(Int64(limit))
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// The live waiters' safety net: heads, scopes versions and the resync epoch in one snapshot.
+struct WatchStateStatement: PostgresPreparedStatement {
+    static let name = "sg_watch_state"
+    static let sql = """
+        SELECT 'feed', scope, head FROM feeds WHERE scope = ANY($1::text[])
+        UNION ALL
+        SELECT 'user', user_id, scopes_version FROM users WHERE user_id = ANY($2::text[])
+        UNION ALL
+        SELECT 'epoch', '', value FROM settings WHERE key = 'resync_epoch'
+        """
+    typealias Row = (String, String, Int64)
+
+    var feeds: [String]
+    var users: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(feeds)
+        bindings.append(users)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+extension PostgresConnection {
+    /// Runs a prepared statement (preparing it on this connection the first time) and collects its rows.
+    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        for try await row in try await execute(statement, logger: logger) { rows.append(row) }
+        return rows
+    }
+}
