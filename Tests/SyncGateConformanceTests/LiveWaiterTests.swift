@@ -138,6 +138,25 @@ import Testing
         }
     }
 
+    /// A push is answered from its job's notification, which carries the results: the push's only
+    /// store call is its enqueue. Results too large for a NOTIFY (PostgreSQL) cost one read.
+    @Test(arguments: Driver.selected)
+    func aPushIsAnsweredWithoutReadingItsJobBack(_ driver: Driver) async throws {
+        try await Self.withCountingFront(driver, workers: 1, notificationsOnly: true) { http, store in
+            store.reset()
+            let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], wait: 30_000)
+            #expect(pushed.status == 200 && pushed.json?["status"] == "done")
+            #expect(pushed.json?["results"]?[0]?["status"] == "applied")
+            #expect(store.counts == ["enqueue": 1], "\(store.counts)")
+
+            store.reset()
+            let many = (0..<80).map { Op.create("weightLogs", "long-\(String(repeating: "x", count: 100))-\($0)", ["kg": 70], key: "k\($0)") }
+            let large = try await http.push(many, wait: 30_000)
+            #expect(large.status == 200 && large.json?["results"]?.arrayValue?.count == 80)
+            #expect(store.counts == (driver == .postgres ? ["enqueue": 1, "job": 1] : ["enqueue": 1]), "\(store.counts)")
+        }
+    }
+
     /// Every notification lost (the front hears none): the safety net's one read per interval
     /// still wakes a long-poll and an event stream within about an interval.
     @Test(arguments: Driver.selected)

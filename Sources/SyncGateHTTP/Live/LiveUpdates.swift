@@ -13,23 +13,52 @@ struct LiveUpdates: Sendable {
 
     /// The job once it is finished, or as it is when `timeout` passes; `nil` if it is not the user's.
     ///
-    /// A push's wait is short and its own: it subscribes to its job's notification and re-checks
-    /// the job at least every `pollInterval`, so a lost notification only delays the answer.
-    func waitForJob(id: Int64, userID: String, timeout: Duration) async throws -> JobSnapshot? {
-        let subscription = store.notifier.subscribe(.init(jobs: [id]))
+    /// A push's wait is short and its own: it subscribes to its job's notification, which carries
+    /// the results when they fit, and reads the job at least every `pollInterval` otherwise, so a
+    /// lost notification only delays the answer.
+    ///
+    /// - Parameter subscription: made before the job could finish (before its enqueue), with an
+    ///   interest in its device: then nothing is read unless the notification cannot answer. `nil`:
+    ///   the job may be finished already, so it is read first.
+    func waitForJob(id: Int64, userID: String, timeout: Duration, subscription: ChangeSubscription? = nil) async throws -> JobSnapshot? {
+        let subscription = subscription ?? store.notifier.subscribe(.init(jobs: [id]))
         defer { subscription.cancel() }
         let deadline = ContinuousClock.now + timeout
         return try await withGracefulShutdownHandler {
+            var job: JobSnapshot?
+            var read = subscription.interest.jobs.contains(id)
             while true {
-                let job = try await store.job(id: id, userID: userID)
+                if read {
+                    job = try await store.job(id: id, userID: userID)
+                    if job?.state.isFinished ?? true { return job }
+                }
                 let remaining = ContinuousClock.now.duration(to: deadline)
-                if job?.state.isFinished ?? true || remaining <= .zero { return job }
+                if remaining <= .zero { return read ? job : try await store.job(id: id, userID: userID) }
                 // nil: the subscription ended (shutdown); answer with what there is.
-                guard await subscription.next(timeout: min(pollInterval, remaining)) != nil else { return job }
+                guard let events = await subscription.next(timeout: min(pollInterval, remaining)) else {
+                    return read ? job : try await store.job(id: id, userID: userID)
+                }
+                var finished = false
+                for case .jobFinished(id, let device, let outcome) in events where device.userID == userID {
+                    if let answer = outcome.flatMap({ Self.snapshot(id: id, device: device, outcome: $0) }) { return answer }
+                    finished = true
+                }
+                // Read on its notification without the results, and on every poll interval.
+                read = finished || events.isEmpty
             }
         } onGracefulShutdown: {
             subscription.cancel()
         }
+    }
+
+    /// The job as its finishing notification describes it; `nil` if the results do not decode.
+    static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot? {
+        guard let results = try? JobCodec.decodeResults(outcome.results) else { return nil }
+        let now = Timestamp.now()
+        return JobSnapshot(
+            id: id, userID: device.userID, deviceID: device.deviceID, state: outcome.state, attempts: 0, maximumAttempts: 0,
+            operationCount: results.count, results: results, lastError: nil, createdAt: now, finishedAt: now
+        )
     }
 
     /// One page, not older than the heads this process has heard of: a read replica's page that

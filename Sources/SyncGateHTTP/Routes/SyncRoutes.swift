@@ -54,6 +54,10 @@ struct SyncRoutes: Sendable {
     /// Makes `operations` one durable job and waits up to `wait` ms for it to finish: the job's
     /// id, and its snapshot unless the wait ended first (or was 0).
     func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobSnapshot?) {
+        // Subscribed before the job exists: it may finish before the enqueue's answer arrives,
+        // and its notification then answers the push without reading the job back.
+        let subscription = wait > 0 ? store.notifier.subscribe(.init(devices: [DeviceKey(userID: userID, deviceID: deviceID)])) : nil
+        defer { subscription?.cancel() }
         // The job stores the trace context: the worker's claim and apply spans join this trace.
         let enqueued = try await tracer.withSpan("enqueue", ofKind: .producer) { span in
             span.attributes["syncgate.operations"] = operations.count
@@ -76,10 +80,10 @@ struct SyncRoutes: Sendable {
         }
         logger.debug("push queued", metadata: ["syncgate.job": "\(jobID)", "syncgate.operations": "\(operations.count)"])
         // From here the push is durable: whatever happens, the client gets the job id.
-        guard wait > 0 else { return (jobID, nil) }
+        guard let subscription else { return (jobID, nil) }
         let job = try? await tracer.withSpan("wait for job") { span in
             span.attributes["syncgate.job"] = jobID
-            return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait))
+            return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait), subscription: subscription)
         }
         return (jobID, job)
     }
