@@ -138,6 +138,41 @@ import Testing
         }
     }
 
+    /// A long-poll that answered changes leaves its waiter armed at the cursor it answered: the
+    /// device's next poll, with that cursor, waits without reading, and still wakes for the next
+    /// change at once (the safety net is a minute away).
+    @Test(arguments: Driver.selected)
+    func aPollAfterOneThatBroughtChangesWaitsWithoutReading(_ driver: Driver) async throws {
+        try await Self.withCountingFront(driver, setup: .live, workers: 1, notificationsOnly: true) { http, store in
+            let port = try #require(http.client.port)
+            let cursor = try await http.pullAll(device: "tablet").cursor
+            try await SocketClient.with(port: port) { socket in
+                let token = try await http.token()
+                async let woken = socket.get("/v1/sync/pull?cursor=\(cursor)&wait=30000", token: token, device: "tablet")
+                try await eventually("the long-poll asleep", timeout: .seconds(20)) { http.watcher.armedCount == 1 }
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
+                let page = try await woken
+                #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
+                let next = try #require(page.json?["cursor"]?.stringValue)
+                #expect(http.watcher.lingeringCount == 1)
+
+                store.reset()
+                let quiet = try await socket.get("/v1/sync/pull?cursor=\(next)&wait=300", token: token, device: "tablet")
+                #expect(quiet.status == 200 && quiet.json?["changes"] == [] && quiet.json?["has_more"] == false)
+                #expect(quiet.json?["cursor"]?.stringValue == next)
+                #expect(store.counts.isEmpty || Set(store.counts.keys) == ["watchState"], "the poll read the store: \(store.counts)")
+
+                async let second = socket.get("/v1/sync/pull?cursor=\(next)&wait=30000", token: token, device: "tablet")
+                try await eventually("the next long-poll asleep", timeout: .seconds(20)) { http.watcher.armedCount == 1 }
+                _ = try await http.results([Op.create("weightLogs", "w2", ["kg": 71])], device: "phone")
+                let started = ContinuousClock.now
+                let secondPage = try await second
+                #expect(started.duration(to: .now) < NotificationTests.promptly)
+                #expect(secondPage.json?["changes"]?[0]?["entity_id"] == "w2")
+            }
+        }
+    }
+
     /// A push is answered from its job's notification, which carries the results: the push's only
     /// store call is its enqueue. Results too large for a NOTIFY (PostgreSQL) cost one read.
     @Test(arguments: Driver.selected)

@@ -91,5 +91,17 @@ public struct PullPage: Sendable, Hashable {
     public var hasNews: Bool {
         !changes.isEmpty || hasMore || forceResync || !scopesAdded.isEmpty || !scopesRemoved.isEmpty
     }
+
+    /// What the next pull, with this page's cursor, answers if nothing passed that cursor since:
+    /// nothing new, at the same cursor. `nil` when that pull has more to read than the feeds'
+    /// heads tell (this page was one part of several) or must read its scopes again (this page
+    /// changed them, or asked for a resync).
+    public var quietSuccessor: PullPage? {
+        guard !hasMore, !forceResync, scopesAdded.isEmpty, scopesRemoved.isEmpty else { return nil }
+        return PullPage(
+            changes: [], cursor: cursor, hasMore: false, forceResync: false, scopesAdded: [], scopesRemoved: [],
+            deviceWatermark: deviceWatermark, scopesVersion: scopesVersion
+        )
+    }
 }
 

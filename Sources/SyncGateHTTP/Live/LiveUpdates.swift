@@ -78,9 +78,11 @@ struct LiveUpdates: Sendable {
     /// advanced feeds reads only those feeds, through reads shared with every waiter at the same
     /// position; a scopes change runs a whole pull.
     ///
-    /// A poll that ends with nothing new leaves its waiter armed for a while; the device's next
-    /// poll, with the cursor it was given, takes it over and waits without reading if nothing
-    /// passed it meanwhile. So an idle long-poll, re-polling every `wait`, costs no store call.
+    /// A poll that ends leaves its waiter armed for a while at the cursor it answered (unless its
+    /// page changed the scopes, or was one part of several); the device's next poll, with that
+    /// cursor, takes it over and waits without reading if nothing passed it meanwhile. So an idle
+    /// long-poll, re-polling every `wait`, costs no store call, and neither does a device's poll
+    /// right after one that brought it changes.
     func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullPage {
         let deadline = ContinuousClock.now + timeout
         let device = DeviceKey(userID: query.userID, deviceID: query.deviceID)
@@ -94,7 +96,12 @@ struct LiveUpdates: Sendable {
             if let adopted { page = adopted.1 } else { page = try await store.pull(query) }
             while true {
                 // A first page that reads households not registered yet has news anyway (scopes added).
-                guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else { return page }
+                guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else {
+                    if let quiet = page.quietSuccessor, Set(page.cursor.positions.keys).isSubset(of: registered) {
+                        lingers = linger(waiter, answered: page, quiet: quiet, query: query)
+                    }
+                    return page
+                }
                 watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
                 let outcome = await waiter.wait(until: deadline)
                 if case .timedOut = outcome {
@@ -115,6 +122,16 @@ struct LiveUpdates: Sendable {
         } onGracefulShutdown: {
             waiter.close()
         }
+    }
+
+    /// Leaves the waiter of a poll that answered `page`, with news, armed at its cursor for the
+    /// device's next poll to take over (answering `quiet` if nothing passed it); `false` if it
+    /// cannot (something newer is known already: that poll reads).
+    private func linger(_ waiter: LiveWaiter, answered page: PullPage, quiet: PullPage, query: PullQuery) -> Bool {
+        guard watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion, wakeIfBehind: false) else { return false }
+        var next = query
+        next.cursor = page.cursor
+        return watcher.linger(waiter, answered: quiet, next: next)
     }
 
     /// The page after `previous` when only feeds advanced: each advanced feed is read once after
