@@ -254,14 +254,16 @@ import Tracing
                 configuration: provider.configuration(), minimumRefreshInterval: interval, minimumLifetime: .milliseconds(50), logger: Self.logger
             )
             let authority = await TokenAuthority(secret: nil, identityProvider: keys)
-            let token = try await provider.token(key)
-            #expect(try await authority.verify(token).userID == "alice")
+            #expect(try await authority.verify(try await provider.token(key)).userID == "alice")
+            // Thirty users' tokens: each needs the keys (a verified token is not verified again).
+            var tokens: [String] = []
+            for user in 0..<30 { tokens.append(try await provider.token(key, user: "user\(user)")) }
             provider.setDown(true)
             try await Task.sleep(for: interval + .milliseconds(50))
             let before = provider.fetches
             let started = ContinuousClock.now
-            for _ in 0..<30 {
-                #expect(try await authority.verify(token).userID == "alice")
+            for (user, token) in tokens.enumerated() {
+                #expect(try await authority.verify(token).userID == "user\(user)")
                 try await Task.sleep(for: .milliseconds(5))
             }
             // One fetch per interval begun (a loaded machine stretches the loop over several);

@@ -120,4 +120,48 @@ import Testing
             #expect(SigningSecret.placeholders.contains(value), "\(value) ships in deploy/ but the server would accept it")
         }
     }
+
+    /// A verified signature is trusted for a minute, but every request checks the claims again:
+    /// a token that expires is refused at once, even if its signature was verified moments ago.
+    @Test func aVerifiedTokenIsCheckedAgainAtEveryRequest() async throws {
+        let authority = await TokenAuthority(secret: Self.secret)
+        let token = Self.token(claims: claims(exp: 30))
+        #expect(try await authority.verify(token, now: now).userID == "alice")
+        #expect(authority.verified.count == 1)
+        #expect(try await authority.verify(token, now: now.addingTimeInterval(10)).userID == "alice")
+        do {
+            _ = try await authority.verify(token, now: now.addingTimeInterval(31))
+            Issue.record("an expired token was accepted from the cache")
+        } catch {
+            #expect(error.message == "token expired")
+        }
+        // A forged signature is never cached, and never taken for the genuine one.
+        let forged = Self.token(claims: claims(exp: 30), signature: "AAAA")
+        do {
+            _ = try await authority.verify(forged, now: now)
+            Issue.record("a forged token was accepted")
+        } catch {
+            #expect(error.code == .unauthenticated)
+        }
+        #expect(authority.verified.count == 1)
+    }
+
+    @Test func verifiedSignaturesAreForgottenAfterTheirLifetimeOrWhenFull() {
+        let cache = VerifiedTokens()
+        let claims = VerifiedTokens.Claims(subject: "alice", expiry: now.addingTimeInterval(3600), notBefore: nil)
+        cache.insert("t", claims: claims, now: now)
+        #expect(cache.claims(of: "t", now: now.addingTimeInterval(VerifiedTokens.lifetime - 1))?.subject == "alice")
+        #expect(cache.claims(of: "t", now: now.addingTimeInterval(VerifiedTokens.lifetime)) == nil)
+        #expect(cache.count == 0)
+        // A clock that went back does not revive an entry from the future.
+        cache.insert("t", claims: claims, now: now)
+        #expect(cache.claims(of: "t", now: now.addingTimeInterval(-1)) == nil)
+        for index in 0..<VerifiedTokens.capacity {
+            cache.insert("t\(index)", claims: claims, now: now.addingTimeInterval(Double(index) / 1000))
+        }
+        cache.insert("newest", claims: claims, now: now.addingTimeInterval(40))
+        #expect(cache.count <= VerifiedTokens.capacity / 2 + 1)
+        #expect(cache.claims(of: "newest", now: now.addingTimeInterval(41)) != nil)
+        #expect(cache.claims(of: "t0", now: now.addingTimeInterval(41)) == nil)
+    }
 }

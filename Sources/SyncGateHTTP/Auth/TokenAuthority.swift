@@ -1,5 +1,6 @@
 public import Foundation
 import JWTKit
+import Synchronization
 public import SyncGateCore
 
 /// Verifies the bearer tokens of the protocol: HS256 with the server's secret (which it also
@@ -17,6 +18,8 @@ public struct TokenAuthority: Sendable {
     let keys: JWTKeyCollection?
     public let identityProvider: IdentityProviderKeys?
     public let maximumLifetimeSeconds: Int
+    /// Tokens whose signature verified lately: a device sends the same token with every request.
+    let verified = VerifiedTokens()
 
     public init(secret: String, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
         await self.init(secret: Optional(secret), identityProvider: nil, maximumLifetimeSeconds: maximumLifetimeSeconds)
@@ -74,7 +77,22 @@ public struct TokenAuthority: Sendable {
     }
 
     /// The user of a valid token; a `401 UNAUTHENTICATED` error otherwise.
+    ///
+    /// A token whose signature verified in the last ``VerifiedTokens/lifetime`` is not verified
+    /// again (its claims are checked again, against `now`): a key an identity provider withdraws
+    /// stops being accepted within that time.
     public func verify(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedUser {
+        if let claims = verified.claims(of: token, now: now) {
+            return try check(subject: claims.subject, expiry: claims.expiry, notBefore: claims.notBefore, now: now)
+        }
+        let claims = try await verifySignature(token)
+        let user = try check(subject: claims.subject, expiry: claims.expiry, notBefore: claims.notBefore, now: now)
+        verified.insert(token, claims: claims, now: now)
+        return user
+    }
+
+    /// The claims of a token whose signature verifies.
+    private func verifySignature(_ token: String) async throws(ProtocolError) -> VerifiedTokens.Claims {
         // The header's `alg` picks the key set, and each set accepts only its own algorithms:
         // jwt-kit verifies with a default key whatever `alg` says, so without this a token MAC'd
         // with the secret could pass as "RS256" (or a provider's public key be used as an HMAC
@@ -110,7 +128,7 @@ public struct TokenAuthority: Sendable {
         } else {
             throw ProtocolError(.unauthenticated, "malformed or unsupported token (\(expected))")
         }
-        return try check(subject: subject, expiry: expiry, notBefore: notBefore, now: now)
+        return VerifiedTokens.Claims(subject: subject, expiry: expiry, notBefore: notBefore)
     }
 
     private static func verify<Payload: JWTPayload>(_ token: String, with keys: JWTKeyCollection, expected: String) async throws(ProtocolError) -> Payload {
@@ -166,4 +184,48 @@ public struct TokenAuthority: Sendable {
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         return Data(base64Encoded: base64)
     }
+}
+
+/// Tokens whose signature verified, with the claims every request checks again.
+final class VerifiedTokens: Sendable {
+    struct Claims: Sendable {
+        var subject: String
+        var expiry: Date?
+        var notBefore: Date?
+    }
+
+    /// How long a verified signature is trusted without verifying it again.
+    static let lifetime: TimeInterval = 60
+    /// The most tokens kept; past it the oldest half goes.
+    static let capacity = 20_000
+
+    private struct Entry {
+        var claims: Claims
+        var verifiedAt: Date
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func claims(of token: String, now: Date) -> Claims? {
+        entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            guard now.timeIntervalSince(entry.verifiedAt) < Self.lifetime, entry.verifiedAt <= now else {
+                entries[token] = nil
+                return nil
+            }
+            return entry.claims
+        }
+    }
+
+    func insert(_ token: String, claims: Claims, now: Date) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity {
+                let cutoff = entries.values.map(\.verifiedAt).sorted()[entries.count / 2]
+                entries = entries.filter { $0.value.verifiedAt > cutoff }
+            }
+            entries[token] = Entry(claims: claims, verifiedAt: now)
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 }
