@@ -44,7 +44,7 @@ extension LoadCommand {
             var pushed = 0
             while pushed < changes {
                 let count = min(1000, changes - pushed)
-                let operations = (0..<count).map { Workload.operation(user: user, round: pushed / 1000, item: pushed + $0, random: &random) }
+                let operations = (0..<count).map { Workload.operation(user: user, round: pushed / 1000, item: pushed + $0, batch: 1000, random: &random) }
                 let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
                 let response = try await client.send(.POST, "/v1/sync/push?wait=30000", token: token, device: "writer", body: body)
                 guard response.status == 200 else { throw ValidationError("push answered \(response.status): \(String(describing: response.json))") }

@@ -45,6 +45,12 @@ struct LoadCommand: AsyncParsableCommand {
         @Option(help: "Seconds to run") var duration = 20
         @Option(help: "Operations per push") var batch = 10
         @Option(help: "Seed of the generated data") var seed: UInt64 = 1
+        @Option(help: """
+            Pushes per second in all (each user's writer keeps its share of a fixed schedule, and \
+            a push's latency counts from its scheduled time); without it every writer pushes back \
+            to back: saturation
+            """)
+        var rate: Double?
         @Flag(help: """
             Record every acknowledged operation, retry unanswered pushes with the same keys (as a \
             client would), and at the end pull each user's data on a fresh device and compare; \
@@ -58,7 +64,9 @@ struct LoadCommand: AsyncParsableCommand {
             let runID = String(UInt32.random(in: .min ... .max), radix: 36)
             let stats = LoadStats()
             let deadline = ContinuousClock.now + .seconds(duration)
-            print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, against \(target.url)")
+            print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, \(rate.map { "\($0) pushes/s" } ?? "back to back"), against \(target.url)")
+            // Each writer's pushes are `interval` apart, the writers' schedules staggered evenly.
+            let interval = rate.map { Duration.seconds(Double(users) / max($0, 0.001)) }
             var ledgers: [(user: String, token: String, ledger: Ledger)] = []
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<users {
@@ -69,10 +77,11 @@ struct LoadCommand: AsyncParsableCommand {
                     ledgers.append((user, token, ledger))
                     let verify = verify
                     group.addTask { try await Self.reader(client: client, token: token, pending: pending, stats: stats, until: deadline) }
+                    let schedule = interval.map { Schedule(start: .now + $0 * (Double(index) / Double(users)), interval: $0) }
                     group.addTask {
                         try await Self.writer(
                             client: client, token: token, user: user, batch: batch, seed: seed &+ UInt64(index), pending: pending, stats: stats,
-                            ledger: verify ? ledger : nil, until: deadline
+                            ledger: verify ? ledger : nil, schedule: schedule, until: deadline
                         )
                     }
                 }
@@ -95,19 +104,34 @@ struct LoadCommand: AsyncParsableCommand {
             }
         }
 
+        /// A writer's fixed schedule of pushes (open-loop load).
+        struct Schedule: Sendable {
+            var start: ContinuousClock.Instant
+            var interval: Duration
+
+            func time(of round: Int) -> ContinuousClock.Instant { start + interval * round }
+        }
+
         static func writer(
             client: LoadClient, token: String, user: String, batch: Int, seed: UInt64, pending: PendingChanges, stats: LoadStats, ledger: Ledger?,
-            until deadline: ContinuousClock.Instant
+            schedule: Schedule? = nil, until deadline: ContinuousClock.Instant
         ) async throws {
             var random = SeededGenerator(seed: seed)
             var round = 0
             while ContinuousClock.now < deadline {
+                // On a schedule, a push waits for its time, and its latency counts from that time
+                // (a late push is not excused by the one before it being slow).
+                let scheduled = schedule?.time(of: round)
+                if let scheduled {
+                    guard scheduled < deadline else { break }
+                    try await Task.sleep(until: scheduled)
+                }
                 let operations = (0..<batch).map { item in
-                    Workload.operation(user: user, round: round, item: item, random: &random)
+                    Workload.operation(user: user, round: round, item: item, batch: batch, random: &random)
                 }
                 round += 1
                 let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
-                let started = ContinuousClock.now
+                let started = scheduled ?? ContinuousClock.now
                 guard let ledger else {
                     let response = try await client.send(.POST, "/v1/sync/push?wait=10000", token: token, device: "writer", body: body)
                     let answered = ContinuousClock.now
@@ -231,22 +255,28 @@ struct LoadCommand: AsyncParsableCommand {
             let user = "batches-\(String(UInt32.random(in: .min ... .max), radix: 36))"
             let token = try await authority.issue(userID: user, ttlSeconds: min(3600, authority.maximumLifetimeSeconds))
             var random = SeededGenerator(seed: 7)
-            print("batch size   pushes   p50 ms   p90 ms   max ms   µs per operation (p50)")
+            print("batch size   pushes   p50 ms   p90 ms   max ms   µs per operation (p50)   operations/s (one stream)")
             for size in sizes {
                 var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+                var inFlight = Duration.zero
                 for round in 0..<repeats {
-                    let operations = (0..<size).map { Workload.operation(user: user, round: size * 1000 + round, item: $0, random: &random) }
+                    let operations = (0..<size).map { Workload.operation(user: user, round: size * 1000 + round, item: $0, batch: size, random: &random) }
                     let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
                     let started = ContinuousClock.now
                     let response = try await client.send(.POST, "/v1/sync/push?wait=30000", token: token, device: "bench", body: body)
                     guard response.status == 200 else { throw ValidationError("push answered \(response.status): \(String(describing: response.json))") }
-                    _ = histogram.record(UInt64(started.duration(to: .now).microseconds))
+                    let took = started.duration(to: .now)
+                    inFlight += took
+                    _ = histogram.record(UInt64(took.microseconds))
                 }
                 let median = Double(histogram.valueAtPercentile(50)) / 1000
+                // One push after another: the operations over the time the pushes took.
+                let throughput = Double(size * repeats) / (Double(inFlight.microseconds) / 1_000_000)
                 print(
                     String(size).padding(toLength: 13, withPad: " ", startingAt: 0) + String(repeats).padding(toLength: 9, withPad: " ", startingAt: 0)
                         + Self.format(median) + Self.format(Double(histogram.valueAtPercentile(90)) / 1000) + Self.format(Double(histogram.max) / 1000)
-                        + String(format: "%.0f", median * 1000 / Double(size))
+                        + String(format: "%.0f", median * 1000 / Double(size)).padding(toLength: 25, withPad: " ", startingAt: 0)
+                        + String(format: "%.0f", throughput)
                 )
             }
         }
@@ -259,15 +289,21 @@ struct LoadCommand: AsyncParsableCommand {
 
 /// The generated data: a mix of the reference apps' user-scoped types.
 enum Workload {
-    static func operation(user: String, round: Int, item: Int, random: inout SeededGenerator) -> SyncOperation {
+    /// Operation `item` of push `round` of `user`, whose pushes hold `batch` operations each.
+    static func operation(user: String, round: Int, item: Int, batch: Int, random: inout SeededGenerator) -> SyncOperation {
         let id = "\(round)-\(item)"
+        let sequence = round * batch + item
         let now = Timestamp.now()
         switch item % 4 {
         case 0:
             let items: [JSONValue] = (0..<Int.random(in: 1...4, using: &random)).map { index in
                 ["id": .string("i\(index)"), "name": "food", "calories": .int(Int64.random(in: 50...600, using: &random)), "protein": .double(Double(Int.random(in: 0...300, using: &random)) / 10)]
             }
-            let day = String(format: "2026-01-%02d", Int.random(in: 1...28, using: &random))
+            // A user logs about a dozen foods a day (a quarter of the operations are food logs, so
+            // 48 operations make a day), then the next day begins. Days drawn from one month piled
+            // a long run's logs onto the same days, and each push re-sums its days' logs: the cost
+            // grew with the length of the run, not with the push.
+            let day = String(Timestamp(millisecondsSinceEpoch: 1_767_225_600_000 + Int64(sequence / 48) * 86_400_000).rfc3339.prefix(10))
             return SyncOperation(idempotencyKey: "\(user)-\(id)", entityType: "foodLogs", entityID: "fl-\(id)", intent: .create,
                                  data: ["loggedDate": .string(day), "mealType": "lunch", "items": .array(items)], clientTimestamp: now)
         case 1:
