@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 import NIOCore
+import NIOPosix
 import CoreMetrics
 import Metrics
 import PostgresNIO
@@ -313,20 +314,20 @@ public final class PostgresDriver: StorageDriver, Service {
                         race.finish(.failure(Self.availabilityError(error, operation: operation)))
                     }
                 }
-                let timer = Task { [self] in
-                    let deadline = ContinuousClock.now + timeout
-                    while let giveUpWhileDown, giveUpWhileDown(), ContinuousClock.now < deadline {
-                        if databaseDown.load(ordering: .relaxed) {
-                            race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
-                            return
-                        }
-                        try await Task.sleep(for: min(.milliseconds(50), deadline - ContinuousClock.now))
-                    }
-                    try await Task.sleep(until: deadline)
+                // Event-loop timers, not a task sleeping beside the work: this runs for every call.
+                let timer = EventLoopTimer.after(timeout) {
                     race.finish(.failure(StoreUnavailableError("\(operation) took longer than \(timeout)")))
+                }
+                let downCheck = giveUpWhileDown.map { stillWaiting in
+                    MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) { [self] check in
+                        guard stillWaiting() else { return check.cancel() }
+                        guard databaseDown.load(ordering: .relaxed) else { return }
+                        race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
+                    }
                 }
                 race.onFinish {
                     timer.cancel()
+                    downCheck?.cancel()
                     work.cancel()
                 }
             }

@@ -1,3 +1,4 @@
+import NIOCore
 public import SyncGateCore
 import Synchronization
 
@@ -125,7 +126,19 @@ public final class ChangeSubscription: Sendable {
         /// The pending events as a set: a busy feed watcher may hold a thousand.
         var seen: Set<StoreEvent> = []
         var waiter: CheckedContinuation<Void, Never>?
+        /// The waiter's timeout, cancelled when something else resumes it first.
+        var timer: Scheduled<Void>?
+        /// Counts the waits, so a timer resumes only the wait it was set for.
+        var wait = 0
         var finished = false
+
+        mutating func takeWaiter() -> Waiter? {
+            defer {
+                waiter = nil
+                timer = nil
+            }
+            return waiter.map { Waiter(continuation: $0, timer: timer) }
+        }
     }
 
     /// Beyond this many undelivered events the buffer collapses into one `resynchronize`.
@@ -154,28 +167,24 @@ public final class ChangeSubscription: Sendable {
     public var isFinished: Bool { state.withLock { $0.finished } }
 
     /// Waits until events arrive or `timeout` passes. Returns the events (empty on timeout), or
-    /// `nil` once the subscription is finished (shutdown).
+    /// `nil` once the subscription is finished (shutdown) or the waiting task is cancelled: a
+    /// loop over it ends instead of spinning.
     public func next(timeout: Duration) async -> [StoreEvent]? {
         switch poll() {
         case .events(let events): return events
         case .finished: return nil
-        case .nothing: break
+        case .nothing: if Task.isCancelled { return nil }
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.waitForSignal() }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
+        await waitForSignal(timeout: timeout)
         switch poll() {
         case .events(let events): return events
         case .finished: return nil
-        case .nothing: return []
+        case .nothing: return Task.isCancelled ? nil : []
         }
     }
 
     func deliver(_ events: [StoreEvent]) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLock { state -> Waiter? in
             guard !state.finished else { return nil }
             for event in events where state.seen.insert(event).inserted {
                 state.pending.append(event)
@@ -184,19 +193,28 @@ public final class ChangeSubscription: Sendable {
                 state.pending = [.resynchronize]
                 state.seen = [.resynchronize]
             }
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.takeWaiter()
         }
         waiter?.resume()
     }
 
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLock { state -> Waiter? in
             state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
+            return state.takeWaiter()
         }
         waiter?.resume()
+    }
+
+    /// A waiter taken out of the state, resumed outside the lock.
+    private struct Waiter {
+        var continuation: CheckedContinuation<Void, Never>
+        var timer: Scheduled<Void>?
+
+        func resume() {
+            timer?.cancel()
+            continuation.resume()
+        }
     }
 
     private enum Poll {
@@ -219,22 +237,41 @@ public final class ChangeSubscription: Sendable {
         }
     }
 
-    private func waitForSignal() async {
+    /// Returns when events arrive, the subscription finishes, `timeout` passes or the task is cancelled.
+    private func waitForSignal(timeout: Duration) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
-                    if !state.pending.isEmpty || state.finished || Task.isCancelled { return true }
+                let wait = state.withLock { state -> Int? in
+                    if !state.pending.isEmpty || state.finished || Task.isCancelled { return nil }
                     state.waiter = continuation
+                    state.wait += 1
+                    return state.wait
+                }
+                guard let wait else {
+                    continuation.resume()
+                    return
+                }
+                // The timer resumes this wait only: a later one has a timer of its own.
+                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait) }
+                let stale = state.withLock { state -> Bool in
+                    guard state.waiter != nil, state.wait == wait else { return true }
+                    state.timer = timer
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                if stale { timer.cancel() }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
+            resumeWaiter(ifWaiting: nil)
         }
     }
+
+    /// Resumes the waiting `next` (only if it is still wait number `wait`, when given).
+    private func resumeWaiter(ifWaiting wait: Int?) {
+        let waiter = state.withLock { state -> Waiter? in
+            if let wait, state.wait != wait { return nil }
+            return state.takeWaiter()
+        }
+        waiter?.resume()
+    }
 }
+

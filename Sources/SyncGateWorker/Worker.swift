@@ -71,7 +71,7 @@ public final class Worker: Service {
     func waitForSchema(stop: StopSignal) async throws {
         // `serve` migrates while its workers start: only a wait that lasts is worth a warning.
         var checks = 0
-        while !stop.isTriggered {
+        while !stop.isTriggered, !Task.isCancelled {
             var problem = "the database schema is not migrated (run `syncgate migrate`)"
             do {
                 let status = try await store.schemaStatus()
@@ -194,11 +194,12 @@ public final class Worker: Service {
 
         // The hooks of a lane's jobs run side by side: a test may hold one of them.
         let hookFailures = await withTaskGroup(of: (Int64, (any Error)?).self) { group in
+            guard let beforeApply = hooks.beforeApply else { return [Int64: any Error]() }
             for job in batch {
                 let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
                 group.addTask {
                     do {
-                        try await self.hooks.beforeApply(info)
+                        try await beforeApply(info)
                         return (job.id, nil)
                     } catch {
                         return (job.id, error)

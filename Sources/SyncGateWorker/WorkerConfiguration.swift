@@ -42,10 +42,10 @@ public struct WorkerConfiguration: Sendable {
 
 /// Test seams: code run at points of a job's life, so tests can pause or fail a worker there.
 public struct WorkerHooks: Sendable {
-    /// Runs after a job is claimed, before it is applied; throwing fails the attempt.
-    public var beforeApply: @Sendable (ClaimedJobInfo) async throws -> Void
+    /// Runs after a job is claimed, before it is applied; throwing fails the attempt. `nil`: none.
+    public var beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)?
 
-    public init(beforeApply: @escaping @Sendable (ClaimedJobInfo) async throws -> Void = { _ in }) {
+    public init(beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)? = nil) {
         self.beforeApply = beforeApply
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 import Histogram
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Synchronization
 import SyncGateCore
 import SyncGateHTTP
@@ -59,8 +60,22 @@ struct LoadCommand: AsyncParsableCommand {
         var verify = false
 
         func run() async throws {
+            // A connection for each device (a pool of eight, HTTPClient.shared's, queued pushes
+            // behind idle long-polls), accepting gzip as a phone does.
+            var configuration = HTTPClient.Configuration.singletonConfiguration
+            configuration.connectionPool = .init(idleTimeout: .seconds(600), concurrentHTTP1ConnectionsPerHostSoftLimit: 2 * users + 4)
+            let http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+            do {
+                try await run(client: LoadClient(base: target.url, http: http))
+                try await http.shutdown()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+        }
+
+        func run(client: LoadClient) async throws {
             let authority = try await target.authority()
-            let client = LoadClient(base: target.url)
             let runID = String(UInt32.random(in: .min ... .max), radix: 36)
             let stats = LoadStats()
             let deadline = ContinuousClock.now + .seconds(duration)

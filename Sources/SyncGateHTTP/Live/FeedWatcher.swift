@@ -1,4 +1,5 @@
 public import Logging
+import NIOCore
 public import ServiceLifecycle
 import Synchronization
 public import SyncGateCore
@@ -310,40 +311,48 @@ final class WakeSignal: Sendable {
     private struct State {
         var pending: WatchTable.Wake?
         var continuation: CheckedContinuation<Void, Never>?
+        /// The sleep's deadline, cancelled when a wake-up comes first.
+        var timer: Scheduled<Void>?
+        /// Counts the sleeps, so a timer ends only the sleep it was set for.
+        var sleep = 0
         var closed = false
+
+        mutating func takeSleeper() -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? {
+            defer {
+                continuation = nil
+                timer = nil
+            }
+            return continuation.map { ($0, timer) }
+        }
     }
 
     private let state = Mutex(State())
 
     func wake(_ wake: WatchTable.Wake) {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
             var pending = state.pending ?? .init()
             pending.merge(wake)
             state.pending = pending
-            defer { state.continuation = nil }
-            return state.continuation
+            return state.takeSleeper()
         }
-        continuation?.resume()
+        Self.resume(sleeper)
     }
 
     func close() {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
             state.closed = true
-            defer { state.continuation = nil }
-            return state.continuation
+            return state.takeSleeper()
         }
-        continuation?.resume()
+        Self.resume(sleeper)
     }
 
+    /// The wake-up, or `.timedOut` at `deadline`; `.closed` once closed or when the waiting task
+    /// is cancelled (its loop ends rather than spins).
     func wait(until deadline: ContinuousClock.Instant) async -> Outcome {
         if let outcome = take() { return outcome }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.sleep() }
-            group.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
-            await group.next()
-            group.cancelAll()
-        }
-        return take() ?? .timedOut
+        if Task.isCancelled { return .closed }
+        await sleep(until: deadline)
+        return take() ?? (Task.isCancelled ? .closed : .timedOut)
     }
 
     private func take() -> Outcome? {
@@ -355,22 +364,45 @@ final class WakeSignal: Sendable {
         }
     }
 
-    private func sleep() async {
+    /// Returns on a wake-up, on close, at `deadline` (an event loop's timer) or when cancelled.
+    private func sleep(until deadline: ContinuousClock.Instant) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.pending != nil || state.closed || Task.isCancelled { return true }
+                let sleep = state.withLock { state -> Int? in
+                    if state.pending != nil || state.closed || Task.isCancelled { return nil }
                     state.continuation = continuation
+                    state.sleep += 1
+                    return state.sleep
+                }
+                guard let sleep else {
+                    continuation.resume()
+                    return
+                }
+                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep) }
+                let stale = state.withLock { state -> Bool in
+                    guard state.continuation != nil, state.sleep == sleep else { return true }
+                    state.timer = timer
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                if stale { timer.cancel() }
             }
         } onCancel: {
-            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.continuation = nil }
-                return state.continuation
-            }
-            continuation?.resume()
+            end(nil)
         }
+    }
+
+    /// Ends the current sleep (only if it is still sleep number `sleep`, when given).
+    private func end(_ sleep: Int?) {
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
+            if let sleep, state.sleep != sleep { return nil }
+            return state.takeSleeper()
+        }
+        Self.resume(sleeper)
+    }
+
+    private static func resume(_ sleeper: (CheckedContinuation<Void, Never>, Scheduled<Void>?)?) {
+        guard let (continuation, timer) = sleeper else { return }
+        timer?.cancel()
+        continuation.resume()
     }
 }

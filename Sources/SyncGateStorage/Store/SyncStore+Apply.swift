@@ -154,7 +154,8 @@ extension SyncStore {
         // One read for every job; each job's snapshot holds only its own feeds' rows.
         let rows = try await transaction.load(
             ApplyReads(
-                entities: held.reduce(into: Set<EntityKey>()) { $0.formUnion($1.requirements.entityKeys) }.sorted(),
+                // Any order: locks were taken on the feeds.
+                entities: Array(held.reduce(into: Set<EntityKey>()) { $0.formUnion($1.requirements.entityKeys) }),
                 idempotencyKeys: held.flatMap { job in job.requirements.idempotencyKeys.map { IdempotencyKey(userID: job.job.userID, key: $0) } },
                 households: held.reduce(into: Set<String>()) { $0.formUnion($1.requirements.householdIDs) }.sorted()
             )
