@@ -109,7 +109,15 @@ public struct JobSnapshot: Sendable, Hashable {
     public var attempts: Int
     public var maximumAttempts: Int
     public var operationCount: Int
-    public var results: [OperationResult]?
+    /// The results (decoded from ``storedResults`` when the snapshot holds only those).
+    public var results: [OperationResult]? {
+        get { decoded ?? storedResults.flatMap { try? JobCodec.decodeResults($0) } }
+        set { decoded = newValue }
+    }
+    private var decoded: [OperationResult]?
+    /// The results as stored (their wire form), when the snapshot was made without decoding them
+    /// (from a finishing notification, or a read for an answer): the answer carries them as they are.
+    public var storedResults: String?
     public var lastError: String?
     public var createdAt: Timestamp
     public var finishedAt: Timestamp?
@@ -125,7 +133,7 @@ public struct JobSnapshot: Sendable, Hashable {
         self.attempts = attempts
         self.maximumAttempts = maximumAttempts
         self.operationCount = operationCount
-        self.results = results
+        self.decoded = results
         self.lastError = lastError
         self.createdAt = createdAt
         self.finishedAt = finishedAt

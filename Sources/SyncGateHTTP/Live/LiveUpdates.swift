@@ -51,14 +51,16 @@ struct LiveUpdates: Sendable {
         }
     }
 
-    /// The job as its finishing notification describes it; `nil` if the results do not decode.
+    /// The job as its finishing notification describes it, the results as stored (an answer
+    /// checks them as it writes them: ``SyncRoutes/jobBody(_:)``).
     static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot? {
-        guard let results = try? JobCodec.decodeResults(outcome.results) else { return nil }
         let now = Timestamp.now()
-        return JobSnapshot(
+        var job = JobSnapshot(
             id: id, userID: device.userID, deviceID: device.deviceID, state: outcome.state, attempts: 0, maximumAttempts: 0,
-            operationCount: results.count, results: results, lastError: nil, createdAt: now, finishedAt: now
+            operationCount: 0, results: nil, lastError: nil, createdAt: now, finishedAt: now
         )
+        job.storedResults = outcome.results
+        return job
     }
 
     /// One page, not older than the heads this process has heard of: a read replica's page that

@@ -69,10 +69,12 @@ extension FeedChange {
 
 extension JobSnapshot {
     /// A job from its row; `withResults: false` skips decoding the results (listings).
-    init(row: JobRow, withResults: Bool = true) throws(StoredDataError) {
+    /// - Parameter decodingResults: `false` keeps the results in their stored form
+    ///   (``JobSnapshot/storedResults``) for an answer that writes them as they are.
+    init(row: JobRow, withResults: Bool = true, decodingResults: Bool = true) throws(StoredDataError) {
         guard let state = JobState(rawValue: row.state) else { throw StoredDataError("job \(row.id) has an unknown state '\(row.state)'") }
         var results: [OperationResult]?
-        if withResults, let text = row.results {
+        if withResults, decodingResults, let text = row.results {
             do {
                 results = try JobCodec.decodeResults(text)
             } catch {
@@ -84,6 +86,7 @@ extension JobSnapshot {
             maximumAttempts: row.maximumAttempts, operationCount: row.operationCount, results: results,
             lastError: row.lastError, createdAt: row.createdAt, finishedAt: row.finishedAt
         )
+        if withResults, !decodingResults { storedResults = row.results }
     }
 }
 

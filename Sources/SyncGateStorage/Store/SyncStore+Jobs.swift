@@ -10,8 +10,9 @@ extension SyncStore {
         return try await driver.insertJob(insert, limits: limits, now: clock.now())
     }
 
+    /// The job, its results in their stored form (``JobSnapshot/storedResults``, decoded on demand).
     public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
-        try await driver.job(id: id, userID: userID).map { try JobSnapshot(row: $0) }
+        try await driver.job(id: id, userID: userID).map { try JobSnapshot(row: $0, decodingResults: false) }
     }
 
     public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
