@@ -27,7 +27,8 @@ extension LoadCommand {
         )
 
         @OptionGroup var target: Target
-        @Option(help: "Idle long-polls (wait=60000) held open") var longPolls = 1000
+        @Option(help: "Idle long-polls held open") var longPolls = 1000
+        @Option(help: "The long-polls' wait in ms (the members' too): each re-polls this often") var wait = 30000
         @Option(help: "Idle event streams held open") var streams = 0
         @Option(help: "Users the idle connections belong to (default: one per connection)") var users: Int?
         @Option(help: "Households the idle users are spread over (each idle user joins one)") var households = 0
@@ -62,7 +63,7 @@ extension LoadCommand {
                 parts.append(try IdleProcess.start(arguments: [
                     "load", "idle", "--url", target.url, "--run", runID, "--first", "\(range.lowerBound)", "--count", "\(range.count)",
                     "--long-polls", "\(longPolls)", "--users", "\(idleUsers)", "--households", "\(households)", "--ttl", "\(idleSeconds + 3600)",
-                    "--ramp-rate", "\(rampRate)",
+                    "--ramp-rate", "\(rampRate)", "--wait", "\(wait)",
                 ] + target.common.arguments))
             }
             defer { parts.forEach { $0.stop() } }
@@ -100,7 +101,7 @@ extension LoadCommand {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for member in memberIDs {
                     let token = try await authority.issue(userID: member, ttlSeconds: 7200)
-                    group.addTask { try await Self.member(client: client, token: token, wakes: wakes) }
+                    group.addTask { try await Self.member(client: client, token: token, wait: wait, wakes: wakes) }
                 }
                 try await eventually(wakes, armed: members, timeout: .seconds(120))
                 // Let every server-side registration settle before measuring.
@@ -185,11 +186,11 @@ extension LoadCommand {
         }
 
         /// A member's device: long-polls its feeds, recording when each change arrives.
-        static func member(client: LiveClient, token: String, wakes: WakeTimes) async throws {
+        static func member(client: LiveClient, token: String, wait: Int, wakes: WakeTimes) async throws {
             var cursor = ""
             while !Task.isCancelled {
                 // Page to the end first: the household joined shows as scopes added.
-                let query = cursor.isEmpty ? "" : "cursor=\(cursor)&wait=60000"
+                let query = cursor.isEmpty ? "" : "cursor=\(cursor)&wait=\(wait)"
                 if !cursor.isEmpty { wakes.armed(+1) }
                 let response = try await client.send(.GET, "/v1/sync/pull?\(query)", token: token, device: "phone")
                 if !cursor.isEmpty { wakes.armed(-1) }
@@ -233,6 +234,7 @@ extension LoadCommand {
         @Option var households: Int
         @Option var ttl: Int
         @Option var rampRate = 200
+        @Option var wait = 30000
 
         func run() async throws {
             var limit = rlimit()
@@ -253,7 +255,7 @@ extension LoadCommand {
                     let page = try await client.send(.GET, "/v1/sync/pull?limit=1000", token: token, device: "d\(index)")
                     cursor = page.json?["cursor"]?.stringValue.map { "&cursor=\($0)" } ?? ""
                 }
-                let path = index < longPolls ? "/v1/sync/pull?wait=60000\(cursor)" : "/v1/sync/events"
+                let path = index < longPolls ? "/v1/sync/pull?wait=\(wait)\(cursor)" : "/v1/sync/events"
                 requests.append("GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d\(index)\r\nConnection: close\r\n\r\n")
             }
             let connections = IdleConnections(host: host, port: port)
