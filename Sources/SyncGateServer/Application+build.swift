@@ -1,4 +1,5 @@
 public import Hummingbird
+import HummingbirdCore
 import NIOCore
 public import Logging
 public import ServiceLifecycle
@@ -60,12 +61,16 @@ public func buildApplication(
     let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, tracer: tracer)
     let readTimeout = TimeAmount(front.requestReadTimeout)
     let idleTimeout = TimeAmount(front.idleTimeout)
+    let http1 = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout), OversizedBodyGuard(maximumBodyBytes: front.maximumBodyBytes)],
+        idleTimeout: idleTimeout
+    )
+    let shards = ConnectionShards()
     var app = Application(
         router: router,
-        server: .http1(configuration: .init(
-            additionalChannelHandlers: [RequestReadTimeoutHandler(timeout: readTimeout), OversizedBodyGuard(maximumBodyBytes: front.maximumBodyBytes)],
-            idleTimeout: idleTimeout
-        )),
+        server: HTTPServerBuilder { responder in
+            ShardedChildChannel(base: HTTP1Channel(responder: responder, configuration: http1), shards: shards)
+        },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "syncgate"),
         logger: logger
     )
@@ -86,6 +91,8 @@ public func buildApplication(
             MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger)
         )
     }
+    // Last before the server: it stops after the server and before everything its requests use.
+    app.addServices(shards)
     let database = configuration.database
     let workers = configuration.workers
     app.beforeServerStarts {

@@ -1,0 +1,42 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+@testable import SyncGateServer
+import Testing
+
+/// The server's connections run in ``ConnectionShards``: they must run at once, and a graceful
+/// shutdown must wait for the ones running (as Hummingbird's own task group did) while refusing
+/// new ones, so the services their requests use are not stopped under them.
+@Suite(.timeLimit(.minutes(1))) struct ConnectionShardsTests {
+    @Test func connectionsRunConcurrentlyAndAGracefulShutdownWaitsForThem() async throws {
+        let shards = ConnectionShards(count: 4)
+        let group = ServiceGroup(services: [shards], logger: Logger(label: "test"))
+        let (release, releasing) = AsyncStream<Void>.makeStream()
+        let started = Atomic<Int>(0)
+        let finished = Atomic<Int>(0)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            for _ in 0..<10 {
+                let submitted = shards.submit {
+                    started.add(1, ordering: .relaxed)
+                    for await _ in release {}
+                    finished.add(1, ordering: .relaxed)
+                }
+                #expect(submitted)
+            }
+            // All ten run at once, each held open: none waits for another.
+            for _ in 0..<500 where started.load(ordering: .relaxed) < 10 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(started.load(ordering: .relaxed) == 10)
+
+            await group.triggerGracefulShutdown()
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(finished.load(ordering: .relaxed) == 0)
+            // After the signal a connection is the caller's to run (the server has stopped accepting).
+            #expect(!shards.submit {})
+
+            releasing.finish()
+            try await tasks.next()
+            #expect(finished.load(ordering: .relaxed) == 10)
+        }
+    }
+}
