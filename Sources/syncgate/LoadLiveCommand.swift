@@ -69,17 +69,18 @@ extension LoadCommand {
             defer { parts.forEach { $0.stop() } }
             var opened = 0
             for part in parts { opened += try await part.waitUntilReady() }
-            // Settled once no idle connection was answered (a refusal, a 503 while opening) for 5 s.
+            // Settled once no idle connection was answered at once (a refusal, a 503 while
+            // opening) for 5 s; long-polls reaching their wait and polling again are the idle load.
             var settled = false
             for _ in 0..<60 where !settled {
-                var answered = 0
-                for part in parts { answered += await part.answeredSinceReady() }
+                var quick = 0
+                for part in parts { quick += await part.answeredSinceReady().quick }
                 try await Task.sleep(for: .seconds(5))
                 var again = 0
-                for part in parts { again += await part.answeredSinceReady() }
-                settled = again == answered
+                for part in parts { again += await part.answeredSinceReady().quick }
+                settled = again == quick
             }
-            print("idle connections open: \(opened)\(settled ? "" : " (never settled: connections keep being answered)")")
+            print("idle connections open: \(opened)\(settled ? "" : " (never settled: connections keep being answered at once)")")
 
             // The household, its members and their long-polls.
             try await LiveClient.with(base: target.url, connections: members + 16) { client in
@@ -104,8 +105,10 @@ extension LoadCommand {
                     group.addTask { try await Self.member(client: client, token: token, wait: wait, wakes: wakes) }
                 }
                 try await eventually(wakes, armed: members, timeout: .seconds(120))
-                // Let every server-side registration settle before measuring.
-                try await Task.sleep(for: .seconds(3))
+                // Let every server-side registration settle before measuring: each member's
+                // first long-poll reads once, and beside 16,000 idle connections those 1,000
+                // reads took more than 3 s to drain (they showed as ~66 statements/s of "idle").
+                try await Task.sleep(for: .seconds(15))
 
                 let withConnections = frontPID.flatMap(ProcessStats.read)
                 if let before, let withConnections, opened + members > 0 {
@@ -116,7 +119,7 @@ extension LoadCommand {
 
                 // Idle: nothing pushed.
                 var answeredBefore = 0
-                for part in parts { answeredBefore += await part.answeredSinceReady() }
+                for part in parts { answeredBefore += await part.answeredSinceReady().all }
                 let database = try await statsURL.map { try DatabaseStats(url: $0) }
                 let startDB = try await database?.sample()
                 let startCPU = frontPID.flatMap(ProcessStats.read)
@@ -138,7 +141,7 @@ extension LoadCommand {
                 }
                 print(line)
                 var answeredAfter = 0
-                for part in parts { answeredAfter += await part.answeredSinceReady() }
+                for part in parts { answeredAfter += await part.answeredSinceReady().all }
                 print("idle connections answered during the window (re-polls, refusals): \(answeredAfter - answeredBefore)")
                 try await database?.close()
 
@@ -220,7 +223,8 @@ extension LoadCommand {
     }
 
     /// Holds idle long-polls and event streams open (`load live` starts it as a child process).
-    /// Prints `ready N` once every connection is open, then `answered N` whenever asked on stdin;
+    /// Prints `ready N` once every connection is open, then `answered ALL QUICK` (answers since,
+    /// and those within a second of their request) whenever asked on stdin;
     /// exits when stdin closes.
     struct IdleLoad: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "idle", abstract: "Hold idle live connections open (used by `load live`).", shouldDisplay: false)
@@ -245,7 +249,7 @@ extension LoadCommand {
             let authority = try await target.authority()
             guard let url = URL(string: target.url), let host = url.host, let port = url.port else { throw ValidationError("--url must be http://HOST:PORT") }
             try await LiveClient.with(base: target.url, connections: 16) { client in
-            var requests: [String] = []
+            var requests: [HTTPRequestHead] = []
             for index in first..<(first + count) {
                 let user = "idle-\(run)-u\(index % users)"
                 let token = try await authority.issue(userID: user, ttlSeconds: ttl)
@@ -256,7 +260,8 @@ extension LoadCommand {
                     cursor = page.json?["cursor"]?.stringValue.map { "&cursor=\($0)" } ?? ""
                 }
                 let path = index < longPolls ? "/v1/sync/pull?wait=\(wait)\(cursor)" : "/v1/sync/events"
-                requests.append("GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d\(index)\r\nConnection: close\r\n\r\n")
+                let headers: HTTPHeaders = ["Host": "\(host):\(port)", "Authorization": "Bearer \(token)", "X-Device-Id": "d\(index)"]
+                requests.append(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers))
             }
             let connections = IdleConnections(host: host, port: port)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -280,7 +285,7 @@ extension LoadCommand {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         Thread.detachNewThread {
                             while let line = readLine() {
-                                if line == "answered" { Self.say("answered \(connections.answered)") }
+                                if line == "answered" { Self.say("answered \(connections.answered.all) \(connections.answered.quick)") }
                             }
                             continuation.resume()
                         }
@@ -300,41 +305,90 @@ extension LoadCommand {
     }
 }
 
-/// Connections that send one request and wait for the server to close them (`Connection:
-/// close`); closed ones are reopened, as a device re-polls.
+/// Connections that each send one request and, whenever its answer ends, send it again on the
+/// same connection (HTTP/1.1 keep-alive, as a device's HTTP client re-polls); a connection the
+/// server closes is reopened.
 final class IdleConnections: Sendable {
     let host: String
     let port: Int
-    private let counters = Mutex((answered: 0, unused: 0))
+    private let counters = Mutex((all: 0, quick: 0))
 
     init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
-    var answered: Int { counters.withLock { $0.answered } }
-    func resetAnswered() { counters.withLock { $0.answered = 0 } }
+    /// Answers since the last reset: all of them, and those that came within a second of the request.
+    var answered: (all: Int, quick: Int) { counters.withLock { $0 } }
+    func resetAnswered() { counters.withLock { $0 = (0, 0) } }
+    fileprivate func answeredOne(quick: Bool) { counters.withLock { $0.all += 1; if quick { $0.quick += 1 } } }
 
-    func hold(_ request: String, opened: Locked<Int>) async throws {
+    func hold(_ request: HTTPRequestHead, opened: Locked<Int>) async throws {
         var first = true
         while !Task.isCancelled {
+            let started = ContinuousClock.now
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(30))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(Repoll(request: request, connections: self))
+                    }
+                }
                 .connect(host: host, port: port).get()
-            try await channel.writeAndFlush(ByteBuffer(string: request)).get()
             if first {
                 opened.update { $0 += 1 }
                 first = false
             }
-            let sent = ContinuousClock.now
             try await withTaskCancellationHandler {
                 try await channel.closeFuture.get()
             } onCancel: {
                 channel.close(promise: nil)
             }
-            counters.withLock { $0.answered += 1 }
-            // Answered at once (a refusal, an error): do not hammer the server.
-            if sent.duration(to: .now) < .seconds(1) { try await Task.sleep(for: .seconds(1)) }
+            // Closed at once (a refusal, an error): do not hammer the server.
+            if started.duration(to: .now) < .seconds(1) { try await Task.sleep(for: .seconds(1)) }
+        }
+    }
+
+    /// Sends the request when the connection opens and again each time its answer ends (a
+    /// second later if it ended within a second: a refusal must not become a busy loop).
+    private final class Repoll: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPClientResponsePart
+        typealias OutboundOut = HTTPClientRequestPart
+
+        let request: HTTPRequestHead
+        let connections: IdleConnections
+        private var sent = NIODeadline.now()
+
+        init(request: HTTPRequestHead, connections: IdleConnections) {
+            self.request = request
+            self.connections = connections
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            send(context: context)
+            context.fireChannelActive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .end = unwrapInboundIn(data) else { return }
+            let early = sent + .seconds(1) - .now()
+            connections.answeredOne(quick: early > .zero)
+            if early > .zero {
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: early) {
+                    let (handler, context) = loopBound.value
+                    handler.send(context: context)
+                }
+            } else {
+                send(context: context)
+            }
+        }
+
+        private func send(context: ChannelHandlerContext) {
+            sent = .now()
+            context.write(wrapOutboundOut(.head(request)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
 }
@@ -392,10 +446,12 @@ final class IdleProcess: @unchecked Sendable {
         return count
     }
 
-    func answeredSinceReady() async -> Int {
+    /// The idle connections answered since the child was ready: all, and within a second.
+    func answeredSinceReady() async -> (all: Int, quick: Int) {
         input.fileHandleForWriting.write(Data("answered\n".utf8))
-        guard let line = await nextLine(), line.hasPrefix("answered "), let count = Int(line.dropFirst(9)) else { return 0 }
-        return count
+        let fields = await nextLine()?.split(separator: " ") ?? []
+        guard fields.count == 3, fields[0] == "answered", let all = Int(fields[1]), let quick = Int(fields[2]) else { return (0, 0) }
+        return (all, quick)
     }
 
     func stop() {
