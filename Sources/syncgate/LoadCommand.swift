@@ -206,6 +206,7 @@ struct LoadCommand: AsyncParsableCommand {
             var cursor: String?
             var latest: [String: Int64] = [:]
             var transportFailures = 0
+            var refusals = 0
             for _ in 0..<100_000 {
                 let response: (status: Int, json: JSONValue?)
                 do {
@@ -214,6 +215,13 @@ struct LoadCommand: AsyncParsableCommand {
                     // A pooled connection to a front killed during the run fails once it is used.
                     transportFailures += 1
                     try await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
+                if response.status == 503 || response.status == 429, refusals < 60 {
+                    // The server says "later" (a database just back, not yet seen by this front):
+                    // as a device would, try again, for up to about 30 s.
+                    refusals += 1
+                    try await Task.sleep(for: .milliseconds(500))
                     continue
                 }
                 guard response.status == 200, let page = response.json else { throw ValidationError("verify: pull answered \(response.status)") }
