@@ -145,7 +145,10 @@ struct ExtendLeasesStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row {}
 }
 
-/// An apply's first statement: the jobs (fencing), then the existing feeds in sorted order.
+/// An apply's first statement: the jobs (fencing), then the feeds in sorted order — only if
+/// every one exists. When one does not, it locks none: the caller creates the missing ones and
+/// then locks them all in order. (Holding the existing ones while creating another could wait on
+/// a feed that sorts before one held: two such writers deadlock.)
 struct LockForApplyStatement: PostgresPreparedStatement {
     static let name = "sg_apply_lock"
     static let sql = """
@@ -154,7 +157,9 @@ struct LockForApplyStatement: PostgresPreparedStatement {
               ON j.id = lease.id AND j.lease_token = lease.token
             WHERE j.state = 'running' ORDER BY j.id FOR UPDATE OF j
         ), locked AS (
-            SELECT scope, head FROM feeds WHERE scope = ANY($3::text[]) ORDER BY scope FOR UPDATE
+            SELECT scope, head FROM feeds
+            WHERE scope = ANY($3::text[]) AND (SELECT count(*) FROM feeds WHERE scope = ANY($3::text[])) = cardinality($3::text[])
+            ORDER BY scope FOR UPDATE
         )
         SELECT NULL::text, id FROM held UNION ALL SELECT scope, head FROM locked
         """

@@ -34,8 +34,9 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func lock(jobs leases: [JobLease], feeds scopes: [Scope]) async throws -> ApplyLocks {
-        // One statement: the jobs (fencing), then the existing feeds in sorted order. Feeds are
-        // created on a scope's first write only, so that is the rare path below.
+        // One statement: the jobs (fencing), then the feeds in sorted order when all of them
+        // exist. Feeds are created on a scope's first write only: then it locks none, and the
+        // rare path below creates the missing ones and locks every feed, in order.
         let rows = try await run(LockForApplyStatement(leases: leases, scopes: scopes.map(\.key)))
         var locks = ApplyLocks(jobs: [], heads: [:])
         for (key, value) in rows {
@@ -45,9 +46,8 @@ final class PostgresTransaction: StorageTransaction {
                 locks.jobs.insert(value)
             }
         }
-        let missing = scopes.filter { locks.heads[$0] == nil }
-        guard !missing.isEmpty else { return locks }
-        for (scope, head) in try await lockFeeds(missing) { locks.heads[scope] = head }
+        guard scopes.contains(where: { locks.heads[$0] == nil }) else { return locks }
+        locks.heads = try await lockFeeds(scopes)
         return locks
     }
 
