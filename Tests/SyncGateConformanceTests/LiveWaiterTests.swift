@@ -192,6 +192,28 @@ import Testing
         }
     }
 
+    /// A push whose finishing notification was lost reads its job as soon as the front learns
+    /// notifications may have been lost (the listener reconnected: a resynchronize), not a poll
+    /// interval later.
+    @Test(arguments: Driver.selected)
+    func aPushReadsItsJobWhenNotificationsMayHaveBeenLost(_ driver: Driver) async throws {
+        let deaf = Locked<CountingFrontStore?>(nil)
+        try await HTTPHarness.with(driver, setup: .router, configuration: Self.configuration(poll: .seconds(5)), workers: 1, front: { base in
+            let store = CountingFrontStore(base, deaf: true)
+            deaf.update { $0 = store }
+            return store
+        }) { http in
+            let store = try #require(deaf.value)
+            let started = ContinuousClock.now
+            async let pushed = http.push([Op.create("weightLogs", "w1", ["kg": 70])], wait: 30_000)
+            try await Task.sleep(for: .milliseconds(500))
+            store.notifier.publish(.resynchronize)
+            let answer = try await pushed
+            #expect(answer.status == 200 && answer.json?["status"] == "done")
+            #expect(started.duration(to: .now) < .seconds(3), "answered \(started.duration(to: .now)) after the push")
+        }
+    }
+
     /// Every notification lost (the front hears none): the safety net's one read per interval
     /// still wakes a long-poll and an event stream within about an interval.
     @Test(arguments: Driver.selected)

@@ -27,10 +27,12 @@ struct LiveUpdates: Sendable {
         return try await withGracefulShutdownHandler {
             var job: JobSnapshot?
             var read = subscription.interest.jobs.contains(id)
+            var lastRead = ContinuousClock.now
             while true {
                 if read {
                     job = try await store.job(id: id, userID: userID)
                     if job?.state.isFinished ?? true { return job }
+                    lastRead = .now
                 }
                 let remaining = ContinuousClock.now.duration(to: deadline)
                 if remaining <= .zero { return read ? job : try await store.job(id: id, userID: userID) }
@@ -43,8 +45,10 @@ struct LiveUpdates: Sendable {
                     if let answer = outcome.flatMap({ Self.snapshot(id: id, device: device, outcome: $0) }) { return answer }
                     finished = true
                 }
-                // Read on its notification without the results, and on every poll interval.
-                read = finished || events.isEmpty
+                // Read on its notification without the results, when notifications may have been
+                // lost (the listener reconnected), and once per poll interval whatever else came.
+                let mayHaveLost = events.contains { if case .resynchronize = $0 { true } else { false } }
+                read = finished || mayHaveLost || lastRead.duration(to: .now) >= pollInterval
             }
         } onGracefulShutdown: {
             subscription.cancel()
