@@ -1,4 +1,6 @@
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 @testable import SyncGateServer
@@ -38,5 +40,19 @@ import Testing
             try await tasks.next()
             #expect(finished.load(ordering: .relaxed) == 10)
         }
+    }
+
+    /// A connection's task runs on its channel's event loop, its continuations too.
+    @Test func aTaskPreferringAnEventLoopRunsOnIt() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let executor = EventLoopTaskExecutor.of(loop)
+        #expect(EventLoopTaskExecutor.of(loop) === executor)
+        let onLoop = await withTaskExecutorPreference(executor) { () async -> [Bool] in
+            var seen = [loop.inEventLoop]
+            try? await Task.sleep(for: .milliseconds(10))
+            seen.append(loop.inEventLoop)
+            return seen
+        }
+        #expect(onLoop == [true, true])
     }
 }
