@@ -15,6 +15,8 @@ public final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableCh
 
     private let timeout: TimeAmount
     private var scheduled: Scheduled<Void>?
+    /// When the head of a request whose end has not arrived yet came.
+    private var headArrived: NIODeadline?
 
     public init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -23,29 +25,42 @@ public final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableCh
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
-            scheduled?.cancel()
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            scheduled = context.eventLoop.scheduleTask(in: timeout) {
-                loopBound.value.close(promise: nil)
-            }
+            headArrived = .now()
         case .body:
             break
         case .end:
-            scheduled?.cancel()
-            scheduled = nil
+            headArrived = nil
+            cancelTimer()
         }
         context.fireChannelRead(data)
     }
 
+    /// The timer starts only for a request still incomplete once the bytes at hand are read: a
+    /// request that arrives whole (every GET, most pushes) costs none. (Cancelling a timer costs
+    /// NIO 2.101 a linear search of the loop's scheduled tasks: 4 % of a front holding 16,000
+    /// idle connections, for a timer per re-poll.)
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        if let since = headArrived, scheduled == nil {
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            scheduled = context.eventLoop.scheduleTask(deadline: since + timeout) {
+                loopBound.value.close(promise: nil)
+            }
+        }
+        context.fireChannelReadComplete()
+    }
+
     public func handlerRemoved(context: ChannelHandlerContext) {
-        scheduled?.cancel()
-        scheduled = nil
+        cancelTimer()
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
+        cancelTimer()
+        context.fireChannelInactive()
+    }
+
+    private func cancelTimer() {
         scheduled?.cancel()
         scheduled = nil
-        context.fireChannelInactive()
     }
 }
 

@@ -252,7 +252,7 @@ public final class ChangeSubscription: Sendable {
                     return
                 }
                 // The timer resumes this wait only: a later one has a timer of its own.
-                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait) }
+                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait, timerFired: true) }
                 let stale = state.withLock { state -> Bool in
                     guard state.waiter != nil, state.wait == wait else { return true }
                     state.timer = timer
@@ -266,9 +266,12 @@ public final class ChangeSubscription: Sendable {
     }
 
     /// Resumes the waiting `next` (only if it is still wait number `wait`, when given).
-    private func resumeWaiter(ifWaiting wait: Int?) {
+    /// - Parameter timerFired: its timer resumes it: nothing to cancel (NIO searches every
+    ///   scheduled task of the loop to cancel one, fired or not).
+    private func resumeWaiter(ifWaiting wait: Int?, timerFired: Bool = false) {
         let waiter = state.withLock { state -> Waiter? in
             if let wait, state.wait != wait { return nil }
+            if timerFired { state.timer = nil }
             return state.takeWaiter()
         }
         waiter?.resume()

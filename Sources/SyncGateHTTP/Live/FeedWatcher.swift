@@ -378,7 +378,7 @@ final class WakeSignal: Sendable {
                     continuation.resume()
                     return
                 }
-                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep) }
+                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep, timerFired: true) }
                 let stale = state.withLock { state -> Bool in
                     guard state.continuation != nil, state.sleep == sleep else { return true }
                     state.timer = timer
@@ -392,9 +392,15 @@ final class WakeSignal: Sendable {
     }
 
     /// Ends the current sleep (only if it is still sleep number `sleep`, when given).
-    private func end(_ sleep: Int?) {
+    ///
+    /// - Parameter timerFired: its timer ended it, so there is none to cancel. (Cancelling costs
+    ///   NIO 2.101 a linear search of its event loop's scheduled tasks, fired or not: with
+    ///   16,000 idle connections, each keep-alive and each long-poll reaching its wait searched
+    ///   16,000 timers — 9 % of the idle front.)
+    private func end(_ sleep: Int?, timerFired: Bool = false) {
         let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
             if let sleep, state.sleep != sleep { return nil }
+            if timerFired { state.timer = nil }
             return state.takeSleeper()
         }
         Self.resume(sleeper)
