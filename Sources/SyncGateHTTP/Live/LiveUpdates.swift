@@ -42,7 +42,7 @@ struct LiveUpdates: Sendable {
                 }
                 var finished = false
                 for case .jobFinished(id, let device, let outcome) in events where device.userID == userID {
-                    if let answer = outcome.flatMap({ Self.snapshot(id: id, device: device, outcome: $0) }) { return answer }
+                    if let outcome { return Self.snapshot(id: id, device: device, outcome: outcome) }
                     finished = true
                 }
                 // Read on its notification without the results, when notifications may have been
@@ -57,7 +57,7 @@ struct LiveUpdates: Sendable {
 
     /// The job as its finishing notification describes it, the results as stored (an answer
     /// checks them as it writes them: ``SyncRoutes/jobBody(_:)``).
-    static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot? {
+    static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot {
         let now = Timestamp.now()
         var job = JobSnapshot(
             id: id, userID: device.userID, deviceID: device.deviceID, state: outcome.state, attempts: 0, maximumAttempts: 0,
