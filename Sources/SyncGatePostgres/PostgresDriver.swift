@@ -319,10 +319,11 @@ public final class PostgresDriver: StorageDriver, Service {
                     race.finish(.failure(StoreUnavailableError("\(operation) took longer than \(timeout)")))
                 }
                 let downCheck = giveUpWhileDown.map { stillWaiting in
-                    MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) { [self] check in
-                        guard stillWaiting() else { return check.cancel() }
-                        guard databaseDown.load(ordering: .relaxed) else { return }
+                    EventLoopTimer.shared.every(.milliseconds(50)) { [self] in
+                        guard stillWaiting() else { return false }
+                        guard databaseDown.load(ordering: .relaxed) else { return true }
                         race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
+                        return false
                     }
                 }
                 race.onFinish {

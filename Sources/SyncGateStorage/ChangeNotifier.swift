@@ -127,7 +127,7 @@ public final class ChangeSubscription: Sendable {
         var seen: Set<StoreEvent> = []
         var waiter: CheckedContinuation<Void, Never>?
         /// The waiter's timeout, cancelled when something else resumes it first.
-        var timer: Scheduled<Void>?
+        var timer: EventLoopTimer.Timer?
         /// Counts the waits, so a timer resumes only the wait it was set for.
         var wait = 0
         var finished = false
@@ -209,7 +209,7 @@ public final class ChangeSubscription: Sendable {
     /// A waiter taken out of the state, resumed outside the lock.
     private struct Waiter {
         var continuation: CheckedContinuation<Void, Never>
-        var timer: Scheduled<Void>?
+        var timer: EventLoopTimer.Timer?
 
         func resume() {
             timer?.cancel()
@@ -252,7 +252,7 @@ public final class ChangeSubscription: Sendable {
                     return
                 }
                 // The timer resumes this wait only: a later one has a timer of its own.
-                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait, timerFired: true) }
+                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait) }
                 let stale = state.withLock { state -> Bool in
                     guard state.waiter != nil, state.wait == wait else { return true }
                     state.timer = timer
@@ -266,12 +266,9 @@ public final class ChangeSubscription: Sendable {
     }
 
     /// Resumes the waiting `next` (only if it is still wait number `wait`, when given).
-    /// - Parameter timerFired: its timer resumes it: nothing to cancel (NIO searches every
-    ///   scheduled task of the loop to cancel one, fired or not).
-    private func resumeWaiter(ifWaiting wait: Int?, timerFired: Bool = false) {
+    private func resumeWaiter(ifWaiting wait: Int?) {
         let waiter = state.withLock { state -> Waiter? in
             if let wait, state.wait != wait { return nil }
-            if timerFired { state.timer = nil }
             return state.takeWaiter()
         }
         waiter?.resume()

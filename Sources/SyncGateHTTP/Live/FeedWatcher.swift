@@ -312,12 +312,12 @@ final class WakeSignal: Sendable {
         var pending: WatchTable.Wake?
         var continuation: CheckedContinuation<Void, Never>?
         /// The sleep's deadline, cancelled when a wake-up comes first.
-        var timer: Scheduled<Void>?
+        var timer: EventLoopTimer.Timer?
         /// Counts the sleeps, so a timer ends only the sleep it was set for.
         var sleep = 0
         var closed = false
 
-        mutating func takeSleeper() -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? {
+        mutating func takeSleeper() -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? {
             defer {
                 continuation = nil
                 timer = nil
@@ -329,7 +329,7 @@ final class WakeSignal: Sendable {
     private let state = Mutex(State())
 
     func wake(_ wake: WatchTable.Wake) {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
             var pending = state.pending ?? .init()
             pending.merge(wake)
             state.pending = pending
@@ -339,7 +339,7 @@ final class WakeSignal: Sendable {
     }
 
     func close() {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
             state.closed = true
             return state.takeSleeper()
         }
@@ -378,7 +378,7 @@ final class WakeSignal: Sendable {
                     continuation.resume()
                     return
                 }
-                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep, timerFired: true) }
+                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep) }
                 let stale = state.withLock { state -> Bool in
                     guard state.continuation != nil, state.sleep == sleep else { return true }
                     state.timer = timer
@@ -392,21 +392,15 @@ final class WakeSignal: Sendable {
     }
 
     /// Ends the current sleep (only if it is still sleep number `sleep`, when given).
-    ///
-    /// - Parameter timerFired: its timer ended it, so there is none to cancel. (Cancelling costs
-    ///   NIO 2.101 a linear search of its event loop's scheduled tasks, fired or not: with
-    ///   16,000 idle connections, each keep-alive and each long-poll reaching its wait searched
-    ///   16,000 timers — 9 % of the idle front.)
-    private func end(_ sleep: Int?, timerFired: Bool = false) {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, Scheduled<Void>?)? in
+    private func end(_ sleep: Int?) {
+        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
             if let sleep, state.sleep != sleep { return nil }
-            if timerFired { state.timer = nil }
             return state.takeSleeper()
         }
         Self.resume(sleeper)
     }
 
-    private static func resume(_ sleeper: (CheckedContinuation<Void, Never>, Scheduled<Void>?)?) {
+    private static func resume(_ sleeper: (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)?) {
         guard let (continuation, timer) = sleeper else { return }
         timer?.cancel()
         continuation.resume()
