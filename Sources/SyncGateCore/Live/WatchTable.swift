@@ -70,8 +70,6 @@ public struct WatchTable: Sendable {
         /// Global resyncs seen when the waiter registered.
         var resyncs: Int
         var armed: Armed?
-        /// Since when the waiter lingers after its long-poll answered (`nil`: a connection holds it).
-        var lingering: ContinuousClock.Instant?
     }
 
     struct Armed: Sendable {
@@ -85,7 +83,10 @@ public struct WatchTable: Sendable {
     private var devices: [DeviceKey: Watched<Int64>] = [:]
     private var waiters: [WaiterID: Waiter] = [:]
     private var connections: [String: Int] = [:]
-    private var lingeringCount = 0
+    /// Since when each lingering waiter lingers after its long-poll answered (the others are held
+    /// by a connection). Apart from the waiters so a sweep reads only these.
+    private var lingering: [WaiterID: ContinuousClock.Instant] = [:]
+    private var lingeringCount: Int { lingering.count }
     private var nextID: WaiterID = 0
     /// The global resync epoch as last read, and how many raises of it were seen.
     private var resyncEpoch: Int64?
@@ -128,10 +129,8 @@ public struct WatchTable: Sendable {
         if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
         devices[waiter.device]?.waiters.remove(id)
         if devices[waiter.device]?.waiters.isEmpty == true { devices[waiter.device] = nil }
-        if waiter.lingering != nil {
-            // Its connection was given back when it began to linger.
-            lingeringCount -= 1
-        } else {
+        // A lingering waiter gave its connection back when it began to linger.
+        if lingering.removeValue(forKey: id) == nil {
             releaseConnection(of: waiter.device.userID)
         }
     }
@@ -145,9 +144,8 @@ public struct WatchTable: Sendable {
     /// armed, without its connection, for the next poll to ``adopt(_:)``. `false` (and nothing
     /// changes) if it is not armed or the process already keeps `limits.perProcess` lingering.
     public mutating func linger(_ id: WaiterID, since now: ContinuousClock.Instant) -> Bool {
-        guard let waiter = waiters[id], waiter.armed != nil, waiter.lingering == nil, lingeringCount < limits.perProcess else { return false }
-        waiters[id]?.lingering = now
-        lingeringCount += 1
+        guard let waiter = waiters[id], waiter.armed != nil, lingering[id] == nil, lingeringCount < limits.perProcess else { return false }
+        lingering[id] = now
         releaseConnection(of: waiter.device.userID)
         return true
     }
@@ -155,12 +153,11 @@ public struct WatchTable: Sendable {
     /// A new poll takes over a lingering waiter, still armed: `true` if nothing passed it since, so
     /// the poll may wait without reading; `false` if it is gone. Over a cap it stays lingering.
     public mutating func adopt(_ id: WaiterID) throws(Refusal) -> Bool {
-        guard let waiter = waiters[id], waiter.lingering != nil, waiter.armed != nil else { return false }
+        guard lingering[id] != nil, let waiter = waiters[id], waiter.armed != nil else { return false }
         let held = connections[waiter.device.userID, default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
         guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
-        waiters[id]?.lingering = nil
-        lingeringCount -= 1
+        lingering[id] = nil
         connections[waiter.device.userID] = held + 1
         return true
     }
@@ -168,9 +165,8 @@ public struct WatchTable: Sendable {
     /// The lingering waiters that began lingering before `cutoff` or can no longer be adopted
     /// (something passed them), to ``remove(_:)``.
     public func staleLingering(before cutoff: ContinuousClock.Instant) -> [WaiterID] {
-        waiters.compactMap { id, waiter in
-            guard let since = waiter.lingering else { return nil }
-            return since < cutoff || waiter.armed == nil ? id : nil
+        lingering.compactMap { id, since in
+            since < cutoff || waiters[id]?.armed == nil ? id : nil
         }
     }
 
@@ -275,7 +271,7 @@ public struct WatchTable: Sendable {
     /// Waiters a connection holds (lingering ones are not counted).
     public var waiterCount: Int { waiters.count - lingeringCount }
     public var lingeringWaiterCount: Int { lingeringCount }
-    public var armedCount: Int { waiters.values.count(where: { $0.armed != nil && $0.lingering == nil }) }
+    public var armedCount: Int { waiters.count(where: { $0.value.armed != nil && lingering[$0.key] == nil }) }
     public func connections(of userID: String) -> Int { connections[userID, default: 0] }
 }
 
