@@ -105,4 +105,25 @@ import Testing
         #expect(IdentifierLimits.isValidDeviceID(id) == valid)
     }
 
+    /// The direct comparison agrees with the Unicode tables on every scalar.
+    @Test func controlCharactersAreExactlyCategoryCc() {
+        var checked = 0
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }   // surrogates
+            #expect(IdentifierLimits.isControl(scalar) == (scalar.properties.generalCategory == .control), "U+\(String(value, radix: 16))")
+            checked += 1
+        }
+        #expect(checked == 0x110000 - 0x800)
+    }
+
+    /// Measuring by bytes where that decides agrees with counting characters.
+    @Test func lengthsAgreeWithCharacterCounts() {
+        let values = ["", "a", "ab", "abc", "é", "e\u{301}", "e\u{301}\u{302}", "👩‍👩‍👧", "日本語", "a👩‍👩‍👧b", "\r\n", String(repeating: "x", count: 128),
+                      String(repeating: "x", count: 129), String(repeating: "é", count: 70), String(repeating: "e\u{301}", count: 128), String(repeating: "👍", count: 40)]
+        for value in values {
+            for range in [0...0, 1...1, 1...2, 1...3, 2...3, 0...128, 1...128, 1...129, 3...300, 1...512] {
+                #expect(IdentifierLimits.hasLength(value, in: range) == range.contains(value.count), "\(value.debugDescription) in \(range)")
+            }
+        }
+    }
 }

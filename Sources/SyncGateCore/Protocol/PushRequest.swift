@@ -88,10 +88,10 @@ public struct PushRequest: Sendable, Hashable {
             guard let string = fieldValue.stringValue else {
                 throw ProtocolError(.validationError, "\(path).\(field) must be a string")
             }
-            guard (1...maximumLength).contains(string.count) else {
+            guard IdentifierLimits.hasLength(string, in: 1...maximumLength) else {
                 throw ProtocolError(.validationError, "\(path).\(field) must be 1 to \(maximumLength) characters")
             }
-            guard !string.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            guard !string.unicodeScalars.contains(where: IdentifierLimits.isControl) else {
                 throw ProtocolError(.validationError, "\(path).\(field) must not contain control characters")
             }
             return string
@@ -186,6 +186,23 @@ public enum IdentifierLimits {
 
     /// A token's `sub`: 1–128 characters.
     public static func isValidUserID(_ value: String) -> Bool {
-        (1...userID).contains(value.count)
+        hasLength(value, in: 1...userID)
+    }
+
+    /// Whether `value` has a number of characters in `range`. A character is at least one UTF-8
+    /// byte, so a value of no more bytes than the range's end is measured by its byte count alone;
+    /// only longer ones are walked character by character (grapheme breaking is a push's largest
+    /// validation cost otherwise).
+    public static func hasLength(_ value: String, in range: ClosedRange<Int>) -> Bool {
+        let bytes = value.utf8.count
+        if bytes <= range.upperBound, range.lowerBound <= 1 { return bytes >= range.lowerBound }
+        return range.contains(value.count)
+    }
+
+    /// Whether a scalar is a control character (general category Cc): exactly U+0000–U+001F and
+    /// U+007F–U+009F, a set Unicode's stability policy fixes; compared directly rather than
+    /// looked up in the property tables for every scalar of every identifier.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 }
