@@ -4,7 +4,7 @@ import Synchronization
 import SyncGateCore
 
 /// One-shot timers for the deadlines of waits and database calls: a timing wheel of
-/// ``resolution`` ticks, driven by one event loop while it holds timers.
+/// ``resolution`` ticks, driven by one event loop, which wakes only at ticks that hold timers.
 ///
 /// Written by hand because neither a task sleeping beside the work (a child task and a dispatch
 /// timer each) nor NIO 2.101's own scheduled tasks scale to a front holding 16,000 connections:
@@ -29,14 +29,24 @@ public final class EventLoopTimer: Sendable {
 
     private struct State {
         var slots: TimerSlots<@Sendable () -> Void>
-        /// Whether a tick is scheduled on the loop.
-        var ticking = false
+        /// The earliest tick the loop is to wake at (it may hold other, later wake-ups from before
+        /// an earlier timer came; those find nothing to do).
+        var wake: UInt64?
+
+        /// The tick to schedule a wake-up at, if it is earlier than the one scheduled.
+        mutating func wakeNeeded(at tick: UInt64?) -> UInt64? {
+            guard let tick, wake.map({ tick < $0 }) ?? true else { return nil }
+            wake = tick
+            return tick
+        }
     }
 
     let eventLoop: any EventLoop
     let resolution: Int64
     private let origin: NIODeadline
     private let state: Mutex<State>
+    /// How often the loop woke for the wheel (for tests: it must not tick while nothing is due).
+    let wakeUps = Atomic<Int>(0)
 
     public init(eventLoop: any EventLoop, resolution: TimeAmount, slots: Int) {
         self.eventLoop = eventLoop
@@ -62,28 +72,28 @@ public final class EventLoopTimer: Sendable {
         // Due at the first tick at or after the deadline.
         let sinceOrigin = (NIODeadline.now() - origin).nanoseconds + nanoseconds
         let due = UInt64((sinceOrigin + resolution - 1) / resolution)
-        let (key, start) = state.withLock { state in
-            let key = state.slots.add(due: due, action)
-            defer { state.ticking = true }
-            return (key, !state.ticking)
+        let (key, wake) = state.withLock { state in
+            let due = max(due, state.slots.tick + 1)
+            return (state.slots.add(due: due, action), state.wakeNeeded(at: due))
         }
-        if start { scheduleTick() }
+        if let wake { schedule(wake) }
         return Timer(wheel: self, key: key)
     }
 
-    private func scheduleTick() {
-        eventLoop.scheduleTask(in: .nanoseconds(resolution)) { self.tick() }
+    private func schedule(_ tick: UInt64) {
+        eventLoop.scheduleTask(deadline: origin + .nanoseconds(Int64(tick) * resolution)) { self.tick(tick) }
     }
 
-    /// Fires what is due, and ticks again while timers remain.
-    private func tick() {
-        let now = UInt64(max(0, (NIODeadline.now() - origin).nanoseconds) / resolution)
-        let (due, more) = state.withLock { state in
+    /// Fires what is due, and schedules the wake-up for the next tick that holds timers.
+    private func tick(_ scheduled: UInt64) {
+        wakeUps.add(1, ordering: .relaxed)
+        let now = max(scheduled, UInt64(max(0, (NIODeadline.now() - origin).nanoseconds) / resolution))
+        let (due, next) = state.withLock { state in
+            if state.wake == scheduled { state.wake = nil }
             let due = state.slots.advance(to: now)
-            state.ticking = state.slots.count > 0
-            return (due, state.ticking)
+            return (due, state.wakeNeeded(at: state.slots.firstOccupiedTick()))
         }
-        if more { scheduleTick() }
+        if let next { schedule(next) }
         for action in due { action() }
     }
 

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOPosix
 import Synchronization
-import SyncGateStorage
+@testable import SyncGateStorage
 import Testing
 
 /// The process's timer wheel on a real event loop (its bookkeeping: TimerSlotsTests).
@@ -50,6 +50,32 @@ import Testing
         #expect(runs.load(ordering: .relaxed) == 3)
         #expect(atCancel >= 3)
         #expect(cancelled.load(ordering: .relaxed) <= atCancel + 1, "at most a run already under way when cancelled")
+    }
+
+    /// A timer added after a later one still fires at its own time.
+    @Test func anEarlierTimerAddedLaterIsNotHeldBack() async throws {
+        let wheel = wheel()
+        let start = ContinuousClock.now
+        let late = Mutex<ContinuousClock.Instant?>(nil)
+        let early = Mutex<ContinuousClock.Instant?>(nil)
+        wheel.after(.milliseconds(400)) { late.withLock { $0 = .now } }
+        wheel.after(.milliseconds(20)) { early.withLock { $0 = .now } }
+        try await Task.sleep(for: .milliseconds(600))
+        let earlyAt = try #require(early.withLock { $0 })
+        let lateAt = try #require(late.withLock { $0 })
+        #expect(earlyAt < start + .milliseconds(250), "the 20 ms timer waited for the 400 ms one")
+        #expect(lateAt >= start + .milliseconds(400))
+    }
+
+    /// The loop wakes at ticks that hold timers, not at every tick: a lone timer 80 ticks ahead
+    /// costs a wake-up or two (one per round of the wheel it spans), not 80.
+    @Test func theLoopWakesOnlyWhenSomethingIsDue() async throws {
+        let wheel = wheel()
+        let fired = Atomic<Int>(0)
+        wheel.after(.milliseconds(400)) { fired.add(1, ordering: .relaxed) }
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(fired.load(ordering: .relaxed) == 1)
+        #expect(wheel.wakeUps.load(ordering: .relaxed) <= 8, "woke \(wheel.wakeUps.load(ordering: .relaxed)) times for one timer")
     }
 
     /// The wheel stops ticking when it holds no timer and starts again with the next one.

@@ -89,4 +89,35 @@ import Testing
             }
         }
     }
+
+    /// The first occupied tick is never after the earliest due timer, and never at or before the
+    /// last tick collected.
+    @Test func theFirstOccupiedTickIsALowerBoundOfWhatIsDue() {
+        var slots = TimerSlots<Int>(slots: 8)
+        #expect(slots.firstOccupiedTick() == nil)
+        _ = slots.add(due: 20, 20)
+        _ = slots.add(due: 3, 3)
+        #expect(slots.firstOccupiedTick() == 3)
+        do { let fired = slots.advance(to: 3); #expect(fired == [3]) }
+        // 20 shares bucket 4 with tick 4: a wake-up there finds it belongs to a later round.
+        #expect(slots.firstOccupiedTick() == 4)
+        do { let fired = slots.advance(to: 4); #expect(fired == []) }
+        #expect(slots.firstOccupiedTick() == 12)
+        do { let fired = slots.advance(to: 20); #expect(fired == [20]) }
+        #expect(slots.firstOccupiedTick() == nil)
+
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<500 {
+            var slots = TimerSlots<Int>(slots: Int.random(in: 1...16, using: &random), tick: UInt64.random(in: 0...100, using: &random))
+            var dues: [UInt64] = []
+            for _ in 0..<Int.random(in: 1...5, using: &random) {
+                let due = slots.tick + UInt64.random(in: 1...60, using: &random)
+                _ = slots.add(due: due, 0)
+                dues.append(due)
+            }
+            let first = slots.firstOccupiedTick()
+            #expect(first != nil && first! > slots.tick && first! <= dues.min()!)
+        }
+    }
 }
+

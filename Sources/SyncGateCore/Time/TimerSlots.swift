@@ -47,6 +47,16 @@ public struct TimerSlots<Action> {
         return true
     }
 
+    /// The first tick after ``tick`` whose bucket holds a timer: no timer is due before it (one
+    /// there may belong to a later round). `nil` when the wheel is empty.
+    public func firstOccupiedTick() -> UInt64? {
+        guard count > 0 else { return nil }
+        for step in 1...UInt64(slots.count) where !slots[Int((tick + step) % UInt64(slots.count))].isEmpty {
+            return tick + step
+        }
+        return nil
+    }
+
     /// Collects every timer due at or before tick `now`, earliest first (added first among
     /// equals). A `now` at or before ``tick`` collects nothing.
     public mutating func advance(to now: UInt64) -> [Action] {
