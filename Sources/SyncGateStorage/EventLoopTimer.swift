@@ -55,7 +55,8 @@ public final class EventLoopTimer: Sendable {
         self.state = Mutex(State(slots: TimerSlots(slots: slots)))
     }
 
-    /// Runs `action` on the wheel's event loop after `delay` (at once when it is not positive).
+    /// Runs `action` on the wheel's event loop after `delay`, or at once when it is not positive
+    /// (such a timer can no longer be cancelled: callers must tolerate a late-arriving action).
     @discardableResult
     public static func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
         shared.after(delay, action)
@@ -63,12 +64,13 @@ public final class EventLoopTimer: Sendable {
 
     @discardableResult
     public func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
-        let (seconds, attoseconds) = delay.components
-        let nanoseconds = seconds > Int64.max / 4_000_000_000 ? Int64.max / 4 : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        guard nanoseconds > 0 else {
+        guard delay > .zero else {
             eventLoop.execute(action)
             return Timer(wheel: self, key: nil)
         }
+        let (seconds, attoseconds) = delay.components
+        // At most ~73 years ahead, so tick arithmetic stays within Int64.
+        let nanoseconds = seconds > Int64.max / 4_000_000_000 ? Int64.max / 4 : max(1, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
         // Due at the first tick at or after the deadline.
         let sinceOrigin = (NIODeadline.now() - origin).nanoseconds + nanoseconds
         let due = UInt64((sinceOrigin + resolution - 1) / resolution)
@@ -99,6 +101,7 @@ public final class EventLoopTimer: Sendable {
 
     /// Runs `action` every `interval` until it returns `false` or the handle is cancelled.
     public func every(_ interval: Duration, _ action: @escaping @Sendable () -> Bool) -> Repeating {
+        precondition(interval > .zero, "a repeating timer needs a positive interval")
         let repeating = Repeating(wheel: self)
         repeating.arm(interval, action)
         return repeating

@@ -63,7 +63,7 @@ import Testing
 
     /// Against a plain list: random adds, removes and advances agree on what fires and when.
     @Test func randomScheduleAgreesWithAPlainList() {
-        var random = SystemRandomNumberGenerator()
+        var random = SeededGenerator(seed: 0x71_3e_25)
         for _ in 0..<200 {
             let slotCount = Int.random(in: 1...9, using: &random)
             var slots = TimerSlots<Int>(slots: slotCount)
@@ -106,7 +106,7 @@ import Testing
         do { let fired = slots.advance(to: 20); #expect(fired == [20]) }
         #expect(slots.firstOccupiedTick() == nil)
 
-        var random = SystemRandomNumberGenerator()
+        var random = SeededGenerator(seed: 0x5107)
         for _ in 0..<500 {
             var slots = TimerSlots<Int>(slots: Int.random(in: 1...16, using: &random), tick: UInt64.random(in: 0...100, using: &random))
             var dues: [UInt64] = []
