@@ -42,7 +42,7 @@ extension LoadCommand {
 
         func run() async throws {
             let authority = try await target.authority()
-            guard let url = URL(string: target.url), let host = url.host, let port = url.port else {
+            guard let url = URL(string: target.url), url.host != nil, url.port != nil else {
                 throw ValidationError("--url must be http://HOST:PORT")
             }
             let runID = String(UInt32.random(in: .min ... .max), radix: 36)
