@@ -191,8 +191,8 @@ public enum IdentifierLimits {
 
     /// Whether `value` has a number of characters in `range`. A character is at least one UTF-8
     /// byte, so a value of no more bytes than the range's end is measured by its byte count alone;
-    /// only longer ones are walked character by character (grapheme breaking is a push's largest
-    /// validation cost otherwise).
+    /// only longer ones are walked character by character (grapheme breaking, otherwise paid for
+    /// every identifier of every operation).
     public static func hasLength(_ value: String, in range: ClosedRange<Int>) -> Bool {
         let bytes = value.utf8.count
         if bytes <= range.upperBound, range.lowerBound <= 1 { return bytes >= range.lowerBound }
