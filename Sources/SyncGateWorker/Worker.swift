@@ -69,8 +69,12 @@ public final class Worker: Service {
 
     /// Waits until migrations are applied (a worker may start before `syncgate migrate` ran).
     func waitForSchema(stop: StopSignal) async throws {
-        // `serve` migrates while its workers start: only a wait that lasts is worth a warning.
-        var checks = 0
+        // `serve` migrates while its workers start, which takes milliseconds: check again soon,
+        // backing off to every 500 ms (a first check that came too early used to leave the
+        // process's first pushes waiting half a second). Only a wait that lasts is worth a warning.
+        let started = ContinuousClock.now
+        var delay = Duration.milliseconds(10)
+        var warned = false
         while !stop.isTriggered, !Task.isCancelled {
             var problem = "the database schema is not migrated (run `syncgate migrate`)"
             do {
@@ -80,9 +84,12 @@ public final class Worker: Service {
             } catch {
                 problem = "the database is unreachable: \(error)"
             }
-            checks += 1
-            if checks == 6 { logger.warning("waiting: \(problem)") }
-            await stop.sleep(for: .milliseconds(500))
+            if !warned, started.duration(to: .now) >= .seconds(3) {
+                logger.warning("waiting: \(problem)")
+                warned = true
+            }
+            await stop.sleep(for: delay)
+            delay = min(delay * 2, .milliseconds(500))
         }
     }
 

@@ -69,8 +69,12 @@ public final class CountingWorkerStore: WorkerStore {
         return try await base.rescueExpiredLeases(policy: policy, jitter: jitter)
     }
 
+    /// While `false`, the schema reads as not migrated (a worker started before `migrate` ran).
+    public let schemaMigrated = Locked(true)
+
     public func schemaStatus() async throws -> SchemaStatus {
         record("schemaStatus")
-        return try await base.schemaStatus()
+        let status = try await base.schemaStatus()
+        return schemaMigrated.value ? status : SchemaStatus(applied: 0, latest: status.latest)
     }
 }

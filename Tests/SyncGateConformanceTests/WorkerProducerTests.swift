@@ -28,6 +28,24 @@ import Testing
         }
     }
 
+    /// `serve` starts its workers while it migrates: a worker whose first look came before the
+    /// migrations finished must start within moments of them, not its next half-second check.
+    @Test(arguments: Driver.selected)
+    func aWorkerStartsPromptlyOnceTheSchemaIsMigrated(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let store = CountingWorkerStore(harness.store)
+            store.schemaMigrated.update { $0 = false }
+            try await Self.running(Self.worker(store, harness, concurrency: 1)) {
+                try await eventually("the first schema check", timeout: .seconds(10)) { store.count("schemaStatus") > 0 }
+                try await Task.sleep(for: .milliseconds(30))
+                let migrated = ContinuousClock.now
+                store.schemaMigrated.update { $0 = true }
+                try await eventually("the first claim", timeout: .seconds(10)) { store.count("claimJobs") > 0 }
+                #expect(migrated.duration(to: .now) < .milliseconds(300), "the worker started \(migrated.duration(to: .now)) after the migrations")
+            }
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func anIdleWorkerClaimsOncePerPollIntervalWhateverItsLanes(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
