@@ -69,12 +69,20 @@ public final class CountingWorkerStore: WorkerStore {
         return try await base.rescueExpiredLeases(policy: policy, jitter: jitter)
     }
 
-    /// While `false`, the schema reads as not migrated (a worker started before `migrate` ran).
-    public let schemaMigrated = Locked(true)
+    /// How many of the next schema checks read as not migrated (a worker started before
+    /// `migrate` ran), and when each check came.
+    public let unmigratedChecks = Locked(0)
+    public let schemaChecks = Locked<[ContinuousClock.Instant]>([])
 
     public func schemaStatus() async throws -> SchemaStatus {
         record("schemaStatus")
+        schemaChecks.update { $0.append(.now) }
         let status = try await base.schemaStatus()
-        return schemaMigrated.value ? status : SchemaStatus(applied: 0, latest: status.latest)
+        let migrated = unmigratedChecks.update { remaining -> Bool in
+            guard remaining > 0 else { return true }
+            remaining -= 1
+            return false
+        }
+        return migrated ? status : SchemaStatus(applied: 0, latest: status.latest)
     }
 }
