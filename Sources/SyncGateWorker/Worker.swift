@@ -73,7 +73,7 @@ public final class Worker: Service {
         // backing off to every 500 ms (a first check that came too early used to leave the
         // process's first pushes waiting half a second). Only a wait that lasts is worth a warning.
         let started = ContinuousClock.now
-        var delay = Duration.milliseconds(10)
+        var checks = 0
         var warned = false
         while !stop.isTriggered, !Task.isCancelled {
             var problem = "the database schema is not migrated (run `syncgate migrate`)"
@@ -88,9 +88,15 @@ public final class Worker: Service {
                 logger.warning("waiting: \(problem)")
                 warned = true
             }
-            await stop.sleep(for: delay)
-            delay = min(delay * 2, .milliseconds(500))
+            checks += 1
+            await stop.sleep(for: Self.schemaRecheckDelay(afterChecks: checks))
         }
+    }
+
+    /// How long to wait before looking at the schema again after `checks` looks: 10 ms,
+    /// doubling, at most 500 ms.
+    static func schemaRecheckDelay(afterChecks checks: Int) -> Duration {
+        .milliseconds(min(500, 10 << min(max(checks, 1) - 1, 6)))
     }
 
     /// Claims up to the free lanes' worth of jobs in one query and applies each in a lane of its
