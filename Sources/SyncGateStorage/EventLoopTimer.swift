@@ -69,9 +69,8 @@ public final class EventLoopTimer: Sendable {
             eventLoop.execute(action)
             return Timer(wheel: self, key: nil)
         }
-        let (seconds, attoseconds) = delay.components
-        // At most ~73 years ahead, so tick arithmetic stays within Int64.
-        let nanoseconds = seconds > Int64.max / 4_000_000_000 ? Int64.max / 4 : max(1, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        // NIO's conversion saturates; at most ~73 years ahead, so tick arithmetic stays within Int64.
+        let nanoseconds = max(1, min(TimeAmount(delay).nanoseconds, Int64.max / 4))
         // Due at the first tick at or after the deadline.
         let sinceOrigin = (NIODeadline.now() - origin).nanoseconds + nanoseconds
         let due = UInt64((sinceOrigin + resolution - 1) / resolution)
