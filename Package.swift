@@ -79,6 +79,7 @@ let package = Package(
                 .embedInCode("Migrations/0005_commit_times.sql"),
                 .embedInCode("Migrations/0006_incremental_maintenance.sql"),
                 .embedInCode("Migrations/0007_uncompacted_feeds.sql"),
+                .embedInCode("Migrations/0008_enqueue_without_notify.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -13,6 +13,7 @@ extension PostgresDriver {
         Migration(version: 5, name: "commit_times", bytes: PackageResources._005_commit_times_sql, breaksOlderServers: false),
         Migration(version: 6, name: "incremental_maintenance", bytes: PackageResources._006_incremental_maintenance_sql, breaksOlderServers: false),
         Migration(version: 7, name: "uncompacted_feeds", bytes: PackageResources._007_uncompacted_feeds_sql, breaksOlderServers: false),
+        Migration(version: 8, name: "enqueue_without_notify", bytes: PackageResources._008_enqueue_without_notify_sql, breaksOlderServers: false),
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.

@@ -22,15 +22,29 @@ extension PostgresDriver {
     public func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let depth = try await globalQueueDepth()
         if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
-        // One statement: the user's queue limit (exact: counted under a per-user lock), the insert
-        // and the notify (`syncgate_enqueue`, migration 0004).
-        let statement = EnqueueStatement(
-            job: job, now: now.milliseconds, limit: limits.maximumQueuedPerUser, notification: NotificationPayload.encode(.jobsAvailable)
-        )
+        // One statement: the user's queue limit (exact: counted under a per-user lock) and the
+        // insert (`syncgate_enqueue`, migrations 0004 and 0008); workers hear of it after it
+        // committed, from the announcement.
+        let statement = EnqueueStatement(job: job, now: now.milliseconds, limit: limits.maximumQueuedPerUser, notification: nil)
         let rows = try await run("enqueue", .request, statement)
         guard let row = rows.first else { throw StoreUnavailableError("enqueue returned no row") }
         guard let id = row.1 else { return .rateLimited(queued: row.0) }
+        announcements.yield()
         return .accepted(jobID: id)
+    }
+
+    /// Announces queued jobs to every worker (``AnnounceJobsStatement``) while the driver runs:
+    /// one announcement at a time, started after each request for one, so the pushes that commit
+    /// while one is on its way share the next. A failed announcement is only logged: workers also
+    /// claim every poll interval.
+    func announceJobs(_ requests: AsyncStream<Void>) async {
+        for await _ in requests {
+            do {
+                try await run("announce jobs", .request, AnnounceJobsStatement())
+            } catch {
+                logger.debug("could not announce queued jobs; workers find them at their next poll", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Unfinished jobs in all, cached briefly so the global limit costs no query per push.

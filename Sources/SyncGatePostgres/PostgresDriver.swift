@@ -77,6 +77,10 @@ public final class PostgresDriver: StorageDriver, Service {
     let databaseDown = Atomic(false)
     /// Pool occupancy for ``MetricName/poolInUse`` and ``MetricName/poolWaiting``.
     let poolMetrics = PoolMetrics()
+    /// Requests to announce queued jobs (`insertJob`), one waiting at most: requests made while an
+    /// announcement is on its way coalesce into the next (`announceJobs`).
+    let announcements: AsyncStream<Void>.Continuation
+    private let announcementRequests: AsyncStream<Void>
 
     /// The NOTIFY channel every event travels on.
     static let channel = "syncgate_events"
@@ -85,6 +89,7 @@ public final class PostgresDriver: StorageDriver, Service {
         self.configuration = configuration
         self.notifier = notifier
         self.logger = logger
+        (announcementRequests, announcements) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var clientConfiguration = Self.clientConfiguration(configuration.location)
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
@@ -174,8 +179,10 @@ public final class PostgresDriver: StorageDriver, Service {
                 group.addTask { await self.client.run() }
                 group.addTask { await self.maintenanceClient.run() }
                 if self.configuration.listens { group.addTask { await listener.run() } }
+                group.addTask { await self.announceJobs(self.announcementRequests) }
             }
         }
+        announcements.finish()
         notifier.close()
     }
 

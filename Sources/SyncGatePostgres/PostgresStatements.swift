@@ -10,7 +10,8 @@ import SyncGateStorage
 // parameters, never in the SQL, so one prepared statement serves every call. Every parameter is
 // cast in the text, so its type never depends on the first call's values (a NULL has none).
 
-/// `syncgate_enqueue` (migration 0004): the per-user queue limit, the insert and the notify.
+/// `syncgate_enqueue` (migrations 0004, 0008): the per-user queue limit and the insert, and no
+/// notify (a `nil` notification): workers hear of the job from ``AnnounceJobsStatement``.
 struct EnqueueStatement: PostgresPreparedStatement {
     static let name = "sg_enqueue"
     static let sql = """
@@ -24,7 +25,7 @@ struct EnqueueStatement: PostgresPreparedStatement {
     var job: JobInsert
     var now: Int64?
     var limit: Int
-    var notification: String
+    var notification: String?
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 9)
@@ -59,6 +60,28 @@ struct JobStatusStatement: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Tells workers that jobs are queued, in a transaction of its own that does not wait for the
+/// WAL flush: a NOTIFY holds a database-wide lock until its transaction's commit is flushed, so
+/// in the enqueue's durable transaction it made every push commit one flush after another
+/// (migration 0008). Lost in a crash, it only leaves workers to their poll.
+struct AnnounceJobsStatement: PostgresPreparedStatement {
+    static let name = "sg_announce_jobs"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit))
+        SELECT pg_notify($1::text, $2::text)::text FROM relaxed
+        """
+    typealias Row = String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(PostgresDriver.channel)
+        bindings.append(NotificationPayload.encode(.jobsAvailable))
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(String.self) }
 }
 
 /// Oldest runnable jobs first, skipping rows other workers are claiming, and only a user's oldest

@@ -163,6 +163,63 @@ import Testing
         }
     }
 
+    /// A push's enqueue commits while another transaction holds PostgreSQL's notify lock, and
+    /// workers still hear of the job once the lock is free.
+    ///
+    /// Every transaction that sent a NOTIFY holds one database-wide lock until its commit is
+    /// flushed, so an enqueue that notified in its own transaction committed one flush after
+    /// another with every other push (migration 0008). Here a transaction that notified waits at
+    /// its commit for a synchronous standby that never comes, holding the lock: an enqueue that
+    /// notifies waits behind it until its deadline.
+    @Test func anEnqueueDoesNotWaitForTheNotifyLock() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let server = try await TemporaryPostgres.make()
+        defer { server.destroyInBackground() }
+        // Only sessions that ask for `synchronous_commit = on` wait for the (absent) standby.
+        for setting in [
+            "ALTER SYSTEM SET synchronous_commit = 'local'", "ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_reload_conf()",
+            "CREATE TABLE held (x integer)",
+        ] {
+            try await TestDatabases.execute(setting, on: server.location)
+        }
+        try await StoreHarness.withExisting(.postgres(server.location)) { harness in
+            let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
+            defer { subscription.cancel() }
+            let location = server.location
+            let holder = Task {
+                // The checkpointer takes up the standby setting shortly after the reload: until
+                // then such a commit does not wait, so notify again until one does.
+                try await withConnection(location) { connection in
+                    try await connection.query("SET synchronous_commit = on", logger: TestDatabases.logger)
+                    for _ in 0..<600 {
+                        // It writes (a transaction that wrote nothing else commits without a flush).
+                        try await connection.query("BEGIN", logger: TestDatabases.logger)
+                        try await connection.query("INSERT INTO held VALUES (1)", logger: TestDatabases.logger)
+                        try await connection.query("SELECT pg_notify('elsewhere', 'held')", logger: TestDatabases.logger)
+                        try await connection.query("COMMIT", logger: TestDatabases.logger)
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+            }
+            defer { holder.cancel() }
+            let socket = server.socketLocation
+            try await eventually("a notifying commit to wait for the standby", timeout: .seconds(20)) {
+                try await withConnection(socket) { try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event = 'SyncRep'") } == 1
+            }
+            let started = ContinuousClock.now
+            _ = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            #expect(started.duration(to: .now) < Self.promptly, "the enqueue waited for the notify lock")
+            // The lock freed, the announcement that waited for it reaches the workers.
+            _ = try await withConnection(socket) { try await $0.integer("SELECT count(*)::int FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep') t") }
+            let deadline = ContinuousClock.now + Self.promptly
+            var heard = false
+            while !heard, ContinuousClock.now < deadline {
+                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
+            }
+            #expect(heard, "workers heard of the queued job")
+        }
+    }
+
     static func listeners(_ location: DatabaseURL.PostgresLocation) async throws -> Int {
         try await withConnection(location) {
             try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()")

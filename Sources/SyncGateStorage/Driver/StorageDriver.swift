@@ -26,7 +26,8 @@ public protocol StorageDriver: Sendable {
     // MARK: Queue
 
     /// Inserts a job unless its user has `maximumQueuedPerUser` unfinished jobs or the queue
-    /// `maximumQueuedTotal`; announces `jobsAvailable` with the insert.
+    /// `maximumQueuedTotal`; announces `jobsAvailable` once the insert has committed (PostgreSQL:
+    /// in a statement of its own, so that the insert's commit never waits for the NOTIFY lock).
     func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult
     func job(id: Int64, userID: String) async throws -> JobRow?
     /// Moves up to `limit` runnable jobs to `running` under fresh lease tokens: oldest first, only
