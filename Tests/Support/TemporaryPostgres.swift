@@ -131,10 +131,22 @@ public final class TemporaryPostgres: @unchecked Sendable {
         }
     }
 
-    /// Stops the server at once and removes its folder, on a thread of its own.
+    /// Stops the server at once and removes its folder, on a thread of its own. The test process
+    /// waits for these at exit: a filtered run that ends right after its test used to leave the
+    /// server running.
     public func destroyInBackground() {
-        Thread.detachNewThread { self.destroy() }
+        _ = Self.waitForDestroysAtExit
+        Self.destroying.enter()
+        Thread.detachNewThread {
+            self.destroy()
+            Self.destroying.leave()
+        }
     }
+
+    private static let destroying = DispatchGroup()
+    private static let waitForDestroysAtExit: Void = {
+        atexit { _ = TemporaryPostgres.destroying.wait(timeout: .now() + 30) }
+    }()
 
     public func destroy() {
         try? runAsPostgres("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "stop"])
