@@ -220,6 +220,28 @@ import Testing
         }
     }
 
+    /// A front of a release before migration 0008 passes `syncgate_enqueue` a notification: the
+    /// function still sends it with the insert, so such a front's pushes still wake the workers
+    /// during a rolling upgrade. (This release passes none: `anEnqueueDoesNotWaitForTheNotifyLock`.)
+    @Test func anOlderFrontsEnqueueStillNotifies() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        try await StoreHarness.with(.postgres) { harness in
+            let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
+            defer { subscription.cancel() }
+            // The call a front before 0008 makes (EnqueueStatement then: the notification is "queue").
+            let queued = try await harness.queryTexts(
+                "SELECT job_id::text FROM syncgate_enqueue('alice', 'd1', 5, 1, '{}', now(), 100, 'syncgate_events', 'queue')"
+            )
+            #expect(queued.count == 1)
+            let deadline = ContinuousClock.now + Self.promptly
+            var heard = false
+            while !heard, ContinuousClock.now < deadline {
+                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
+            }
+            #expect(heard, "the older front's enqueue announced its job")
+        }
+    }
+
     static func listeners(_ location: DatabaseURL.PostgresLocation) async throws -> Int {
         try await withConnection(location) {
             try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()")
