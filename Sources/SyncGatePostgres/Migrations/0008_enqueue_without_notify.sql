@@ -5,7 +5,7 @@
 -- fronts then committed one fsync after another instead of sharing flushes. Measured with pgbench
 -- (8 clients, one durable PostgreSQL 15): an INSERT commits 22,000 times a second, an INSERT with a
 -- pg_notify in its transaction 6,400 times. A front now tells workers about new jobs in a
--- statement of its own that does not wait for the flush (PostgresDriver, "announcing jobs"), after
+-- statement of its own that does not wait for the flush (AnnounceJobsStatement), after
 -- the enqueue committed, coalescing the announcements of pushes that arrive meanwhile.
 --
 -- Fronts of a release before this one still pass a notification, and still notify with the insert.
