@@ -26,10 +26,16 @@ extension PostgresDriver {
         // insert (`syncgate_enqueue`, migrations 0004 and 0008); workers hear of it after it
         // committed, from the announcement.
         let statement = EnqueueStatement(job: job, now: now.milliseconds, limit: limits.maximumQueuedPerUser, notification: nil)
-        let rows = try await run("enqueue", .request, statement)
+        let (logger, announcements) = (self.logger, self.announcements)
+        let rows = try await withConnection("enqueue", .request) { connection in
+            let rows = try await connection.rows(statement, logger: logger)
+            // Here, not after the call: a statement that outlived its request's deadline still
+            // committed a job, which must be announced as its NOTIFY used to commit with it.
+            if rows.first?.1 != nil { announcements.yield() }
+            return rows
+        }
         guard let row = rows.first else { throw StoreUnavailableError("enqueue returned no row") }
         guard let id = row.1 else { return .rateLimited(queued: row.0) }
-        announcements.yield()
         return .accepted(jobID: id)
     }
 
@@ -40,7 +46,7 @@ extension PostgresDriver {
     func announceJobs(_ requests: AsyncStream<Void>) async {
         for await _ in requests {
             do {
-                try await run("announce jobs", .request, AnnounceJobsStatement())
+                try await run("announce jobs", .request, AnnounceJobsStatement(lockTimeout: configuration.requestTimeout))
             } catch {
                 logger.debug("could not announce queued jobs; workers find them at their next poll", metadata: ["error": "\(error)"])
             }

@@ -65,19 +65,26 @@ struct JobStatusStatement: PostgresPreparedStatement {
 /// Tells workers that jobs are queued, in a transaction of its own that does not wait for the
 /// WAL flush: a NOTIFY holds a database-wide lock until its transaction's commit is flushed, so
 /// in the enqueue's durable transaction it made every push commit one flush after another
-/// (migration 0008). Lost in a crash, it only leaves workers to their poll.
+/// (migration 0008). Lost in a crash, it only leaves workers to their poll. It waits for that
+/// lock (taken at its commit) no longer than its caller waits for it: one abandoned by its
+/// deadline must not hold a pooled connection for as long as another transaction holds the lock.
 struct AnnounceJobsStatement: PostgresPreparedStatement {
     static let name = "sg_announce_jobs"
     static let sql = """
-        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit))
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit), set_config('lock_timeout', $3::text, true) AS lock_timeout)
         SELECT pg_notify($1::text, $2::text)::text FROM relaxed
         """
     typealias Row = String
 
+    /// The longest wait for the notify lock.
+    var lockTimeout: Duration
+
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
+        var bindings = PostgresBindings(capacity: 3)
         bindings.append(PostgresDriver.channel)
         bindings.append(NotificationPayload.encode(.jobsAvailable))
+        // Milliseconds, at least one (0 would mean no limit).
+        bindings.append(String(max(1, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)))
         return bindings
     }
 

@@ -183,9 +183,10 @@ import Testing
             try await TestDatabases.execute(setting, on: server.location)
         }
         try await StoreHarness.withExisting(.postgres(server.location)) { harness in
+            let location = server.location
+            try await eventually("the listener to listen", timeout: .seconds(20)) { try await Self.listening(location) }
             let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
             defer { subscription.cancel() }
-            let location = server.location
             let holder = Task {
                 // The checkpointer takes up the standby setting shortly after the reload: until
                 // then such a commit does not wait, so notify again until one does.
@@ -220,12 +221,64 @@ import Testing
         }
     }
 
+    /// An enqueue whose request gave up waiting (its deadline passed while the statement waited
+    /// for the user's queue lock) still commits when the lock is freed — and its job is still
+    /// announced then, as its NOTIFY used to commit with it.
+    @Test func anEnqueueThatOutlivesItsDeadlineIsStillAnnounced() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
+        guard case .postgres(let location) = url else { return }
+        // The production deadlines: a request gives up on the database after 5 s.
+        try await StoreHarness.withExisting(url, productionDeadlines: true) { harness in
+            try await eventually("the listener to listen", timeout: .seconds(20)) { try await Self.listening(location) }
+            let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
+            defer { subscription.cancel() }
+            let locked = AsyncStream.makeStream(of: Void.self)
+            let release = AsyncStream.makeStream(of: Void.self)
+            // Holds alice's enqueue lock (migration 0004's advisory lock) until told to let go.
+            let holder = Task {
+                try await withConnection(location) { connection in
+                    try await connection.query("BEGIN", logger: TestDatabases.logger)
+                    try await connection.query("SELECT pg_advisory_xact_lock(1397182805, hashtext('alice'))", logger: TestDatabases.logger)
+                    locked.continuation.yield()
+                    for await _ in release.stream { break }
+                    try await connection.query("COMMIT", logger: TestDatabases.logger)
+                }
+            }
+            defer { holder.cancel() }
+            for await _ in locked.stream { break }
+            await #expect(throws: StoreUnavailableError.self) { try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])]) }
+            release.continuation.yield()
+            try await holder.value
+            try await eventually("the late enqueue to commit", timeout: Self.promptly) {
+                try await harness.queryTexts("SELECT count(*)::text FROM jobs") == ["1"]
+            }
+            let deadline = ContinuousClock.now + Self.promptly
+            var heard = false
+            while !heard, ContinuousClock.now < deadline {
+                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
+            }
+            #expect(heard, "workers heard of the job its enqueue committed after the request gave up")
+        }
+    }
+
+    /// Whether the store's listener has run LISTEN (it runs no other statement for its first 15 s).
+    static func listening(_ location: DatabaseURL.PostgresLocation) async throws -> Bool {
+        try await withConnection(location) {
+            try await $0.integer(
+                "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database() AND state = 'idle' AND query ILIKE 'LISTEN%'"
+            )
+        } == 1
+    }
+
     /// A front of a release before migration 0008 passes `syncgate_enqueue` a notification: the
     /// function still sends it with the insert, so such a front's pushes still wake the workers
     /// during a rolling upgrade. (This release passes none: `anEnqueueDoesNotWaitForTheNotifyLock`.)
     @Test func anOlderFrontsEnqueueStillNotifies() async throws {
         guard Driver.selected.contains(.postgres) else { return }
         try await StoreHarness.with(.postgres) { harness in
+            guard case .postgres(let location) = harness.url else { return }
+            try await eventually("the listener to listen", timeout: .seconds(20)) { try await Self.listening(location) }
             let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
             defer { subscription.cancel() }
             // The call a front before 0008 makes (EnqueueStatement then: the notification is "queue").
