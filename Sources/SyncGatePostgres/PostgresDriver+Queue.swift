@@ -27,10 +27,11 @@ extension PostgresDriver {
         // committed, from the announcement.
         let statement = EnqueueStatement(job: job, now: now.milliseconds, limit: limits.maximumQueuedPerUser, notification: nil)
         let (logger, announcements) = (self.logger, self.announcements)
-        let rows = try await withConnection("enqueue", .request) { connection in
+        // A statement that outlives its request's deadline still commits a job, which must be
+        // announced as its NOTIFY used to commit with it: the work is not cancelled when the
+        // request stops waiting for it, so it reads the answer to the end and announces.
+        let rows = try await withConnection("enqueue", .request, cancelsAbandonedWork: false) { connection in
             let rows = try await connection.rows(statement, logger: logger)
-            // Here, not after the call: a statement that outlived its request's deadline still
-            // committed a job, which must be announced as its NOTIFY used to commit with it.
             if rows.first?.1 != nil { announcements.yield() }
             return rows
         }

@@ -200,9 +200,12 @@ public final class PostgresDriver: StorageDriver, Service {
 
     /// Runs `body` on a pooled connection with a deadline; connection failures become
     /// ``StoreUnavailableError``.
+    /// - Parameter cancelsAbandonedWork: whether `body` is cancelled when its caller stops waiting
+    ///   (see ``withDeadline(_:_:giveUpWhileDown:cancelsAbandonedWork:_:)``).
     func withConnection<Result: Sendable>(
         _ operation: String,
         _ kind: DeadlineKind,
+        cancelsAbandonedWork: Bool = true,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         if kind == .request, databaseDown.load(ordering: .relaxed) {
@@ -214,7 +217,8 @@ public final class PostgresDriver: StorageDriver, Service {
         // to refuse connections; once it has one, its query runs to its end or its deadline.
         let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
         let client = kind == .maintenance ? maintenanceClient : client
-        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection) { [client, poolMetrics] in
+        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection, cancelsAbandonedWork: cancelsAbandonedWork) {
+            [client, poolMetrics] in
             poolMetrics.waiting.increment()
             // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.
             defer { if !leased.value { poolMetrics.waiting.decrement() } }
@@ -296,12 +300,17 @@ public final class PostgresDriver: StorageDriver, Service {
     /// such a request — a worker lane, a pull — would hang with it. (The pool replaces the dead
     /// connection, so an abandoned request does not keep a connection.)
     ///
-    /// - Parameter giveUpWhileDown: while it returns true, the operation also ends (`503`) as soon
-    ///   as the database is known to refuse connections.
+    /// - Parameters:
+    ///   - giveUpWhileDown: while it returns true, the operation also ends (`503`) as soon as the
+    ///     database is known to refuse connections.
+    ///   - cancelsAbandonedWork: whether the abandoned work is cancelled. A statement whose effect
+    ///     needs a follow-up once it has committed (the enqueue's announcement) must read its
+    ///     answer to the end; a cancelled task may stop reading it.
     func withDeadline<Result: Sendable>(
         _ operation: String,
         _ kind: DeadlineKind,
         giveUpWhileDown: (@Sendable () -> Bool)? = nil,
+        cancelsAbandonedWork: Bool = true,
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let timeout: Duration
@@ -336,7 +345,7 @@ public final class PostgresDriver: StorageDriver, Service {
                 race.onFinish {
                     timer.cancel()
                     downCheck?.cancel()
-                    work.cancel()
+                    if cancelsAbandonedWork { work.cancel() }
                 }
             }
         } onCancel: {
