@@ -201,7 +201,9 @@ public final class PostgresDriver: StorageDriver, Service {
     /// Runs `body` on a pooled connection with a deadline; connection failures become
     /// ``StoreUnavailableError``.
     /// - Parameter cancelsAbandonedWork: whether `body` is cancelled when its caller stops waiting
-    ///   (see ``withDeadline(_:_:giveUpWhileDown:cancelsAbandonedWork:_:)``).
+    ///   after it started (see ``withDeadline(_:_:giveUpWhileDown:cancelsAbandonedWork:_:)``).
+    ///   Work still waiting for a connection is always cancelled: it has done nothing yet, and
+    ///   must not do it after its caller was told it failed.
     func withConnection<Result: Sendable>(
         _ operation: String,
         _ kind: DeadlineKind,
@@ -217,8 +219,9 @@ public final class PostgresDriver: StorageDriver, Service {
         // to refuse connections; once it has one, its query runs to its end or its deadline.
         let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
         let client = kind == .maintenance ? maintenanceClient : client
-        return try await withDeadline(operation, kind, giveUpWhileDown: waitingForConnection, cancelsAbandonedWork: cancelsAbandonedWork) {
-            [client, poolMetrics] in
+        return try await withDeadline(
+            operation, kind, giveUpWhileDown: waitingForConnection, cancelsAbandonedWork: { cancelsAbandonedWork || !leased.value }
+        ) { [client, poolMetrics] in
             poolMetrics.waiting.increment()
             // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.
             defer { if !leased.value { poolMetrics.waiting.decrement() } }
@@ -303,14 +306,15 @@ public final class PostgresDriver: StorageDriver, Service {
     /// - Parameters:
     ///   - giveUpWhileDown: while it returns true, the operation also ends (`503`) as soon as the
     ///     database is known to refuse connections.
-    ///   - cancelsAbandonedWork: whether the abandoned work is cancelled. A statement whose effect
-    ///     needs a follow-up once it has committed (the enqueue's announcement) must read its
-    ///     answer to the end; a cancelled task may stop reading it.
+    ///   - cancelsAbandonedWork: whether the abandoned work is cancelled, asked when the caller
+    ///     stops waiting. A statement whose effect needs a follow-up once it has committed (the
+    ///     enqueue's announcement) must read its answer to the end; a cancelled task may stop
+    ///     reading it.
     func withDeadline<Result: Sendable>(
         _ operation: String,
         _ kind: DeadlineKind,
         giveUpWhileDown: (@Sendable () -> Bool)? = nil,
-        cancelsAbandonedWork: Bool = true,
+        cancelsAbandonedWork: @escaping @Sendable () -> Bool = { true },
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let timeout: Duration
@@ -345,7 +349,7 @@ public final class PostgresDriver: StorageDriver, Service {
                 race.onFinish {
                     timer.cancel()
                     downCheck?.cancel()
-                    if cancelsAbandonedWork { work.cancel() }
+                    if cancelsAbandonedWork() { work.cancel() }
                 }
             }
         } onCancel: {
