@@ -153,13 +153,7 @@ import Testing
             let subscription = harness.store.notifier.subscribe(.init(feeds: true))
             defer { subscription.cancel() }
             _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 1])])
-            let deadline = ContinuousClock.now + Self.promptly
-            var heard = false
-            while !heard, ContinuousClock.now < deadline {
-                let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) ?? []
-                heard = events.contains(.feedAdvanced(.user("alice"), head: 1))
-            }
-            #expect(heard, "the feed's NOTIFY reached the process over the TLS listener")
+            #expect(await Self.hears(.feedAdvanced(.user("alice"), head: 1), on: subscription), "the feed's NOTIFY reached the process over the TLS listener")
         }
     }
 
@@ -212,12 +206,7 @@ import Testing
             #expect(started.duration(to: .now) < Self.promptly, "the enqueue waited for the notify lock")
             // The lock freed, the announcement that waited for it reaches the workers.
             _ = try await withConnection(socket) { try await $0.integer("SELECT count(*)::int FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep') t") }
-            let deadline = ContinuousClock.now + Self.promptly
-            var heard = false
-            while !heard, ContinuousClock.now < deadline {
-                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
-            }
-            #expect(heard, "workers heard of the queued job")
+            #expect(await Self.hears(.jobsAvailable, on: subscription), "workers heard of the queued job")
         }
     }
 
@@ -253,13 +242,18 @@ import Testing
             try await eventually("the late enqueue to commit", timeout: Self.promptly) {
                 try await harness.queryTexts("SELECT count(*)::text FROM jobs") == ["1"]
             }
-            let deadline = ContinuousClock.now + Self.promptly
-            var heard = false
-            while !heard, ContinuousClock.now < deadline {
-                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
-            }
-            #expect(heard, "workers heard of the job its enqueue committed after the request gave up")
+            #expect(await Self.hears(.jobsAvailable, on: subscription), "workers heard of the job its enqueue committed after the request gave up")
         }
+    }
+
+    /// Whether `subscription` receives `event` within ``promptly``.
+    static func hears(_ event: StoreEvent, on subscription: ChangeSubscription) async -> Bool {
+        let deadline = ContinuousClock.now + promptly
+        while ContinuousClock.now < deadline {
+            guard let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) else { continue }
+            if events.contains(event) { return true }
+        }
+        return false
     }
 
     /// Whether the store's listener has run LISTEN (it runs no other statement for its first 15 s).
@@ -286,12 +280,7 @@ import Testing
                 "SELECT job_id::text FROM syncgate_enqueue('alice', 'd1', 5, 1, '{}', now(), 100, 'syncgate_events', 'queue')"
             )
             #expect(queued.count == 1)
-            let deadline = ContinuousClock.now + Self.promptly
-            var heard = false
-            while !heard, ContinuousClock.now < deadline {
-                heard = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline))?.contains(.jobsAvailable) ?? false
-            }
-            #expect(heard, "the older front's enqueue announced its job")
+            #expect(await Self.hears(.jobsAvailable, on: subscription), "the older front's enqueue announced its job")
         }
     }
 
