@@ -83,8 +83,9 @@ struct AnnounceJobsStatement: PostgresPreparedStatement {
         var bindings = PostgresBindings(capacity: 3)
         bindings.append(PostgresDriver.channel)
         bindings.append(NotificationPayload.encode(.jobsAvailable))
-        // Milliseconds, at least one (0 would mean no limit).
-        bindings.append(String(max(1, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)))
+        // Milliseconds, at least one (0 would mean no limit), by NIO's saturating conversion (as
+        // EventLoopTimer's).
+        bindings.append(String(max(1, TimeAmount(lockTimeout).nanoseconds / 1_000_000)))
         return bindings
     }
 
