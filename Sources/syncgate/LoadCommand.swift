@@ -38,7 +38,7 @@ struct LoadCommand: AsyncParsableCommand {
 
     /// Pushes from one device of each user while another device long-polls; reports push
     /// latency and push-to-visible latency (the push answered → the other device's pull returns it).
-    struct SyncLoad: AsyncParsableCommand {
+    struct SyncLoad: AsyncParsableCommand, RunsOnEventLoops {
         static let configuration = CommandConfiguration(commandName: "sync", abstract: "Concurrent users pushing and pulling (the default).")
 
         @OptionGroup var target: Target
@@ -265,7 +265,7 @@ struct LoadCommand: AsyncParsableCommand {
 
     /// Times pushes of 1, 100 and 1,000 operations: the apply's round trips do not grow with
     /// the batch, so time per operation falls as batches grow.
-    struct BatchLoad: AsyncParsableCommand {
+    struct BatchLoad: AsyncParsableCommand, RunsOnEventLoops {
         static let configuration = CommandConfiguration(commandName: "batches", abstract: "Push latency by batch size (1, 100, 1,000 operations).")
 
         @OptionGroup var target: Target

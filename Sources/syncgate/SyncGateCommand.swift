@@ -16,16 +16,45 @@ struct SyncGateCommand: AsyncParsableCommand {
         ]
     )
 
-    /// Swift concurrency's jobs run on NIO's event loops (`MultiThreadedEventLoopGroup.singleton`,
-    /// which the HTTP server, PostgresNIO and AsyncHTTPClient use) instead of a thread pool of
-    /// their own: a task that awaits a database answer or a socket no longer wakes one thread to
-    /// hand its continuation to another. On this machine's two cores a front, a worker and the load
-    /// generator each ran four busy threads before, two now; same-run A/B at saturation: B/A 1.07
-    /// (README, Performance, step 10). Installed first, from the main thread, once, as NIO asks.
-    /// The price: code that blocks a thread now blocks an event loop — SyncGate's async code does
-    /// not block (SQLite's work runs on GRDB's own queues).
+    /// Parses, then runs the command — in a ``RunsOnEventLoops`` command's process, with Swift
+    /// concurrency's jobs on NIO's event loops, installed from the main thread before any job runs,
+    /// once, as NIO asks. (ArgumentParser's own `main`, with that one step added.)
     static func main() async {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        await Self.main(nil)
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        if command is any RunsOnEventLoops {
+            NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        }
+        await run(command)
+    }
+
+    private static func run(_ command: sending any ParsableCommand) async {
+        var command = command
+        do {
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
     }
 }
+
+/// A command whose Swift concurrency jobs run on NIO's event loops
+/// (`MultiThreadedEventLoopGroup.singleton`, which PostgresNIO and AsyncHTTPClient use) instead of
+/// the concurrency runtime's own thread pool: a task that awaits a database answer or a socket
+/// then resumes on the thread that read it, instead of waking a second thread. The price: code
+/// that blocks a thread blocks an event loop — these commands' code does not block.
+///
+/// Measured (README, Performance, step 10): the worker and the write-path load generator gain
+/// (load generator CPU per push −20 %; worker alone B/A 1.06 at saturation); `serve` does not
+/// adopt it: with 16,000 idle connections its CPU rose from 9.6 % to 10.6–10.7 % of a core, and
+/// `load live` measured a household's fan-out p50 of 62–64 ms instead of 39–45.
+protocol RunsOnEventLoops: SendableMetatype {}
+

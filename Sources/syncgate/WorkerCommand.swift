@@ -4,7 +4,7 @@ import SyncGateServer
 import SyncGateStorage
 import UnixSignals
 
-struct WorkerCommand: AsyncParsableCommand {
+struct WorkerCommand: AsyncParsableCommand, RunsOnEventLoops {
     static let configuration = CommandConfiguration(
         commandName: "worker",
         abstract: "Claim and apply push jobs (run as many as you like against one PostgreSQL).",
