@@ -106,7 +106,7 @@ struct LoadCommand: AsyncParsableCommand {
             if verify {
                 var acknowledged = 0, present = 0, lost = 0, twice = 0
                 for (user, token, ledger) in ledgers {
-                    let check = try await ledger.check(against: try await Self.everything(client: client, token: token))
+                    let check = ledger.check(against: try await Self.everything(client: client, token: token))
                     acknowledged += check.acknowledged
                     present += check.present
                     lost += check.lost.count

@@ -120,7 +120,7 @@ extension LoadCommand {
                 // Idle: nothing pushed.
                 var answeredBefore = 0
                 for part in parts { answeredBefore += await part.answeredSinceReady().all }
-                let database = try await statsURL.map { try DatabaseStats(url: $0) }
+                let database = try statsURL.map { try DatabaseStats(url: $0) }
                 let startDB = try await database?.sample()
                 let startCPU = frontPID.flatMap(ProcessStats.read)
                 let started = ContinuousClock.now

@@ -56,5 +56,7 @@ struct SyncGateCommand: AsyncParsableCommand {
 /// a quarter and the worker's by a tenth; `serve` does not adopt it: with 16,000 idle connections
 /// its CPU rose from 9.6 % to 10.6–10.7 % of a core, and `load live` measured a household's fan-out
 /// p50 of 62–64 ms instead of 39–45.
+///
+/// `SendableMetatype`: no conformance to it is isolated to an actor, so `main` may ask a parsed
+/// command for it on the main thread and then hand the command to its nonisolated `run`.
 protocol RunsOnEventLoops: SendableMetatype {}
-
