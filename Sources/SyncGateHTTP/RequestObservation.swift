@@ -88,9 +88,7 @@ public struct RequestObservationMiddleware: RouterMiddleware {
         // Labels take bounded values only: a client can send any method name.
         let method = Self.methods.contains(request.method.rawValue) ? request.method.rawValue : "other"
         requests[RequestKey(route: route, method: method, status: status.code)].increment()
-        durations[RequestKey(route: route, method: method)].recordNanoseconds(
-            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-        )
+        durations[RequestKey(route: route, method: method)].record(duration: duration)
         guard context.logger.logLevel <= .info else { return }
         var metadata: Logger.Metadata = [
             "http.method": "\(method)", "http.route": "\(route)", "http.status": "\(status.code)",

@@ -94,7 +94,7 @@ public final class MaintenanceService: Service {
 extension MaintenanceReport {
     /// Adds this pass to the maintenance series (see ``MetricName``).
     func record(duration: Duration) {
-        Metrics.Timer(label: MetricName.maintenanceDuration).recordNanoseconds(duration.nanoseconds)
+        Metrics.Timer(label: MetricName.maintenanceDuration).record(duration: duration)
         let removed = [
             ("jobs", deletedJobs), ("idempotency_records", prunedIdempotencyRecords),
             ("tombstones", purge.purgedTombstones), ("compacted_changes", compaction.deletedChanges),

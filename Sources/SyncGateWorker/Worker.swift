@@ -1,4 +1,5 @@
 import CoreMetrics
+import Metrics
 public import Logging
 public import ServiceLifecycle
 public import SyncGateCore
@@ -248,7 +249,7 @@ public final class Worker: Service {
         switch outcome {
         case .done(let results, let statements):
             metrics.attempt(.done)
-            metrics.applyDuration.recordNanoseconds(duration.nanoseconds)
+            metrics.applyDuration.record(duration: duration)
             metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
             metrics.operations(results, collections: collections)
             logger.debug("job applied", metadata: [
@@ -331,13 +332,5 @@ final class StopSignal: Sendable {
         let subscription = notifier.subscribe(.init())
         defer { subscription.cancel() }
         _ = await subscription.next(timeout: duration)
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds (a job's apply is far below the 292 years this could hold).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

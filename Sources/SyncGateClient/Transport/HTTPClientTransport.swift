@@ -20,7 +20,7 @@ public struct HTTPClientTransport: SyncTransport {
 
     /// Sends the request and collects the whole answer (up to ``maximumBodyBytes``).
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let response = try await client.execute(makeRequest(request), timeout: Self.timeAmount(request.timeout))
+        let response = try await client.execute(makeRequest(request), timeout: TimeAmount(request.timeout))
         let body = try await response.body.collect(upTo: maximumBodyBytes)
         return TransportResponse(status: Int(response.status.code), headers: Self.headers(response.headers), body: Array(body.readableBytesView))
     }
@@ -64,10 +64,5 @@ public struct HTTPClientTransport: SyncTransport {
             fields[name.lowercased()] = value
         }
         return fields
-    }
-
-    private static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
