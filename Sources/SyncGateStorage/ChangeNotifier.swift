@@ -121,23 +121,21 @@ public final class ChangeNotifier: Sendable {
 
 /// One waiter's view of the notifier: events buffer until it asks for them.
 public final class ChangeSubscription: Sendable {
-    private struct State {
-        var pending: [StoreEvent] = []
-        /// The pending events as a set: a busy feed watcher may hold a thousand.
+    /// The undelivered events, in order, each once.
+    struct Buffer: Sendable {
+        var events: [StoreEvent] = []
+        /// The events as a set: a busy feed watcher may hold a thousand.
         var seen: Set<StoreEvent> = []
-        var waiter: CheckedContinuation<Void, Never>?
-        /// The waiter's timeout, cancelled when something else resumes it first.
-        var timer: EventLoopTimer.Timer?
-        /// Counts the waits, so a timer resumes only the wait it was set for.
-        var wait = 0
-        var finished = false
 
-        mutating func takeWaiter() -> Waiter? {
-            defer {
-                waiter = nil
-                timer = nil
+        /// Adds the events not held yet; beyond `limit` the buffer collapses into one `resynchronize`.
+        mutating func add(_ new: [StoreEvent], limit: Int) {
+            for event in new where seen.insert(event).inserted {
+                events.append(event)
             }
-            return waiter.map { Waiter(continuation: $0, timer: timer) }
+            if events.count > limit {
+                events = [.resynchronize]
+                seen = [.resynchronize]
+            }
         }
     }
 
@@ -147,7 +145,7 @@ public final class ChangeSubscription: Sendable {
     let id: Int
     public let interest: ChangeNotifier.Interest
     private weak let notifier: ChangeNotifier?
-    private let state = Mutex(State())
+    private let mailbox = Mailbox<Buffer>()
 
     init(id: Int, interest: ChangeNotifier.Interest, notifier: ChangeNotifier) {
         self.id = id
@@ -164,114 +162,27 @@ public final class ChangeSubscription: Sendable {
         finish()
     }
 
-    public var isFinished: Bool { state.withLock { $0.finished } }
+    public var isFinished: Bool { mailbox.isClosed }
 
     /// Waits until events arrive or `timeout` passes. Returns the events (empty on timeout), or
     /// `nil` once the subscription is finished (shutdown) or the waiting task is cancelled: a
     /// loop over it ends instead of spinning.
     public func next(timeout: Duration) async -> [StoreEvent]? {
-        switch poll() {
-        case .events(let events): return events
-        case .finished: return nil
-        case .nothing: if Task.isCancelled { return nil }
-        }
-        await waitForSignal(timeout: timeout)
-        switch poll() {
-        case .events(let events): return events
-        case .finished: return nil
-        case .nothing: return Task.isCancelled ? nil : []
+        switch await mailbox.wait(until: .now + timeout) {
+        case .delivered(let buffer): buffer.events
+        case .timedOut: []
+        case .closed: nil
         }
     }
 
     func deliver(_ events: [StoreEvent]) {
-        let waiter = state.withLock { state -> Waiter? in
-            guard !state.finished else { return nil }
-            for event in events where state.seen.insert(event).inserted {
-                state.pending.append(event)
-            }
-            if state.pending.count > Self.bufferLimit {
-                state.pending = [.resynchronize]
-                state.seen = [.resynchronize]
-            }
-            return state.takeWaiter()
+        mailbox.deliver { buffer in
+            if buffer == nil { buffer = Buffer() }
+            buffer!.add(events, limit: Self.bufferLimit)   // in place: no copy of what is held
         }
-        waiter?.resume()
     }
 
     func finish() {
-        let waiter = state.withLock { state -> Waiter? in
-            state.finished = true
-            return state.takeWaiter()
-        }
-        waiter?.resume()
-    }
-
-    /// A waiter taken out of the state, resumed outside the lock.
-    private struct Waiter {
-        var continuation: CheckedContinuation<Void, Never>
-        var timer: EventLoopTimer.Timer?
-
-        func resume() {
-            timer?.cancel()
-            continuation.resume()
-        }
-    }
-
-    private enum Poll {
-        case events([StoreEvent])
-        case finished
-        case nothing
-    }
-
-    /// Takes the pending events, if any.
-    private func poll() -> Poll {
-        state.withLock { state in
-            if !state.pending.isEmpty {
-                defer {
-                    state.pending = []
-                    state.seen = []
-                }
-                return .events(state.pending)
-            }
-            return state.finished ? .finished : .nothing
-        }
-    }
-
-    /// Returns when events arrive, the subscription finishes, `timeout` passes or the task is cancelled.
-    private func waitForSignal(timeout: Duration) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let wait = state.withLock { state -> Int? in
-                    if !state.pending.isEmpty || state.finished || Task.isCancelled { return nil }
-                    state.waiter = continuation
-                    state.wait += 1
-                    return state.wait
-                }
-                guard let wait else {
-                    continuation.resume()
-                    return
-                }
-                // The timer resumes this wait only: a later one has a timer of its own.
-                let timer = EventLoopTimer.after(timeout) { [weak self] in self?.resumeWaiter(ifWaiting: wait) }
-                let stale = state.withLock { state -> Bool in
-                    guard state.waiter != nil, state.wait == wait else { return true }
-                    state.timer = timer
-                    return false
-                }
-                if stale { timer.cancel() }
-            }
-        } onCancel: {
-            resumeWaiter(ifWaiting: nil)
-        }
-    }
-
-    /// Resumes the waiting `next` (only if it is still wait number `wait`, when given).
-    private func resumeWaiter(ifWaiting wait: Int?) {
-        let waiter = state.withLock { state -> Waiter? in
-            if let wait, state.wait != wait { return nil }
-            return state.takeWaiter()
-        }
-        waiter?.resume()
+        mailbox.close()
     }
 }
-

@@ -300,109 +300,13 @@ public final class LiveWaiter: Sendable {
     }
 }
 
-/// Where a waiter sleeps: wake-ups accumulate until it takes them.
-final class WakeSignal: Sendable {
-    enum Outcome: Sendable {
-        case woken(WatchTable.Wake)
-        case timedOut
-        case closed
-    }
+/// Where a live connection waits: wake-ups merge until it takes them.
+typealias WakeSignal = Mailbox<WatchTable.Wake>
 
-    private struct State {
-        var pending: WatchTable.Wake?
-        var continuation: CheckedContinuation<Void, Never>?
-        /// The sleep's deadline, cancelled when a wake-up comes first.
-        var timer: EventLoopTimer.Timer?
-        /// Counts the sleeps, so a timer ends only the sleep it was set for.
-        var sleep = 0
-        var closed = false
-
-        mutating func takeSleeper() -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? {
-            defer {
-                continuation = nil
-                timer = nil
-            }
-            return continuation.map { ($0, timer) }
-        }
-    }
-
-    private let state = Mutex(State())
-
+extension Mailbox where Pending == WatchTable.Wake {
     func wake(_ wake: WatchTable.Wake) {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
-            var pending = state.pending ?? .init()
-            pending.merge(wake)
-            state.pending = pending
-            return state.takeSleeper()
+        deliver { pending in
+            if pending == nil { pending = wake } else { pending!.merge(wake) }
         }
-        Self.resume(sleeper)
-    }
-
-    func close() {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
-            state.closed = true
-            return state.takeSleeper()
-        }
-        Self.resume(sleeper)
-    }
-
-    /// The wake-up, or `.timedOut` at `deadline`; `.closed` once closed or when the waiting task
-    /// is cancelled (its loop ends rather than spins).
-    func wait(until deadline: ContinuousClock.Instant) async -> Outcome {
-        if let outcome = take() { return outcome }
-        if Task.isCancelled { return .closed }
-        await sleep(until: deadline)
-        return take() ?? (Task.isCancelled ? .closed : .timedOut)
-    }
-
-    private func take() -> Outcome? {
-        state.withLock { state in
-            if state.closed { return .closed }
-            guard let wake = state.pending else { return nil }
-            state.pending = nil
-            return .woken(wake)
-        }
-    }
-
-    /// Returns on a wake-up, on close, at `deadline` (an event loop's timer) or when cancelled.
-    private func sleep(until deadline: ContinuousClock.Instant) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let sleep = state.withLock { state -> Int? in
-                    if state.pending != nil || state.closed || Task.isCancelled { return nil }
-                    state.continuation = continuation
-                    state.sleep += 1
-                    return state.sleep
-                }
-                guard let sleep else {
-                    continuation.resume()
-                    return
-                }
-                let timer = EventLoopTimer.after(ContinuousClock.now.duration(to: deadline)) { [weak self] in self?.end(sleep) }
-                let stale = state.withLock { state -> Bool in
-                    guard state.continuation != nil, state.sleep == sleep else { return true }
-                    state.timer = timer
-                    return false
-                }
-                if stale { timer.cancel() }
-            }
-        } onCancel: {
-            end(nil)
-        }
-    }
-
-    /// Ends the current sleep (only if it is still sleep number `sleep`, when given).
-    private func end(_ sleep: Int?) {
-        let sleeper = state.withLock { state -> (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)? in
-            if let sleep, state.sleep != sleep { return nil }
-            return state.takeSleeper()
-        }
-        Self.resume(sleeper)
-    }
-
-    private static func resume(_ sleeper: (CheckedContinuation<Void, Never>, EventLoopTimer.Timer?)?) {
-        guard let (continuation, timer) = sleeper else { return }
-        timer?.cancel()
-        continuation.resume()
     }
 }

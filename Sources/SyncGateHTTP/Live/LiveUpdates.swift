@@ -115,7 +115,7 @@ struct LiveUpdates: Sendable {
                     next.cursor = page.cursor
                     lingers = watcher.linger(waiter, answered: page, next: next)
                 }
-                guard case .woken(let wake) = outcome else { return page }
+                guard case .delivered(let wake) = outcome else { return page }
                 var next = query
                 next.cursor = page.cursor
                 if wake.scopesChanged || wake.resynchronize {

@@ -92,7 +92,7 @@ struct EventStream: Sendable {
             return nil
         case .timedOut:
             return ContinuousClock.now < end ? ": keep-alive\n\n" : nil
-        case .woken(let wake):
+        case .delivered(let wake):
             var poked = wake.advanced
             for (scope, head) in watcher.heads(of: wake.advanced) { positions[scope] = max(positions[scope] ?? 0, head) }
             if wake.scopesChanged || wake.resynchronize {
