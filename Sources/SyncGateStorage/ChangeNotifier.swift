@@ -52,6 +52,8 @@ public final class ChangeNotifier: Sendable {
             self.feeds = feeds
         }
 
+        /// Whether this interest hears `event`: the definition ``SubscriberIndex`` implements
+        /// without asking every subscription.
         func matches(_ event: StoreEvent) -> Bool {
             switch event {
             case .jobFinished(let id, let device, _): return feeds || jobs.contains(id) || devices.contains(device)
@@ -65,6 +67,7 @@ public final class ChangeNotifier: Sendable {
     private struct State {
         var nextID = 0
         var subscriptions: [Int: ChangeSubscription] = [:]
+        var index = SubscriberIndex()
         var closed = false
     }
 
@@ -82,6 +85,7 @@ public final class ChangeNotifier: Sendable {
                 subscription.finish()
             } else {
                 state.subscriptions[id] = subscription
+                state.index.insert(id, interest)
             }
             return subscription
         }
@@ -89,11 +93,10 @@ public final class ChangeNotifier: Sendable {
 
     public func publish(_ events: [StoreEvent]) {
         guard !events.isEmpty else { return }
-        let subscriptions = state.withLock { Array($0.subscriptions.values) }
-        for subscription in subscriptions {
-            let matching = events.filter(subscription.interest.matches)
-            if !matching.isEmpty { subscription.deliver(matching) }
+        let deliveries = state.withLock { state in
+            state.index.recipients(of: events).compactMap { id, events in state.subscriptions[id].map { ($0, events) } }
         }
+        for (subscription, events) in deliveries { subscription.deliver(events) }
     }
 
     public func publish(_ event: StoreEvent) {
@@ -104,7 +107,10 @@ public final class ChangeNotifier: Sendable {
     public func close() {
         let subscriptions = state.withLock { state in
             state.closed = true
-            defer { state.subscriptions = [:] }
+            defer {
+                state.subscriptions = [:]
+                state.index.removeAll()
+            }
             return Array(state.subscriptions.values)
         }
         subscriptions.forEach { $0.finish() }
@@ -115,7 +121,10 @@ public final class ChangeNotifier: Sendable {
     public var subscriberCount: Int { state.withLock { $0.subscriptions.count } }
 
     func remove(_ id: Int) {
-        _ = state.withLock { $0.subscriptions.removeValue(forKey: id) }
+        state.withLock { state in
+            state.subscriptions[id] = nil
+            state.index.remove(id)
+        }
     }
 }
 
