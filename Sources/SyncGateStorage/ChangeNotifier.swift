@@ -1,4 +1,3 @@
-import NIOCore
 public import SyncGateCore
 import Synchronization
 

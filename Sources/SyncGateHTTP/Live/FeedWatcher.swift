@@ -1,5 +1,4 @@
 public import Logging
-import NIOCore
 public import ServiceLifecycle
 import Synchronization
 public import SyncGateCore
