@@ -12,10 +12,10 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct CompressionTests {
     @Test func acceptEncodingNegotiation() {
         typealias Middleware = ResponseCompressionMiddleware<SyncRequestContext>
-        for accepted in ["gzip", "GZIP", "gzip, deflate, br", "br;q=1.0, gzip;q=0.5", "x-gzip", "*", "deflate, *;q=0.1", " gzip ; q=1 "] {
+        for accepted in ["gzip", "GZIP", "gzip, deflate, br", "br;q=1.0, gzip;q=0.5", "x-gzip", "*", "deflate, *;q=0.1", " gzip ; q=1 ", "\tgzip\t", ",,gzip", "X-GZIP;Q=0.5", "gzip;q=", "gzip;level=1"] {
             #expect(Middleware.acceptsGzip(accepted), "\(accepted)")
         }
-        for refused in ["", "identity", "deflate, br", "gzip;q=0", "gzip;q=0.000", "*;q=0", "gzip;q=0, *", "*, gzip;q=0", "gzipx"] {
+        for refused in ["", "identity", "deflate, br", "gzip;q=0", "gzip;q=0.000", "*;q=0", "gzip;q=0, *", "*, gzip;q=0", "gzipx", "GZip;Q=0", "gzip;q=zero", "*;q=0.5, gzip;q=0", "gzip-x"] {
             #expect(!Middleware.acceptsGzip(refused), "\(refused)")
         }
     }
