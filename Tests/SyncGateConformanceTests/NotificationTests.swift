@@ -250,7 +250,8 @@ import Testing
     static func hears(_ event: StoreEvent, on subscription: ChangeSubscription) async -> Bool {
         let deadline = ContinuousClock.now + promptly
         while ContinuousClock.now < deadline {
-            guard let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) else { continue }
+            // A finished subscription hears nothing more: no spinning until the deadline.
+            guard let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) else { return false }
             if events.contains(event) { return true }
         }
         return false
