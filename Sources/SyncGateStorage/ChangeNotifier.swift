@@ -50,17 +50,6 @@ public final class ChangeNotifier: Sendable {
             self.jobsAvailable = jobsAvailable
             self.feeds = feeds
         }
-
-        /// Whether this interest hears `event`: the definition ``SubscriberIndex`` implements
-        /// without asking every subscription.
-        func matches(_ event: StoreEvent) -> Bool {
-            switch event {
-            case .jobFinished(let id, let device, _): return feeds || jobs.contains(id) || devices.contains(device)
-            case .feedAdvanced, .scopesChanged: return feeds
-            case .jobsAvailable: return jobsAvailable
-            case .resynchronize: return true
-            }
-        }
     }
 
     private struct State {

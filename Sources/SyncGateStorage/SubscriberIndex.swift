@@ -3,8 +3,10 @@ public import SyncGateCore
 /// The notifier's subscriptions by what they listen for, so that publishing an event costs the
 /// subscriptions it reaches rather than a pass over every one: a front holds a subscription per
 /// waiting push (by device), and hears a `jobFinished` for every job any front's push queued.
-/// Pure bookkeeping; ``ChangeNotifier`` holds it under its lock. ``ChangeNotifier/Interest/matches(_:)``
-/// says who hears what, and this index must agree with it (`SubscriberIndexTests`).
+/// Pure bookkeeping; ``ChangeNotifier`` holds it under its lock. Who hears what: a finished job
+/// reaches the subscriptions to its id or its device and every all-feeds one; a feed or scopes
+/// change, the all-feeds ones; jobs available, the ones that asked for it; a resynchronize,
+/// everyone (`SubscriberIndexTests` holds the index to that rule asked of every subscription).
 struct SubscriberIndex {
     private var interests: [Int: ChangeNotifier.Interest] = [:]
     private var byJob: [Int64: Set<Int>] = [:]

@@ -3,7 +3,7 @@ import SyncGateCore
 import Testing
 
 /// The notifier's index of subscriptions must deliver exactly what asking every subscription's
-/// interest (`Interest.matches`, the definition) would: each matching event once, in order.
+/// interest (`matches`, the rule written out) would: each matching event once, in order.
 @Suite struct SubscriberIndexTests {
     static let devices = (0..<4).map { DeviceKey(userID: "user\($0 % 2)", deviceID: "device\($0)") }
     static let scopes: [Scope] = [.user("user0"), .user("user1")]
@@ -81,5 +81,17 @@ import Testing
         #expect(index.recipients(of: [event, event]) == [1: [event, event]])
         index.remove(1)
         #expect(index.recipients(of: [event]).isEmpty)
+    }
+}
+
+extension ChangeNotifier.Interest {
+    /// Whether this interest hears `event`: the rule the index implements, asked directly.
+    func matches(_ event: StoreEvent) -> Bool {
+        switch event {
+        case .jobFinished(let id, let device, _): feeds || jobs.contains(id) || devices.contains(device)
+        case .feedAdvanced, .scopesChanged: feeds
+        case .jobsAvailable: jobsAvailable
+        case .resynchronize: true
+        }
     }
 }
