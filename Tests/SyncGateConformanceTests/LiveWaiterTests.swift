@@ -178,17 +178,20 @@ import Testing
     @Test(arguments: Driver.selected)
     func aPushIsAnsweredWithoutReadingItsJobBack(_ driver: Driver) async throws {
         try await Self.withCountingFront(driver, workers: 1, notificationsOnly: true) { http, store in
+            // The feed watcher's safety net reads `watchState` at start-up and after the listener
+            // connects, whenever its service gets there: not the push's call, so not counted.
+            var pushCalls: [String: Int] { store.counts.filter { $0.key != "watchState" } }
             store.reset()
             let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], wait: 30_000)
             #expect(pushed.status == 200 && pushed.json?["status"] == "done")
             #expect(pushed.json?["results"]?[0]?["status"] == "applied")
-            #expect(store.counts == ["enqueue": 1], "\(store.counts)")
+            #expect(pushCalls == ["enqueue": 1], "\(store.counts)")
 
             store.reset()
             let many = (0..<80).map { Op.create("weightLogs", "long-\(String(repeating: "x", count: 100))-\($0)", ["kg": 70], key: "k\($0)") }
             let large = try await http.push(many, wait: 30_000)
             #expect(large.status == 200 && large.json?["results"]?.arrayValue?.count == 80)
-            #expect(store.counts == (driver == .postgres ? ["enqueue": 1, "job": 1] : ["enqueue": 1]), "\(store.counts)")
+            #expect(pushCalls == (driver == .postgres ? ["enqueue": 1, "job": 1] : ["enqueue": 1]), "\(store.counts)")
         }
     }
 
