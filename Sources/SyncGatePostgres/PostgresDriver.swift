@@ -34,6 +34,10 @@ public final class PostgresDriver: StorageDriver, Service {
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
         public var listens: Bool
+        /// Whether the request-and-job pool opens its `maximumConnections` at start and keeps
+        /// them (`serve` and `worker`), instead of opening connections on demand and closing each
+        /// after a minute idle (commands that do one thing, tests): see `hotPool`.
+        public var keepsConnectionsOpen: Bool
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
         public static let defaultRequestTimeout: Duration = .seconds(5)
@@ -46,7 +50,8 @@ public final class PostgresDriver: StorageDriver, Service {
             maintenanceTimeout: Duration = .seconds(1800),
             queueDepthCacheDuration: Duration = .seconds(1),
             listenerReconnectDelay: Duration = .milliseconds(100),
-            listens: Bool = true
+            listens: Bool = true,
+            keepsConnectionsOpen: Bool = false
         ) {
             self.location = location
             self.maximumConnections = maximumConnections
@@ -56,6 +61,7 @@ public final class PostgresDriver: StorageDriver, Service {
             self.queueDepthCacheDuration = queueDepthCacheDuration
             self.listenerReconnectDelay = listenerReconnectDelay
             self.listens = listens
+            self.keepsConnectionsOpen = keepsConnectionsOpen
         }
     }
 
@@ -94,7 +100,7 @@ public final class PostgresDriver: StorageDriver, Service {
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
         var maintenanceConfiguration = clientConfiguration
-        clientConfiguration.options.additionalStartupParameters = Self.hotPathSettings
+        Self.hotPool(&clientConfiguration, keepsConnectionsOpen: configuration.keepsConnectionsOpen)
         // The maintenance lock holds one connection for a pass that uses another.
         maintenanceConfiguration.options.maximumConnections = min(4, configuration.maximumConnections + 2)
         // The pool logs every failed connection attempt at info and warns when a query races its
@@ -122,6 +128,37 @@ public final class PostgresDriver: StorageDriver, Service {
         ("enable_hashjoin", "off"),
         ("enable_mergejoin", "off"),
         ("enable_bitmapscan", "off"),
+    ]
+
+    /// Makes `client` the pool of requests and jobs: sessions with ``hotPathSettings`` and
+    /// ``connectionHealthSettings``, named `syncgate` in `pg_stat_activity`, and no pool timers
+    /// on the way of a statement.
+    ///
+    /// PostgresNIO's pool (1.33) arms a timer each time a connection goes back idle — a
+    /// keep-alive query due in 30 s, and an idle timeout unless the connection is one of the
+    /// pool's minimum — and cancels both at the next lease: a task group of two tasks and a
+    /// `Task.sleep` each, several times per request at saturation. So the pool sends no keep-alive
+    /// queries, and `serve` and `worker` keep their connections open (the pool's minimum is its
+    /// maximum: no idle timeouts); the README's Performance section, step 12, has the same-run
+    /// A/B. What the keep-alive query was for: a connection whose socket closes (the server
+    /// restarted, or ended the session) leaves the pool at once without one; one that dies
+    /// silently fails its next statement at the caller's deadline, as the keep-alive query would
+    /// have hung; and the server's TCP keep-alives (``connectionHealthSettings``) keep an idle
+    /// session's path open through NAT and firewalls, the usual way idle sessions die silently.
+    /// Keeping `maximumConnections` open costs idle sessions, not capacity: PostgreSQL's
+    /// `max_connections` must allow for all of them anyway (README, Deploy at scale).
+    static func hotPool(_ client: inout PostgresClient.Configuration, keepsConnectionsOpen: Bool) {
+        client.options.additionalStartupParameters = hotPathSettings + connectionHealthSettings + [("application_name", "syncgate")]
+        client.options.keepAliveBehavior = nil
+        if keepsConnectionsOpen { client.options.minimumConnections = client.options.maximumConnections }
+    }
+
+    /// TCP keep-alives from the server on an idle session (seconds; ignored on a Unix socket):
+    /// the network path stays open, and a client gone silently is noticed in about two minutes.
+    static let connectionHealthSettings: [(String, String)] = [
+        ("tcp_keepalives_idle", "60"),
+        ("tcp_keepalives_interval", "10"),
+        ("tcp_keepalives_count", "6"),
     ]
 
     static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {

@@ -31,7 +31,10 @@ public func buildApplication(
     logger: Logger
 ) async throws -> some ApplicationProtocol {
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
-        ?? OpenStore.open(configuration.database, maximumConnections: 10 + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger)
+        ?? OpenStore.open(
+            configuration.database, maximumConnections: 10 + 2 * configuration.workers, keepsConnectionsOpen: true, hooks: configuration.storeHooks,
+            logger: logger
+        )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer
     var traced = opened.store
     if given == nil || configuration.tracer != nil { traced.tracer = tracer }
@@ -110,7 +113,10 @@ public func buildApplication(
 
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
-    let opened = try OpenStore.open(configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, hooks: configuration.storeHooks, logger: logger)
+    let opened = try OpenStore.open(
+        configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, keepsConnectionsOpen: true, hooks: configuration.storeHooks,
+        logger: logger
+    )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer
     var store = opened.store
     store.tracer = tracer

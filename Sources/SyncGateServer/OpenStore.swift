@@ -17,12 +17,18 @@ public struct OpenStore: Sendable {
     }
 
     /// Opens the database at `url`.
+    /// - Parameter keepsConnectionsOpen: PostgreSQL: the pool opens its `maximumConnections` at
+    ///   start and keeps them, for long-running processes (`serve`, `worker`); otherwise it opens
+    ///   them on demand and closes each after a minute idle.
     public static func open(
-        _ url: DatabaseURL, maximumConnections: Int = 20, clock: StoreClock = .database, hooks: StoreHooks = .init(), logger: Logger
+        _ url: DatabaseURL, maximumConnections: Int = 20, keepsConnectionsOpen: Bool = false, clock: StoreClock = .database,
+        hooks: StoreHooks = .init(), logger: Logger
     ) throws(ConfigurationError) -> OpenStore {
         switch url {
         case .postgres(let location):
-            let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: maximumConnections), logger: logger)
+            let driver = PostgresDriver(
+                configuration: .init(location: location, maximumConnections: maximumConnections, keepsConnectionsOpen: keepsConnectionsOpen), logger: logger
+            )
             return OpenStore(store: SyncStore(driver: driver, clock: clock, hooks: hooks, logger: logger), service: driver)
         case .sqlite(let path):
             try ensureFolder(of: path)
@@ -37,8 +43,11 @@ public struct OpenStore: Sendable {
 
     /// Opens a hot standby of a PostgreSQL primary, for reads only: no LISTEN connection (a
     /// server in recovery refuses it) and no migrations (the standby replays the primary's).
+    /// A front's, so its pool keeps its connections open.
     public static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, logger: Logger) -> OpenStore {
-        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: maximumConnections, listens: false), logger: logger)
+        let driver = PostgresDriver(
+            configuration: .init(location: location, maximumConnections: maximumConnections, listens: false, keepsConnectionsOpen: true), logger: logger
+        )
         return OpenStore(store: SyncStore(driver: driver, logger: logger), service: driver)
     }
 

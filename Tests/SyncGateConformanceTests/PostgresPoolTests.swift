@@ -1,0 +1,53 @@
+import PostgresNIO
+@testable import SyncGatePostgres
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import Testing
+
+/// The pool of requests and jobs as `serve` and `worker` run it (`PostgresDriver.hotPool`): it
+/// opens its connections at start and keeps them, sends no keep-alive queries, and its sessions
+/// ask the server for TCP keep-alives instead.
+@Suite struct PostgresPoolTests {
+    /// Without keep-alive queries, a session the server ends must still leave the pool: the
+    /// pool opens its connections again and later statements do not fail on the ended ones.
+    @Test func aPoolThatKeepsItsConnectionsReplacesTheOnesTheServerEnds() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        let driver = PostgresDriver(
+            configuration: .init(location: location, maximumConnections: 3, keepsConnectionsOpen: true), logger: StoreHarness.logger
+        )
+        let store = SyncStore(driver: driver, logger: StoreHarness.logger)
+        func sessions() async throws -> Int {
+            try await withConnection(location) {
+                try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate' AND datname = current_database()")
+            }
+        }
+        func push(_ id: String) async throws {
+            let enqueued = try await store.enqueue(NewJob(userID: "ann", deviceID: "d", operations: [Op.create("weightLogs", id, ["kg": 70])], maximumAttempts: 5), limits: .init())
+            guard case .accepted = enqueued else { throw TestEnvironmentError(description: "not accepted: \(enqueued)") }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            // Opened at start, before any statement needs one.
+            try await eventually("the pool's three sessions", timeout: .seconds(15)) { try await sessions() == 3 }
+            let settings = try await driver.query(
+                "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name",
+                as: (String, String).self
+            )
+            #expect(settings.map { "\($0.0)=\($0.1)" } == ["plan_cache_mode=force_generic_plan", "tcp_keepalives_idle=60"])
+            try await push("before")
+
+            let ended = try await withConnection(location) {
+                try await $0.integer(
+                    "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE application_name = 'syncgate' AND datname = current_database()"
+                )
+            }
+            #expect(ended == 3)
+            try await eventually("the pool's sessions opened again", timeout: .seconds(15)) { try await sessions() == 3 }
+            for index in 0..<6 { try await push("after-\(index)") }
+            #expect(try await sessions() == 3)
+        }
+    }
+}
