@@ -60,17 +60,27 @@ import Testing
         #expect(throws: JSONParseError.self) { try parser.compacted(text) }
     }
 
-    @Test func rejectsInvalidUTF8() {
+    @Test func rejectsInvalidUTF8() throws {
         let invalid: [[UInt8]] = [
             [0x22, 0xFF, 0x22],
             [0x22, 0xC3, 0x22],
             [0x22, 0xED, 0xA0, 0x80, 0x22],  // an encoded surrogate
             [0x22, 0xF8, 0x88, 0x80, 0x80, 0x80, 0x22],
+            // After ASCII, and on either side of an escape (each run between escapes is checked
+            // on its own; an ASCII run is taken without checking).
+            [0x22, 0x61, 0x62, 0xFF, 0x22],
+            [0x22, 0xFF, 0x5C, 0x6E, 0x61, 0x22],
+            [0x22, 0x61, 0x5C, 0x6E, 0xC3, 0x22],
+            [0x22, 0xC3, 0xA9, 0x5C, 0x6E, 0x61, 0xF0, 0x9F, 0x98, 0x22],
+            [0x7B, 0x22, 0x6B, 0xFF, 0x22, 0x3A, 0x31, 0x7D],  // in a key
         ]
         for bytes in invalid {
             #expect(throws: JSONParseError.self) { try parser.parse(bytes) }
             #expect(throws: JSONParseError.self) { try parser.compacted(bytes) }
         }
+        // The same shapes, valid: ASCII and non-ASCII runs around escapes.
+        #expect(try parser.parse(Array(#""ab\ncé\t😀d\"""#.utf8)) == "ab\ncé\t😀d\"")
+        #expect(try parser.parse(Array(#"{"clé":"x","k":"\u00e9é"}"#.utf8)) == ["clé": "x", "k": "éé"])
     }
 
     @Test func enforcesTheDepthLimitWithoutRecursingFurther() throws {
