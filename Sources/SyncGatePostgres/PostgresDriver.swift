@@ -34,10 +34,11 @@ public final class PostgresDriver: StorageDriver, Service {
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
         public var listens: Bool
-        /// Whether the request-and-job pool opens its `maximumConnections` at start and keeps
-        /// them (`serve` and `worker`), instead of opening connections on demand and closing each
-        /// after a minute idle (commands that do one thing, tests): see `hotPool`.
-        public var keepsConnectionsOpen: Bool
+        /// How many of the request-and-job pool's connections are opened at start and kept open:
+        /// as many as the process uses at once in steady work (`serve`, `worker`). The others open
+        /// on demand and close after a minute idle; 0 (commands that do one thing, tests): all.
+        /// See `hotPool`.
+        public var keptConnections: Int
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
         public static let defaultRequestTimeout: Duration = .seconds(5)
@@ -51,7 +52,7 @@ public final class PostgresDriver: StorageDriver, Service {
             queueDepthCacheDuration: Duration = .seconds(1),
             listenerReconnectDelay: Duration = .milliseconds(100),
             listens: Bool = true,
-            keepsConnectionsOpen: Bool = false
+            keptConnections: Int = 0
         ) {
             self.location = location
             self.maximumConnections = maximumConnections
@@ -61,7 +62,7 @@ public final class PostgresDriver: StorageDriver, Service {
             self.queueDepthCacheDuration = queueDepthCacheDuration
             self.listenerReconnectDelay = listenerReconnectDelay
             self.listens = listens
-            self.keepsConnectionsOpen = keepsConnectionsOpen
+            self.keptConnections = keptConnections
         }
     }
 
@@ -100,7 +101,7 @@ public final class PostgresDriver: StorageDriver, Service {
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
         var maintenanceConfiguration = clientConfiguration
-        Self.hotPool(&clientConfiguration, keepsConnectionsOpen: configuration.keepsConnectionsOpen)
+        Self.hotPool(&clientConfiguration, keptConnections: configuration.keptConnections)
         // The maintenance lock holds one connection for a pass that uses another.
         maintenanceConfiguration.options.maximumConnections = min(4, configuration.maximumConnections + 2)
         // The pool logs every failed connection attempt at info and warns when a query races its
@@ -138,19 +139,19 @@ public final class PostgresDriver: StorageDriver, Service {
     /// keep-alive query due in 30 s, and an idle timeout unless the connection is one of the
     /// pool's minimum — and cancels both at the next lease: a task group of two tasks and a
     /// `Task.sleep` each, several times per request at saturation. So the pool sends no keep-alive
-    /// queries, and `serve` and `worker` keep their connections open (the pool's minimum is its
-    /// maximum: no idle timeouts); the README's Performance section, step 12, has the same-run
-    /// A/B. What the keep-alive query was for: a connection whose socket closes (the server
+    /// queries, and `serve` and `worker` keep open the connections they use at saturation (the
+    /// pool's minimum, which has no idle timeouts; the pool leases the first free connection, so
+    /// steady work stays on them: `ServerConfiguration.frontConnections`); the README's
+    /// Performance section, step 12, has the same-run A/B.
+    /// What the keep-alive query was for: a connection whose socket closes (the server
     /// restarted, or ended the session) leaves the pool at once without one; one that dies
     /// silently fails its next statement at the caller's deadline, as the keep-alive query would
     /// have hung; and the server's TCP keep-alives (``connectionHealthSettings``) keep an idle
     /// session's path open through NAT and firewalls, the usual way idle sessions die silently.
-    /// Keeping `maximumConnections` open costs idle sessions, not capacity: PostgreSQL's
-    /// `max_connections` must allow for all of them anyway (README, Deploy at scale).
-    static func hotPool(_ client: inout PostgresClient.Configuration, keepsConnectionsOpen: Bool) {
+    static func hotPool(_ client: inout PostgresClient.Configuration, keptConnections: Int) {
         client.options.additionalStartupParameters = hotPathSettings + connectionHealthSettings + [("application_name", "syncgate")]
         client.options.keepAliveBehavior = nil
-        if keepsConnectionsOpen { client.options.minimumConnections = client.options.maximumConnections }
+        client.options.minimumConnections = min(max(0, keptConnections), client.options.maximumConnections)
     }
 
     /// TCP keep-alives from the server on an idle session (seconds; ignored on a Unix socket):

@@ -32,8 +32,8 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
         ?? OpenStore.open(
-            configuration.database, maximumConnections: 10 + 2 * configuration.workers, keepsConnectionsOpen: true, hooks: configuration.storeHooks,
-            logger: logger
+            configuration.database, maximumConnections: ServerConfiguration.frontConnections + 2 * configuration.workers,
+            keptConnections: ServerConfiguration.frontConnections + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger
         )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer
     var traced = opened.store
@@ -55,7 +55,9 @@ public func buildApplication(
 
     let front = configuration.front
     // Pulls read from the standbys, if any; the rest of the front stays on the primary.
-    let replicas = configuration.readDatabases.map { OpenStore.replica($0, maximumConnections: 10, logger: logger) }
+    let replicas = configuration.readDatabases.map { standby in
+        OpenStore.replica(standby, maximumConnections: ServerConfiguration.frontConnections, keptConnections: ServerConfiguration.frontConnections, logger: logger)
+    }
     let reads: any FrontStore = replicas.isEmpty
         ? store : ReplicatedFrontStore(primary: store, replicas: replicas.map(\.store), logger: logger)
     let frontStore = wrap?(reads) ?? reads
@@ -114,7 +116,8 @@ public func buildApplication(
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
     let opened = try OpenStore.open(
-        configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4, keepsConnectionsOpen: true, hooks: configuration.storeHooks,
+        configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4,
+        keptConnections: ServerConfiguration.workerKeptConnections(lanes: configuration.workerConcurrency), hooks: configuration.storeHooks,
         logger: logger
     )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer

@@ -15,7 +15,7 @@ import Testing
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
         let driver = PostgresDriver(
-            configuration: .init(location: location, maximumConnections: 3, keepsConnectionsOpen: true), logger: StoreHarness.logger
+            configuration: .init(location: location, maximumConnections: 5, keptConnections: 3), logger: StoreHarness.logger
         )
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
         func sessions() async throws -> Int {
