@@ -4,6 +4,7 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 @testable import SyncGateServer
+import SyncGateTestSupport
 import Testing
 
 /// The server's connections run in ``ConnectionShards``: they must run at once, and a graceful
@@ -31,10 +32,13 @@ import Testing
             #expect(started.load(ordering: .relaxed) == 10)
 
             await group.triggerGracefulShutdown()
+            // After the signal a connection is the caller's to run (the server has stopped
+            // accepting). The signal reaches the shards' service on its own task: a fixed 200 ms
+            // was not always enough on a loaded machine. (An empty connection submitted before
+            // it runs and ends at once.)
+            try await eventually("the shards to refuse new connections", timeout: .seconds(20), every: .milliseconds(10)) { !shards.submit {} }
             try await Task.sleep(for: .milliseconds(200))
             #expect(finished.load(ordering: .relaxed) == 0)
-            // After the signal a connection is the caller's to run (the server has stopped accepting).
-            #expect(!shards.submit {})
 
             releasing.finish()
             try await tasks.next()
