@@ -30,10 +30,11 @@ public func buildApplication(
     watcher observe: (@Sendable (FeedWatcher) -> Void)? = nil,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
+    // A front keeps all of its pool open (ServerConfiguration.frontConnections).
+    let connections = ServerConfiguration.frontConnections + 2 * configuration.workers
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
         ?? OpenStore.open(
-            configuration.database, maximumConnections: ServerConfiguration.frontConnections + 2 * configuration.workers,
-            keptConnections: ServerConfiguration.frontConnections + 2 * configuration.workers, hooks: configuration.storeHooks, logger: logger
+            configuration.database, maximumConnections: connections, keptConnections: connections, hooks: configuration.storeHooks, logger: logger
         )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer
     var traced = opened.store
@@ -116,7 +117,7 @@ public func buildApplication(
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
     let opened = try OpenStore.open(
-        configuration.database, maximumConnections: 2 * configuration.workerConcurrency + 4,
+        configuration.database, maximumConnections: ServerConfiguration.workerConnections(lanes: configuration.workerConcurrency),
         keptConnections: ServerConfiguration.workerKeptConnections(lanes: configuration.workerConcurrency), hooks: configuration.storeHooks,
         logger: logger
     )

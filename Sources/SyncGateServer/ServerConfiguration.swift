@@ -30,9 +30,12 @@ public struct ServerConfiguration: Sendable {
     /// batch — at saturation with 20 users, a front that kept 4 open opened 6 more on demand.
     public static let frontConnections = 10
 
+    /// The most pooled connections a `syncgate worker` opens, for bursts.
+    public static func workerConnections(lanes: Int) -> Int { 2 * lanes + 4 }
+
     /// The pooled connections a `syncgate worker` keeps open: one per lane and one for its
-    /// claims and heartbeats, all it used at saturation with 1 and with 4 lanes (its pool may
-    /// open up to `2 × lanes + 4` for bursts; those close after a minute idle).
+    /// claims and heartbeats, all it used at saturation with 1 and with 4 lanes (the others of
+    /// ``workerConnections(lanes:)`` close after a minute idle).
     public static func workerKeptConnections(lanes: Int) -> Int { lanes + 1 }
 
     public var front = FrontConfiguration()
