@@ -193,5 +193,12 @@ import Testing
 
     @Test func duplicateKeysKeepTheLastValue() throws {
         #expect(try parser.parse(#"{"a":1,"a":2}"#) == ["a": 2])
+        // Objects inside objects and arrays keep their own members; a parse that fails inside
+        // one leaves nothing behind for the next.
+        #expect(try parser.parse(#"{"a":{"x":1,"x":2,"y":{"z":[{"q":1},{},{"q":2,"r":{}}]}},"b":[{"c":1},{"c":2,"d":3}],"a":{"w":{"v":4}},"e":{}}"#)
+            == ["a": ["w": ["v": 4]], "b": [["c": 1], ["c": 2, "d": 3]], "e": [:]])
+        #expect(try parser.parse(#"[{"a":1},{"b":{"c":2}},{"d":3,"d":{"e":4}}]"#) == [["a": 1], ["b": ["c": 2]], ["d": ["e": 4]]])
+        #expect(throws: JSONParseError.self) { try parser.parse(#"{"a":{"b":1,"c":}}"#) }
+        #expect(try parser.parse(#"{"a":{"b":1}}"#) == ["a": ["b": 1]])
     }
 }
