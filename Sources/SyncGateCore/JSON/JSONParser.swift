@@ -71,7 +71,7 @@ private struct Reader {
     /// The members of the objects being parsed, innermost last: an object's dictionary is made
     /// once, at its size, when its `}` is read. Grown from empty, a dictionary rehashed its
     /// members at each doubling (3 % of a worker's samples at saturation); a job's payload of 10
-    /// operations parses in ~28 µs instead of ~35 (`bench/json-parse REVISION`).
+    /// operations parses in ~28 µs instead of ~35 (`bench/json REVISION`).
     var members: [(key: String, value: JSONValue)] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
