@@ -18,10 +18,10 @@ import Testing
             configuration: .init(location: location, maximumConnections: 5, keptConnections: 3), logger: StoreHarness.logger
         )
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
+        // The pool's sessions: the ones counted are the ones ended.
+        let pooled = "FROM pg_stat_activity WHERE application_name = 'syncgate' AND datname = current_database()"
         func sessions() async throws -> Int {
-            try await withConnection(location) {
-                try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate' AND datname = current_database()")
-            }
+            try await withConnection(location) { try await $0.integer("SELECT count(*)::int \(pooled)") }
         }
         func push(_ id: String) async throws {
             let enqueued = try await store.enqueue(NewJob(userID: "ann", deviceID: "d", operations: [Op.create("weightLogs", id, ["kg": 70])], maximumAttempts: 5), limits: .init())
@@ -39,11 +39,7 @@ import Testing
             #expect(settings.map { "\($0.0)=\($0.1)" } == ["plan_cache_mode=force_generic_plan", "tcp_keepalives_idle=60"])
             try await push("before")
 
-            let ended = try await withConnection(location) {
-                try await $0.integer(
-                    "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE application_name = 'syncgate' AND datname = current_database()"
-                )
-            }
+            let ended = try await withConnection(location) { try await $0.integer("SELECT count(pg_terminate_backend(pid))::int \(pooled)") }
             #expect(ended == 3)
             try await eventually("the pool's sessions opened again", timeout: .seconds(15)) { try await sessions() == 3 }
             for index in 0..<6 { try await push("after-\(index)") }
