@@ -33,6 +33,23 @@ struct JSONValueTests {
         #expect(tricky.serialized().contains("\\u0000"))
     }
 
+    @Test("a string's runs between escapes are read whole: ASCII, UTF-8 and escapes in any order")
+    func runsBetweenEscapes() throws {
+        let text = #"{"kéy\n":"abc","k":"é\tx\u00e9ü😀\\","":"","e":"\n"}"#
+        #expect(try JSONValue(parsing: text) == ["kéy\n": "abc", "k": "é\tx\u{e9}ü😀\\", "": "", "e": "\n"])
+    }
+
+    /// Runs of ASCII bytes skip validation; a run with any other byte must still be UTF-8.
+    @Test("invalid UTF-8 is refused at the start of its run: after ASCII, either side of an escape, in a key", arguments: [
+        ([0x22, 0x61, 0x62, 0xFF, 0x22], 1),
+        ([0x22, 0x61, 0xC3, 0x5C, 0x6E, 0x22], 1),
+        ([0x22, 0x5C, 0x6E, 0x61, 0xC3, 0x28, 0x22], 3),
+        ([0x7B, 0x22, 0x6B, 0xED, 0xA0, 0x80, 0x22, 0x3A, 0x31, 0x7D], 2),
+    ] as [([UInt8], Int)])
+    func invalidUTF8(bytes: [UInt8], offset: Int) {
+        #expect(throws: JSONValue.ParseError(offset: offset, reason: "expected valid UTF-8")) { try JSONValue(parsing: bytes) }
+    }
+
     @Test("invalid text is refused with its position", arguments: [
         "", "{", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"abc", "\"\\x\"", "\"\\ud800\"", "{\"a\":1}x", "nan", "\"a\u{1}\"",
     ])
