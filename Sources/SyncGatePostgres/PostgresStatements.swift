@@ -297,10 +297,12 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
             ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
                 version = excluded.version, data = excluded.data, meta = excluded.meta,
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
-        ), at AS (
+        ), at AS MATERIALIZED (
             -- Commit times (migration 0005): the transaction's start, raised to the feed's newest
             -- change, so that within a feed they follow commit order as sequence numbers do (the
-            -- feed is locked). One index probe per feed.
+            -- feed is locked). One index probe per feed: MATERIALIZED, or the planner inlines this
+            -- into the insert below and probes once per change, each probe walking back over the
+            -- changes this statement has appended (QueryPlanTests).
             SELECT f.s, greatest(floor(extract(epoch FROM now()) * 1000)::bigint,
                                  coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = f.s), 0)) AS at
             FROM (SELECT DISTINCT s FROM w) f
