@@ -280,6 +280,22 @@ struct LoadEntitiesStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
+extension PostgresDriver {
+    /// The CTE `at (s, at)`: the commit time of the changes a statement appends to each feed of
+    /// its CTE `w` (column `s`). Commit times (migration 0005) are the transaction's start, raised
+    /// to the feed's newest change, so that within a feed they follow commit order as sequence
+    /// numbers do (the feed is locked). One index probe per feed: MATERIALIZED, or the planner
+    /// inlines it into the insert that joins it and probes once per change, each probe walking
+    /// back over the changes the statement has appended (QueryPlanTests).
+    static let commitTimes = """
+        at AS MATERIALIZED (
+            SELECT f.s, greatest(floor(extract(epoch FROM now()) * 1000)::bigint,
+                                 coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = f.s), 0)) AS at
+            FROM (SELECT DISTINCT s FROM w) f
+        )
+        """
+}
+
 /// Everything an apply writes, in one statement: entities and their changes, feed heads,
 /// idempotency records, the jobs' results and their devices' watermarks; then the
 /// notifications, which PostgreSQL delivers at commit. Arrays cannot carry SQL NULLs here: the
@@ -297,16 +313,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
             ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
                 version = excluded.version, data = excluded.data, meta = excluded.meta,
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
-        ), at AS MATERIALIZED (
-            -- Commit times (migration 0005): the transaction's start, raised to the feed's newest
-            -- change, so that within a feed they follow commit order as sequence numbers do (the
-            -- feed is locked). One index probe per feed: MATERIALIZED, or the planner inlines this
-            -- into the insert below and probes once per change, each probe walking back over the
-            -- changes this statement has appended (QueryPlanTests).
-            SELECT f.s, greatest(floor(extract(epoch FROM now()) * 1000)::bigint,
-                                 coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = f.s), 0)) AS at
-            FROM (SELECT DISTINCT s FROM w) f
-        ), appended AS (
+        ), \(PostgresDriver.commitTimes), appended AS (
             INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
             SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at FROM w JOIN at ON at.s = w.s
         ), advanced AS (

@@ -152,21 +152,12 @@ final class PostgresTransaction: StorageTransaction {
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
             """
         )
-        // Commit times (migration 0005): the transaction's start, raised to the feed's newest
-        // change, so that within a feed they follow commit order as sequence numbers do (the
-        // feed is locked). One index probe per feed: MATERIALIZED, or the planner inlines it into
-        // the insert and probes once per change, each probe walking back over the changes this
-        // statement has appended (QueryPlanTests).
         try await query(
             """
             WITH w AS (
                 SELECT * FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
                                      \(documents)::text[], \(updatedAts)::bigint[]) AS w(s, q, t, i, v, d, u)
-            ), at AS MATERIALIZED (
-                SELECT f.s, greatest(floor(extract(epoch FROM now()) * 1000)::bigint,
-                                     coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = f.s), 0)) AS at
-                FROM (SELECT DISTINCT s FROM w) f
-            )
+            ), \(unescaped: PostgresDriver.commitTimes)
             INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
             SELECT w.s, w.q, w.t, w.i, w.v, nullif(w.d, 'null')::jsonb, w.u, at.at
             FROM w JOIN at ON at.s = w.s
