@@ -80,6 +80,7 @@ let package = Package(
                 .embedInCode("Migrations/0006_incremental_maintenance.sql"),
                 .embedInCode("Migrations/0007_uncompacted_feeds.sql"),
                 .embedInCode("Migrations/0008_enqueue_without_notify.sql"),
+                .embedInCode("Migrations/0009_job_compression.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -14,6 +14,7 @@ extension PostgresDriver {
         Migration(version: 6, name: "incremental_maintenance", bytes: PackageResources._006_incremental_maintenance_sql, breaksOlderServers: false),
         Migration(version: 7, name: "uncompacted_feeds", bytes: PackageResources._007_uncompacted_feeds_sql, breaksOlderServers: false),
         Migration(version: 8, name: "enqueue_without_notify", bytes: PackageResources._008_enqueue_without_notify_sql, breaksOlderServers: false),
+        Migration(version: 9, name: "job_compression", bytes: PackageResources._009_job_compression_sql, breaksOlderServers: false),
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.
