@@ -5,6 +5,7 @@ public import NIOHTTP1
 public import PostgresNIO
 public import SyncGateCore
 public import SyncGateStorage
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -105,22 +106,37 @@ public final class SyncGateProcess: @unchecked Sendable {
         _ = await waitForExit(timeout: .seconds(5))
     }
 
-    /// A free TCP port on 127.0.0.1.
+    /// A free TCP port on 127.0.0.1 for a server a test starts, never the same one twice in a
+    /// test process. Taken below the kernel's ephemeral range (`ip_local_port_range`, from 32768
+    /// by default): a port that `bind` to port 0 handed out, once closed, can be handed out again
+    /// — to another test's `bind`, or as the local port of any outgoing connection — before the
+    /// server binds it, which then exits with "Address already in use" (seen once in a full run,
+    /// in EmbeddedModeTests). Below that range only these picks choose ports, and they check each.
     public static func freePort() -> Int {
+        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+        let range = 10_000..<max(ephemeralStart, 20_000)
+        for _ in 0..<1_000 {
+            let port = Int.random(in: range)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            if canBind(port) { return port }
+        }
+        fatalError("no free port in \(range) after 1,000 tries")
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// Whether a listening socket could bind `port` on 127.0.0.1 now.
+    private static func canBind(_ port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = bind(descriptor, $0, length) }
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(descriptor, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
