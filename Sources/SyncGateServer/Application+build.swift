@@ -62,7 +62,7 @@ public func buildApplication(
     let reads: any FrontStore = replicas.isEmpty
         ? store : ReplicatedFrontStore(primary: store, replicas: replicas.map(\.store), logger: logger)
     let frontStore = wrap?(reads) ?? reads
-    let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, logger: logger)
+    let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, waitsForSchema: true, logger: logger)
     observe?(watcher)
     let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, tracer: tracer)
     let readTimeout = TimeAmount(front.requestReadTimeout)
@@ -107,6 +107,7 @@ public func buildApplication(
         let applied = try await store.migrate(logger: logger)
         // SQLite serves one process: jobs left running belong to an earlier run of this server.
         if given == nil, workers > 0, let sqlite = store.driver as? SQLiteDriver { try await sqlite.releaseLeasesOfEarlierRuns() }
+        watcher.schemaIsReady()
         logger.info("database ready", metadata: [
             "syncgate.database": "\(database)", "syncgate.migrations_applied": "\(applied)", "syncgate.workers": "\(workers)",
         ])

@@ -20,6 +20,10 @@ public final class FeedWatcher: Service, Sendable {
     let reads: SharedFeedReads
     private let subscription: ChangeSubscription
     private let state: Mutex<State>
+    /// Finished by ``schemaIsReady()`` when the watcher was made to wait for it: `serve` migrates
+    /// while its services start, and a first read of a database being created fails (a fresh
+    /// `serve` logged "no such table: feeds" before its migrations).
+    private let schema: (stream: AsyncStream<Never>, continuation: AsyncStream<Never>.Continuation)?
 
     private struct State {
         var table: WatchTable
@@ -52,8 +56,11 @@ public final class FeedWatcher: Service, Sendable {
     /// - Parameters:
     ///   - interval: how often the safety net reads every watched head.
     ///   - limits: caps on live connections, per user and for the process.
-    public init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, logger: Logger) {
+    ///   - waitsForSchema: read nothing until ``schemaIsReady()`` (for a process that migrates
+    ///     while it starts; no request arrives before then).
+    public init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, waitsForSchema: Bool = false, logger: Logger) {
         self.store = store
+        self.schema = waitsForSchema ? AsyncStream<Never>.makeStream() : nil
         self.interval = interval
         self.logger = logger
         self.reads = SharedFeedReads(store: store)
@@ -65,8 +72,15 @@ public final class FeedWatcher: Service, Sendable {
     public func run() async throws {
         defer { subscription.cancel() }
         await cancelWhenGracefulShutdown {
+            // Ends when the schema is ready, or at cancellation (then `watch` returns at once).
+            if let schema = self.schema { for await _ in schema.stream {} }
             await self.watch()
         }
+    }
+
+    /// Lets a watcher made with `waitsForSchema` start reading the store.
+    public func schemaIsReady() {
+        schema?.continuation.finish()
     }
 
     /// Applies events as they come, and reads the table's heads once per interval (first at once,
