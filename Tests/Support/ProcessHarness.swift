@@ -113,16 +113,20 @@ public final class SyncGateProcess: @unchecked Sendable {
     /// server binds it, which then exits with "Address already in use" (seen once in a full run,
     /// in EmbeddedModeTests). Below that range only these picks choose ports, and they check each.
     public static func freePort() -> Int {
-        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
-        let range = 10_000..<max(ephemeralStart, 20_000)
         for _ in 0..<1_000 {
-            let port = Int.random(in: range)
+            let port = Int.random(in: serverPorts)
             guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             if canBind(port) { return port }
         }
-        fatalError("no free port in \(range) after 1,000 tries")
+        fatalError("no free port in \(serverPorts) after 1,000 tries")
     }
+
+    /// Where ``freePort()`` picks: from 10,000 to the start of the ephemeral range (read once).
+    private static let serverPorts: Range<Int> = {
+        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+        return 10_000..<max(ephemeralStart, 20_000)
+    }()
 
     private static let handedOut = Mutex<Set<Int>>([])
 

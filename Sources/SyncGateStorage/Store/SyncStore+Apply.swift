@@ -78,13 +78,14 @@ extension SyncStore {
     ///   worker's samples on 1,000-operation jobs, computed twice).
     private func applyAlone(_ job: JobToApply, prepared: Work? = nil, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         let operations = job.job.operations
+        func run(_ work: Work, probe: Bool) async throws -> ApplyOutcome {
+            try await attempt([work], probe: probe)[job.job.id] ?? .leaseLost
+        }
         func once(_ operations: [SyncOperation], refused: [String: String], probe: Bool) async throws -> ApplyOutcome {
-            let work = Work(job, operations: operations, collections: collections, now: now, refused: refused)
-            return try await attempt([work], probe: probe)[job.job.id] ?? .leaseLost
+            try await run(Work(job, operations: operations, collections: collections, now: now, refused: refused), probe: probe)
         }
         do {
-            guard let prepared else { return try await once(operations, refused: [:], probe: false) }
-            return try await attempt([prepared], probe: false)[job.job.id] ?? .leaseLost
+            return try await run(prepared ?? Work(job, operations: operations, collections: collections, now: now, refused: [:]), probe: false)
         } catch where error.isDataRefusal && operations.count > 1 {
             var refused: [String: String] = [:]
             for operation in operations where refused[operation.idempotencyKey] == nil {
