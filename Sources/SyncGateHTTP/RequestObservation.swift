@@ -70,7 +70,15 @@ public struct RequestObservationMiddleware: RouterMiddleware {
             throw error
         }
         let status = response.status
-        // Event streams and other streamed bodies: counted and timed when the body is written.
+        if response.body.contentLength != nil {
+            // A body of known length (every JSON answer, held whole): counted and timed now and
+            // left as it is, so Hummingbird writes its head and body in one write. Wrapped in a
+            // closure, as a streamed body must be, it went out in two: the head, then the body
+            // (ResponseWriteTests).
+            finish(request, context: context, status: status, started: started, span: span)
+            return response
+        }
+        // Event streams and other bodies of unknown length: counted and timed when written.
         response.body = response.body.afterWriting {
             finish(request, context: context, status: status, started: started, span: span)
         }
