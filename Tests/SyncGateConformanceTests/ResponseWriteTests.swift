@@ -65,6 +65,7 @@ final class AnswerReadCounter: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         waiting?.fail(ChannelError.ioOnClosedChannel)
         waiting = nil
+        context.fireChannelInactive()
     }
 
     /// The length of the answer at the start of `buffer` (its head and its `Content-Length`
