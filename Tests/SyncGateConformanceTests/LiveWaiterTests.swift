@@ -263,7 +263,10 @@ import Testing
                 let alice = try await http.token("alice")
                 let stream = try await socket.events(token: alice)
                 #expect(stream.status.code == 200)
-                async let first = socket.get("/v1/sync/pull?wait=5000", token: alice, device: "phone")
+                // The admitted long-polls wait 30 s: they must still be open when the last refusal
+                // is asked for (with 5 s, a loaded full run once saw the first end before that,
+                // and the process was no longer full). No change comes; they answer at 30 s.
+                async let first = socket.get("/v1/sync/pull?wait=30000", token: alice, device: "phone")
                 try await eventually("2 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 2 }
 
                 let third = try await socket.get("/v1/sync/pull?wait=5000", token: alice, device: "laptop")
@@ -274,7 +277,7 @@ import Testing
                 #expect(refusedStream.status.code == 429)
                 #expect(refusedStream.headers.first(name: "retry-after") == "2")
 
-                async let bobs = socket.get("/v1/sync/pull?wait=5000", token: try await http.token("bob"))
+                async let bobs = socket.get("/v1/sync/pull?wait=30000", token: try await http.token("bob"))
                 try await eventually("3 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 3 }
                 let carol = try await http.token("carol")
                 let refused = try await socket.get("/v1/sync/pull?wait=5000", token: carol)
