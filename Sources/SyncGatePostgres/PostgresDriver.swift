@@ -34,10 +34,10 @@ public final class PostgresDriver: StorageDriver, Service {
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
         public var listens: Bool
-        /// How many of the request-and-job pool's connections are opened at start and kept open:
-        /// as many as the process uses at once in steady work (`serve`, `worker`). The others open
-        /// on demand and close after a minute idle; 0 (commands that do one thing, tests): all.
-        /// See `hotPool`.
+        /// How many of the request-and-job pool's connections to open at start and keep open: as
+        /// many as the process uses at once in steady work (`serve`, `worker`); the others open on
+        /// demand and close after a minute idle; 0 (commands that do one thing, tests): none.
+        /// At most one is kept for now, whatever this says: see `hotPool`.
         public var keptConnections: Int
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
@@ -139,10 +139,10 @@ public final class PostgresDriver: StorageDriver, Service {
     /// keep-alive query due in 30 s, and an idle timeout unless the connection is one of the
     /// pool's minimum — and cancels both at the next lease: a task group of two tasks and a
     /// `Task.sleep` each, several times per request at saturation. So the pool sends no keep-alive
-    /// queries, and `serve` and `worker` keep open the connections they use at saturation (the
-    /// pool's minimum, which has no idle timeouts; the pool leases the first free connection, so
-    /// steady work stays on them: `ServerConfiguration.frontConnections`); the README's
-    /// Performance section, step 12, has the same-run A/B.
+    /// queries, and `serve` and `worker` keep a connection open (the pool's minimum, which has no
+    /// idle timeout; the pool leases the first free connection, so light work stays on it; the
+    /// others close after a minute idle); the README's Performance section, step 12, has the
+    /// same-run A/B of keeping all of them, which the pool does not survive (below).
     /// What the keep-alive query was for: a connection whose socket closes (the server
     /// restarted, or ended the session) leaves the pool at once without one; one that dies
     /// silently fails its next statement at the caller's deadline, as the keep-alive query would
@@ -151,7 +151,13 @@ public final class PostgresDriver: StorageDriver, Service {
     static func hotPool(_ client: inout PostgresClient.Configuration, keptConnections: Int) {
         client.options.additionalStartupParameters = hotPathSettings + connectionHealthSettings + [("application_name", "syncgate")]
         client.options.keepAliveBehavior = nil
-        client.options.minimumConnections = min(max(0, keptConnections), client.options.maximumConnections)
+        // At most one kept: PostgresNIO's pool (1.33) stops the process when a lease finds no idle
+        // connection while the pool holds fewer than its minimum (a precondition in
+        // `createNewDemandConnectionIfPossible`), and after the database restarts under load it
+        // can hold fewer: connection attempts that fail during the outage are dropped, and the
+        // pool refills to its minimum only if a request is waiting when one connects again.
+        // With one kept it always holds at least one (`PoolRecoveryTests`).
+        client.options.minimumConnections = min(max(0, keptConnections), client.options.maximumConnections, 1)
     }
 
     /// TCP keep-alives from the server on an idle session (seconds; ignored on a Unix socket):

@@ -30,7 +30,8 @@ public func buildApplication(
     watcher observe: (@Sendable (FeedWatcher) -> Void)? = nil,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
-    // A front keeps all of its pool open (ServerConfiguration.frontConnections).
+    // A front would keep all of its pool open (ServerConfiguration.frontConnections); the pool
+    // keeps one for now (PostgresDriver.hotPool).
     let connections = ServerConfiguration.frontConnections + 2 * configuration.workers
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
         ?? OpenStore.open(

@@ -19,7 +19,8 @@ public struct OpenStore: Sendable {
     /// Opens the database at `url`.
     /// - Parameter keptConnections: PostgreSQL: how many pooled connections are opened at start
     ///   and kept, for long-running processes (`serve`, `worker`): as many as they use at once in
-    ///   steady work. The others open on demand and close after a minute idle.
+    ///   steady work. The others open on demand and close after a minute idle. (At most one
+    ///   is kept for now: `PostgresDriver.hotPool`.)
     public static func open(
         _ url: DatabaseURL, maximumConnections: Int = 20, keptConnections: Int = 0, clock: StoreClock = .database,
         hooks: StoreHooks = .init(), logger: Logger

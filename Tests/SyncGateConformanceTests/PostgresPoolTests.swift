@@ -6,8 +6,9 @@ import SyncGateTestSupport
 import Testing
 
 /// The pool of requests and jobs as `serve` and `worker` run it (`PostgresDriver.hotPool`): it
-/// opens its connections at start and keeps them, sends no keep-alive queries, and its sessions
-/// ask the server for TCP keep-alives instead.
+/// opens a connection at start and keeps it (one, however many are asked for: PostgresNIO 1.33's
+/// pool does not survive a database restart with more), sends no keep-alive queries, and its
+/// sessions ask the server for TCP keep-alives instead.
 @Suite struct PostgresPoolTests {
     /// Without keep-alive queries, a session the server ends must still leave the pool: the
     /// pool opens its connections again and later statements do not fail on the ended ones.
@@ -30,8 +31,8 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await driver.run() }
             defer { group.cancelAll() }
-            // Opened at start, before any statement needs one.
-            try await eventually("the pool's three sessions", timeout: .seconds(15)) { try await sessions() == 3 }
+            // Opened at start, before any statement needs one: one of the three asked for.
+            try await eventually("the pool's kept session", timeout: .seconds(15)) { try await sessions() == 1 }
             let settings = try await driver.query(
                 "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name",
                 as: (String, String).self
@@ -40,10 +41,11 @@ import Testing
             try await push("before")
 
             let ended = try await withConnection(location) { try await $0.integer("SELECT count(pg_terminate_backend(pid))::int \(pooled)") }
-            #expect(ended == 3)
-            try await eventually("the pool's sessions opened again", timeout: .seconds(15)) { try await sessions() == 3 }
+            #expect(ended >= 1)  // the kept one, and any the enqueue's announcement opened
+            try await eventually("the pool's session opened again", timeout: .seconds(15)) { try await sessions() == 1 }
+            // Later statements do not fail on the ended sessions (an enqueue's announcement may
+            // open a second connection beside the kept one: not counted).
             for index in 0..<6 { try await push("after-\(index)") }
-            #expect(try await sessions() == 3)
         }
     }
 }
