@@ -51,11 +51,12 @@ import Testing
                 // While it is down: pushes and pulls get 503, readiness fails, health does not.
                 try await eventually("an UNAVAILABLE push", timeout: .seconds(30)) { outageSeen.value }
                 // Once the process knows the database refuses connections, a request does not
-                // wait out its 5 s deadline for a connection that cannot come.
+                // wait out its 5 s deadline for a connection that cannot come. (Alone it answers
+                // in milliseconds; beside the crash tests on two cores it once took 3.7 s.)
                 let asked = ContinuousClock.now
                 let pull = try await http.pull()
                 #expect(pull.status == 503 && pull.json?.errorCode == "UNAVAILABLE")
-                #expect(asked.duration(to: .now) < .seconds(1), "a 503 took \(asked.duration(to: .now))")
+                #expect(asked.duration(to: .now) < .milliseconds(4500), "a 503 took \(asked.duration(to: .now)) (deadline 5 s)")
                 #expect(try await http.send(.get, "/readyz", headers: [:]).status == 503)
                 #expect(try await http.send(.get, "/healthz", headers: [:]).status == 200)
                 try await server.start()
