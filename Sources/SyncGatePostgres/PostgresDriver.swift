@@ -34,11 +34,10 @@ public final class PostgresDriver: StorageDriver, Service {
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
         public var listens: Bool
-        /// How many of the request-and-job pool's connections to open at start and keep open: as
-        /// many as the process uses at once in steady work (`serve`, `worker`); the others open on
-        /// demand and close after a minute idle; 0 (commands that do one thing, tests): none.
-        /// At most one is kept for now, whatever this says: see `hotPool`.
-        public var keptConnections: Int
+        /// Whether the request-and-job pool opens a connection at start and keeps it open
+        /// (`serve`, `worker`); the others open on demand and close after a minute idle. Off
+        /// (commands that do one thing, tests): none is kept. See `hotPool`.
+        public var keepsAConnection: Bool
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
         public static let defaultRequestTimeout: Duration = .seconds(5)
@@ -52,7 +51,7 @@ public final class PostgresDriver: StorageDriver, Service {
             queueDepthCacheDuration: Duration = .seconds(1),
             listenerReconnectDelay: Duration = .milliseconds(100),
             listens: Bool = true,
-            keptConnections: Int = 0
+            keepsAConnection: Bool = false
         ) {
             self.location = location
             self.maximumConnections = maximumConnections
@@ -62,7 +61,7 @@ public final class PostgresDriver: StorageDriver, Service {
             self.queueDepthCacheDuration = queueDepthCacheDuration
             self.listenerReconnectDelay = listenerReconnectDelay
             self.listens = listens
-            self.keptConnections = keptConnections
+            self.keepsAConnection = keepsAConnection
         }
     }
 
@@ -101,7 +100,7 @@ public final class PostgresDriver: StorageDriver, Service {
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
         clientConfiguration.options.connectTimeout = .seconds(5)
         var maintenanceConfiguration = clientConfiguration
-        Self.hotPool(&clientConfiguration, keptConnections: configuration.keptConnections)
+        Self.hotPool(&clientConfiguration, keepsAConnection: configuration.keepsAConnection)
         // The maintenance lock holds one connection for a pass that uses another.
         maintenanceConfiguration.options.maximumConnections = min(4, configuration.maximumConnections + 2)
         // The pool logs every failed connection attempt at info and warns when a query races its
@@ -148,16 +147,17 @@ public final class PostgresDriver: StorageDriver, Service {
     /// silently fails its next statement at the caller's deadline, as the keep-alive query would
     /// have hung; and the server's TCP keep-alives (``connectionHealthSettings``) keep an idle
     /// session's path open through NAT and firewalls, the usual way idle sessions die silently.
-    static func hotPool(_ client: inout PostgresClient.Configuration, keptConnections: Int) {
+    static func hotPool(_ client: inout PostgresClient.Configuration, keepsAConnection: Bool) {
         client.options.additionalStartupParameters = hotPathSettings + connectionHealthSettings + [("application_name", "syncgate")]
         client.options.keepAliveBehavior = nil
-        // At most one kept: PostgresNIO's pool (1.33) stops the process when a lease finds no idle
+        // One kept, not as many as the process uses at once (a front's 10, a worker's lanes + 1,
+        // as step 12 had): PostgresNIO's pool (1.33) stops the process when a lease finds no idle
         // connection while the pool holds fewer than its minimum (a precondition in
         // `createNewDemandConnectionIfPossible`), and after the database restarts under load it
         // can hold fewer: connection attempts that fail during the outage are dropped, and the
         // pool refills to its minimum only if a request is waiting when one connects again.
         // With one kept it always holds at least one (`PoolRecoveryTests`).
-        client.options.minimumConnections = min(max(0, keptConnections), client.options.maximumConnections, 1)
+        client.options.minimumConnections = keepsAConnection ? min(1, client.options.maximumConnections) : 0
     }
 
     /// TCP keep-alives from the server on an idle session (seconds; ignored on a Unix socket):

@@ -30,12 +30,10 @@ public func buildApplication(
     watcher observe: (@Sendable (FeedWatcher) -> Void)? = nil,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
-    // A front would keep all of its pool open (ServerConfiguration.frontConnections); the pool
-    // keeps one for now (PostgresDriver.hotPool).
     let connections = ServerConfiguration.frontConnections + 2 * configuration.workers
     let opened = try given.map { OpenStore(store: $0, service: NoService()) }
         ?? OpenStore.open(
-            configuration.database, maximumConnections: connections, keptConnections: connections, hooks: configuration.storeHooks, logger: logger
+            configuration.database, maximumConnections: connections, keepsAConnection: true, hooks: configuration.storeHooks, logger: logger
         )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer
     var traced = opened.store
@@ -58,7 +56,7 @@ public func buildApplication(
     let front = configuration.front
     // Pulls read from the standbys, if any; the rest of the front stays on the primary.
     let replicas = configuration.readDatabases.map { standby in
-        OpenStore.replica(standby, maximumConnections: ServerConfiguration.frontConnections, keptConnections: ServerConfiguration.frontConnections, logger: logger)
+        OpenStore.replica(standby, maximumConnections: ServerConfiguration.frontConnections, keepsAConnection: true, logger: logger)
     }
     let reads: any FrontStore = replicas.isEmpty
         ? store : ReplicatedFrontStore(primary: store, replicas: replicas.map(\.store), logger: logger)
@@ -120,7 +118,7 @@ public func buildApplication(
 public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
     let opened = try OpenStore.open(
         configuration.database, maximumConnections: ServerConfiguration.workerConnections(lanes: configuration.workerConcurrency),
-        keptConnections: ServerConfiguration.workerKeptConnections(lanes: configuration.workerConcurrency), hooks: configuration.storeHooks,
+        keepsAConnection: true, hooks: configuration.storeHooks,
         logger: logger
     )
     let tracer = configuration.tracer ?? InstrumentationSystem.tracer

@@ -17,18 +17,17 @@ public struct OpenStore: Sendable {
     }
 
     /// Opens the database at `url`.
-    /// - Parameter keptConnections: PostgreSQL: how many pooled connections are opened at start
-    ///   and kept, for long-running processes (`serve`, `worker`): as many as they use at once in
-    ///   steady work. The others open on demand and close after a minute idle. (At most one
-    ///   is kept for now: `PostgresDriver.hotPool`.)
+    /// - Parameter keepsAConnection: PostgreSQL: whether a pooled connection is opened at start
+    ///   and kept, for long-running processes (`serve`, `worker`). The others open on demand and
+    ///   close after a minute idle (`PostgresDriver.hotPool`).
     public static func open(
-        _ url: DatabaseURL, maximumConnections: Int = 20, keptConnections: Int = 0, clock: StoreClock = .database,
+        _ url: DatabaseURL, maximumConnections: Int = 20, keepsAConnection: Bool = false, clock: StoreClock = .database,
         hooks: StoreHooks = .init(), logger: Logger
     ) throws(ConfigurationError) -> OpenStore {
         switch url {
         case .postgres(let location):
             let driver = PostgresDriver(
-                configuration: .init(location: location, maximumConnections: maximumConnections, keptConnections: keptConnections), logger: logger
+                configuration: .init(location: location, maximumConnections: maximumConnections, keepsAConnection: keepsAConnection), logger: logger
             )
             return OpenStore(store: SyncStore(driver: driver, clock: clock, hooks: hooks, logger: logger), service: driver)
         case .sqlite(let path):
@@ -44,9 +43,9 @@ public struct OpenStore: Sendable {
 
     /// Opens a hot standby of a PostgreSQL primary, for reads only: no LISTEN connection (a
     /// server in recovery refuses it) and no migrations (the standby replays the primary's).
-    public static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, keptConnections: Int, logger: Logger) -> OpenStore {
+    public static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, keepsAConnection: Bool, logger: Logger) -> OpenStore {
         let driver = PostgresDriver(
-            configuration: .init(location: location, maximumConnections: maximumConnections, listens: false, keptConnections: keptConnections), logger: logger
+            configuration: .init(location: location, maximumConnections: maximumConnections, listens: false, keepsAConnection: keepsAConnection), logger: logger
         )
         return OpenStore(store: SyncStore(driver: driver, logger: logger), service: driver)
     }

@@ -24,21 +24,14 @@ public struct ServerConfiguration: Sendable {
     public var workers = 2
     /// Lanes of a `syncgate worker` process.
     public var workerConcurrency = 4
-    /// A front's pooled PostgreSQL connections (two more per in-process worker lane), all to be
-    /// kept open (one is for now: `PostgresDriver.hotPool`): a worker's commit answers a batch of
-    /// pushes at once and their devices push again together, so a front's enqueues come in
-    /// bursts as wide as the batch — at saturation with 20 users, a front that kept 4 open
-    /// opened 6 more on demand.
+    /// A front's pooled PostgreSQL connections (two more per in-process worker lane): a worker's
+    /// commit answers a batch of pushes at once and their devices push again together, so a
+    /// front's enqueues come in bursts as wide as the batch — at saturation with 20 users, a
+    /// front that kept 4 open opened 6 more on demand.
     public static let frontConnections = 10
 
     /// The most pooled connections a `syncgate worker` opens, for bursts.
     public static func workerConnections(lanes: Int) -> Int { 2 * lanes + 4 }
-
-    /// The pooled connections a `syncgate worker` would keep open (one is for now:
-    /// `PostgresDriver.hotPool`): one per lane and one for its claims and heartbeats, all it used
-    /// at saturation with 1 and with 4 lanes (the others of ``workerConnections(lanes:)`` close
-    /// after a minute idle).
-    public static func workerKeptConnections(lanes: Int) -> Int { lanes + 1 }
 
     public var front = FrontConfiguration()
     /// Leases, heartbeats, polling and retries of the workers; `concurrency` is set from ``workers``

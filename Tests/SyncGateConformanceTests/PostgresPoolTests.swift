@@ -6,9 +6,9 @@ import SyncGateTestSupport
 import Testing
 
 /// The pool of requests and jobs as `serve` and `worker` run it (`PostgresDriver.hotPool`): it
-/// opens a connection at start and keeps it (one, however many are asked for: PostgresNIO 1.33's
-/// pool does not survive a database restart with more), sends no keep-alive queries, and its
-/// sessions ask the server for TCP keep-alives instead.
+/// opens a connection at start and keeps it (one: PostgresNIO 1.33's pool does not survive a
+/// database restart with more), sends no keep-alive queries, and its sessions ask the server for
+/// TCP keep-alives instead.
 @Suite struct PostgresPoolTests {
     /// Without keep-alive queries, a session the server ends must still leave the pool: the
     /// pool opens its connections again and later statements do not fail on the ended ones.
@@ -16,7 +16,7 @@ import Testing
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
         let driver = PostgresDriver(
-            configuration: .init(location: location, maximumConnections: 5, keptConnections: 3), logger: StoreHarness.logger
+            configuration: .init(location: location, maximumConnections: 5, keepsAConnection: true), logger: StoreHarness.logger
         )
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
         // The pool's sessions: the ones counted are the ones ended.
@@ -31,7 +31,7 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await driver.run() }
             defer { group.cancelAll() }
-            // Opened at start, before any statement needs one: one of the three asked for.
+            // Opened at start, before any statement needs one.
             try await eventually("the pool's kept session", timeout: .seconds(15)) { try await sessions() == 1 }
             let settings = try await driver.query(
                 "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name",
