@@ -140,7 +140,7 @@ public final class PostgresDriver: StorageDriver, Service {
     /// `Task.sleep` each, several times per request at saturation. So the pool sends no keep-alive
     /// queries, and `serve` and `worker` keep a connection open (the pool's minimum, which has no
     /// idle timeout; the pool leases the first free connection, so light work stays on it; the
-    /// others close after a minute idle); the README's Performance section, step 12, has the
+    /// others close after a minute idle); docs/performance-log.md, step 12, has the
     /// same-run A/B of keeping all of them, which the pool does not survive (below).
     /// What the keep-alive query was for: a connection whose socket closes (the server
     /// restarted, or ended the session) leaves the pool at once without one; one that dies

@@ -52,7 +52,7 @@ struct SyncGateCommand: AsyncParsableCommand {
 /// then resumes on the thread that read it, instead of waking a second thread. The price: code
 /// that blocks a thread blocks an event loop — these commands' code does not block.
 ///
-/// Measured (README, Performance, step 10): the write-path load generator's CPU per push fell by
+/// Measured (docs/performance-log.md, step 10): the write-path load generator's CPU per push fell by
 /// a quarter and the worker's by a tenth; `serve` does not adopt it: with 16,000 idle connections
 /// its CPU rose from 9.6 % to 10.6–10.7 % of a core, and `load live` measured a household's fan-out
 /// p50 of 62–64 ms instead of 39–45.
