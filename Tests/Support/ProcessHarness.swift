@@ -111,7 +111,9 @@ public final class SyncGateProcess: @unchecked Sendable {
     /// by default): a port that `bind` to port 0 handed out, once closed, can be handed out again
     /// — to another test's `bind`, or as the local port of any outgoing connection — before the
     /// server binds it, which then exits with "Address already in use" (seen once in a full run,
-    /// in EmbeddedModeTests). Below that range only these picks choose ports, and they check each.
+    /// in EmbeddedModeTests). Below that range only these picks choose ports, and they check each;
+    /// the scripts' own picks (`scripts/free-port`, used by `scripts/cluster` while tests run)
+    /// take 20,000 and up, so the two never choose the same port before either binds it.
     public static func freePort() -> Int {
         for _ in 0..<1_000 {
             let port = Int.random(in: serverPorts)
@@ -121,12 +123,9 @@ public final class SyncGateProcess: @unchecked Sendable {
         fatalError("no free port in \(serverPorts) after 1,000 tries")
     }
 
-    /// Where ``freePort()`` picks: from 10,000 to the start of the ephemeral range (read once).
-    private static let serverPorts: Range<Int> = {
-        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
-        return 10_000..<max(ephemeralStart, 20_000)
-    }()
+    /// Where ``freePort()`` picks: from 10,000 to 19,999, below the ephemeral range and below
+    /// the scripts' picks.
+    private static let serverPorts: Range<Int> = 10_000..<20_000
 
     private static let handedOut = Mutex<Set<Int>>([])
 
