@@ -55,17 +55,17 @@ extension PostgresDriver {
         )
     }
 
-    public func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
+    public func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
         // One statement. Feeds an apply holds are skipped (their turn comes next pass), so
         // compaction never waits for a writer and a writer waits for it at most one batch. The
         // newest change of each entity among the feed's new ones deletes that entity's older
-        // changes, found by the entity index: the work follows the new changes, not the table.
+        // changes. Every scope key sorts after '' (none is empty).
         let rows = try await query(
             "compact feeds", .maintenance,
             """
             WITH f AS (
-                SELECT scope, compacted, least(head, compacted + \(Int64(sequenceLimit))) AS upto
-                FROM feeds WHERE head > compacted ORDER BY scope LIMIT \(feedLimit)
+                SELECT scope, compacted, head, least(head, compacted + \(Int64(sequenceLimit))) AS upto
+                FROM feeds WHERE head > compacted AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
                 FOR UPDATE SKIP LOCKED
             ), latest AS (
                 SELECT c.scope, c.entity_type, c.entity_id, max(c.seq) AS seq
@@ -78,12 +78,13 @@ extension PostgresDriver {
             ), marked AS (
                 UPDATE feeds SET compacted = f.upto FROM f WHERE feeds.scope = f.scope RETURNING 1
             )
-            SELECT (SELECT count(*)::int FROM gone), (SELECT count(*)::int FROM marked)
+            SELECT (SELECT count(*)::int FROM gone), (SELECT count(*)::int FROM marked), (SELECT max(scope) FROM f),
+                   (SELECT coalesce(bool_or(upto < head), false) FROM f)
             """,
-            as: (Int, Int).self
+            as: (Int, Int, String?, Bool).self
         )
-        guard let (deleted, feeds) = rows.first else { return CompactionBatch(deletedChanges: 0, feeds: 0) }
-        return CompactionBatch(deletedChanges: deleted, feeds: feeds)
+        guard let (deleted, feeds, last, cutShort) = rows.first else { return CompactionBatch(deletedChanges: 0, feeds: 0) }
+        return CompactionBatch(deletedChanges: deleted, feeds: feeds, lastScope: last, cutShort: cutShort)
     }
 
     public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {

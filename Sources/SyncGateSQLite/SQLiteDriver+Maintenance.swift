@@ -40,18 +40,20 @@ extension SQLiteDriver {
         )
     }
 
-    public func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
+    public func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
         // One write transaction (SQLite's one writer: no apply runs meanwhile). The newest change
         // of each entity among a feed's new ones deletes that entity's older changes, found by
         // the entity index: the work follows the new changes, not the table.
         try await write { db in
             let feeds = try Row.fetchAll(
-                db, sql: "SELECT scope, compacted, min(head, compacted + ?) FROM feeds WHERE head > compacted ORDER BY scope LIMIT ?",
-                arguments: [Int64(sequenceLimit), feedLimit]
+                db, sql: "SELECT scope, compacted, head, min(head, compacted + ?) FROM feeds WHERE head > compacted AND scope > ? ORDER BY scope LIMIT ?",
+                arguments: [Int64(sequenceLimit), after ?? "", feedLimit]
             )
             var deleted = 0
+            var cutShort = false
             for feed in feeds {
-                let (scope, compacted, upto): (String, Int64, Int64) = (feed[0], feed[1], feed[2])
+                let (scope, compacted, head, upto): (String, Int64, Int64, Int64) = (feed[0], feed[1], feed[2], feed[3])
+                cutShort = cutShort || upto < head
                 try db.execute(
                     sql: """
                         DELETE FROM changes WHERE (scope, seq) IN (
@@ -67,7 +69,7 @@ extension SQLiteDriver {
                 deleted += db.changesCount
                 try db.execute(sql: "UPDATE feeds SET compacted = ? WHERE scope = ?", arguments: [upto, scope])
             }
-            return CompactionBatch(deletedChanges: deleted, feeds: feeds.count)
+            return CompactionBatch(deletedChanges: deleted, feeds: feeds.count, lastScope: feeds.last.map { $0[0] }, cutShort: cutShort)
         }
     }
 

@@ -3,6 +3,7 @@ import SyncGateCore
 import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
+import Synchronization
 import Testing
 
 /// Compaction, tombstone purge, idempotency pruning, job retention and force-resync.
@@ -41,25 +42,71 @@ import Testing
 
     /// Compaction looks only at changes written since it last looked: a pass with nothing new
     /// looks at no feed, and a change written later still removes what it supersedes from before
-    /// the mark. Small batches (2 sequence numbers) so a feed takes several.
+    /// the mark. Small batches (2 sequence numbers) so a feed takes several; and each batch says
+    /// which feed it looked at last and whether one needs another batch.
     @Test(arguments: Driver.selected)
     func compactionLooksOnlyAtNewChangesAndStillRemovesWhatTheySupersede(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
             var store = harness.store
-            store.batchSize = 2
+            store.compactionBatch = CompactionBatchLimits(feeds: 100, changesPerFeed: 2)
             _ = try await harness.apply([Op.create("weightLogs", "a", ["kg": 0]), Op.create("weightLogs", "b", ["kg": 0])])
             for version in Int64(1)...4 { _ = try await harness.apply([Op.update("weightLogs", "a", base: version, ["kg": .int(version)])]) }
             _ = try await harness.apply([Op.create("households", "h", ["name": "H"])])
             #expect(try await store.compactFeeds().deletedChanges == 4)
             // Nothing new: no feed to look at.
-            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2) == CompactionBatch(deletedChanges: 0, feeds: 0))
+            #expect(try await store.driver.compactNewChanges(after: nil, feedLimit: 100, sequenceLimit: 2) == CompactionBatch(deletedChanges: 0, feeds: 0))
             // "b" written again: its first change, below the mark, goes; nothing else is read again.
             _ = try await harness.apply([Op.update("weightLogs", "b", base: 1, ["kg": 9])])
-            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2) == CompactionBatch(deletedChanges: 1, feeds: 1))
-            #expect(try await store.driver.compactNewChanges(feedLimit: 100, sequenceLimit: 2).feeds == 0)
+            #expect(
+                try await store.driver.compactNewChanges(after: nil, feedLimit: 100, sequenceLimit: 2)
+                    == CompactionBatch(deletedChanges: 1, feeds: 1, lastScope: Scope.user("alice").key, cutShort: false))
+            #expect(try await store.driver.compactNewChanges(after: nil, feedLimit: 100, sequenceLimit: 2).feeds == 0)
+            // Three new changes, two sequence numbers a batch: cut short, then caught up. A feed
+            // after the last one asked about is not looked at.
+            for version in Int64(2)...4 { _ = try await harness.apply([Op.update("weightLogs", "b", base: version, ["kg": .int(version)])]) }
+            #expect(try await store.driver.compactNewChanges(after: Scope.user("alice").key, feedLimit: 100, sequenceLimit: 2).feeds == 0)
+            #expect(
+                try await store.driver.compactNewChanges(after: nil, feedLimit: 100, sequenceLimit: 2)
+                    == CompactionBatch(deletedChanges: 2, feeds: 1, lastScope: Scope.user("alice").key, cutShort: true))
+            #expect(
+                try await store.driver.compactNewChanges(after: nil, feedLimit: 100, sequenceLimit: 2)
+                    == CompactionBatch(deletedChanges: 1, feeds: 1, lastScope: Scope.user("alice").key, cutShort: false))
             let remaining = try await harness.pullAll().changes
-            #expect(Dictionary(remaining.map { ($0.entityID, $0.version) }, uniquingKeysWith: max) == ["a": 5, "b": 2, "h": 1, "h:alice": 1])
+            #expect(Dictionary(remaining.map { ($0.entityID, $0.version) }, uniquingKeysWith: max) == ["a": 5, "b": 5, "h": 1, "h:alice": 1])
             #expect(remaining.count == 4)
+        }
+    }
+
+    /// A pass walks the feeds in scope order and ends after the last one with new changes: a
+    /// feed written again between batches waits for the next pass. (Taking the first feeds with
+    /// new changes again at every batch starved the feeds after them while those kept being
+    /// written, and ran the pass to its cap of 10,000 batches.) One feed a batch; between
+    /// batches a writer adds a change to the first feed, 40 times at most.
+    @Test(arguments: Driver.selected)
+    func aPassReachesTheLastFeedWhileAnEarlierOneKeepsBeingWritten(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            for user in ["alice", "bob"] {
+                _ = try await harness.apply([Op.create("weightLogs", "w", ["kg": 0])], user: user)
+                for version in Int64(1)...3 { _ = try await harness.apply([Op.update("weightLogs", "w", base: version, ["kg": .int(version)])], user: user) }
+            }
+            #expect(Scope.user("alice").key < Scope.user("bob").key)
+            let writes = Mutex(0)
+            var store = harness.store
+            store.compactionBatch = CompactionBatchLimits(feeds: 1, changesPerFeed: 100)
+            store.hooks.betweenCompactionBatches = {
+                let version = writes.withLock { count -> Int64? in
+                    guard count < 40 else { return nil }
+                    count += 1
+                    return Int64(count) + 3
+                }
+                guard let version else { return }
+                _ = try await harness.apply([Op.update("weightLogs", "w", base: version, ["kg": .int(version)])], user: "alice")
+            }
+            let report = try await store.compactFeeds()
+            // alice's feed, then bob's, then none: two batches with a writer's turn after each.
+            #expect(writes.withLock { $0 } == 2)
+            #expect(report.deletedChanges == 6)
+            #expect(try await harness.pullAll(user: "bob").changes.count == 1)
         }
     }
 

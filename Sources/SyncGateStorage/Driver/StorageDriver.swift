@@ -74,10 +74,12 @@ public protocol StorageDriver: Sendable {
     func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int
     /// Deletes the changes that a later change of the same entity in the same feed supersedes,
     /// looking only at changes no earlier call looked at: of up to `feedLimit` feeds with new
-    /// changes (skipping feeds a writer holds), the next `sequenceLimit` sequence numbers each,
-    /// then records how far each feed has been looked at. Returns the changes deleted and the
-    /// feeds looked at (0: nothing new anywhere).
-    func compactNewChanges(feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch
+    /// changes whose scope keys sort after `after` (all feeds when nil), in scope order and
+    /// skipping feeds a writer holds, the next `sequenceLimit` sequence numbers each; then
+    /// records how far each feed has been looked at. Returns the changes deleted, the feeds
+    /// looked at (0: none after `after`, or a writer held every one), the last of them, and
+    /// whether one was left with new changes beyond `sequenceLimit`.
+    func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch
     /// Feeds holding tombstones older than `cutoff`.
     func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope]
     /// Scopes holding entities of any of `types` (a rebuild of derived data).
@@ -476,13 +478,19 @@ public struct TimedChangeRow: Sendable, Hashable {
     }
 }
 
-/// One call of ``StorageDriver/compactNewChanges(feedLimit:sequenceLimit:)``.
+/// One call of ``StorageDriver/compactNewChanges(after:feedLimit:sequenceLimit:)``.
 public struct CompactionBatch: Sendable, Hashable {
     public var deletedChanges: Int
     public var feeds: Int
+    /// The greatest scope key among the feeds looked at (nil when none was).
+    public var lastScope: String?
+    /// Whether a feed looked at has new changes beyond the sequence limit (it needs another batch).
+    public var cutShort: Bool
 
-    public init(deletedChanges: Int, feeds: Int) {
+    public init(deletedChanges: Int, feeds: Int, lastScope: String? = nil, cutShort: Bool = false) {
         self.deletedChanges = deletedChanges
         self.feeds = feeds
+        self.lastScope = lastScope
+        self.cutShort = cutShort
     }
 }

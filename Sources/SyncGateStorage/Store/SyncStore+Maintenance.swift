@@ -20,14 +20,22 @@ extension SyncStore {
     ///
     /// Proportional to new work: each feed remembers how far compaction has looked, so a pass
     /// reads only the changes written since the last one (and the feeds table), in batches of
-    /// 100 feeds × ``batchSize`` sequence numbers. A pass stops after 10,000 batches: under
-    /// writes that never pause, the next pass goes on from there.
+    /// ``compactionBatch`` feeds × new changes. A pass walks the feeds once, in scope order: a
+    /// batch goes on after the last feed the one before it looked at, or takes the same feeds
+    /// again when one had more new changes than a batch takes, and the pass ends after the last
+    /// feed with new changes. Changes written meanwhile to feeds it has passed wait for the next
+    /// pass. (It used to take the first feeds with new changes at every batch: feeds written
+    /// between batches were taken again and again, the feeds after them waited, and under steady
+    /// writes a pass ran to its cap.) A pass stops after 10,000 batches in any case.
     public func compactFeeds() async throws -> CompactionReport {
         var report = CompactionReport()
+        var after: String?
         for _ in 0..<10_000 {
-            let batch = try await driver.compactNewChanges(feedLimit: 100, sequenceLimit: batchSize)
+            let batch = try await driver.compactNewChanges(after: after, feedLimit: compactionBatch.feeds, sequenceLimit: compactionBatch.changesPerFeed)
             report.deletedChanges += batch.deletedChanges
-            if batch.feeds == 0 { break }
+            guard batch.feeds > 0 else { break }
+            if !batch.cutShort { after = batch.lastScope }
+            try await hooks.betweenCompactionBatches()
         }
         return report
     }

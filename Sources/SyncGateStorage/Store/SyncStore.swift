@@ -21,6 +21,9 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
     public var batchSize = 5000
+    /// How much one compaction statement takes. It holds its feeds until it commits, and a
+    /// writer to one of them waits for it: README, Retention, "Known limit".
+    public var compactionBatch = CompactionBatchLimits(feeds: 100, changesPerFeed: 5000)
     /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
     public var applyGroups = ApplyGroups()
 
@@ -92,9 +95,27 @@ public struct StoreHooks: Sendable {
     /// mid-transaction with its feeds locked. Throwing rolls the apply back (with every job
     /// applied in the same transaction).
     public var midApply: @Sendable (ApplyingJob) async throws -> Void
+    /// Runs between the batches of a compaction pass (after each batch that looked at feeds):
+    /// a test writes here to play a writer that keeps up with compaction.
+    public var betweenCompactionBatches: @Sendable () async throws -> Void
 
-    public init(midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in }) {
+    public init(
+        midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in },
+        betweenCompactionBatches: @escaping @Sendable () async throws -> Void = {}
+    ) {
         self.midApply = midApply
+        self.betweenCompactionBatches = betweenCompactionBatches
+    }
+}
+
+/// The most one compaction statement looks at: `feeds` feeds, `changesPerFeed` new changes each.
+public struct CompactionBatchLimits: Sendable, Hashable {
+    public var feeds: Int
+    public var changesPerFeed: Int
+
+    public init(feeds: Int, changesPerFeed: Int) {
+        self.feeds = feeds
+        self.changesPerFeed = changesPerFeed
     }
 }
 
