@@ -26,7 +26,9 @@ extension SyncStore {
     /// feed with new changes. Changes written meanwhile to feeds it has passed wait for the next
     /// pass. (It used to take the first feeds with new changes at every batch: feeds written
     /// between batches were taken again and again, the feeds after them waited, and under steady
-    /// writes a pass ran to its cap.) A pass stops after 10,000 batches in any case.
+    /// writes a pass ran to its cap.) A pass stops after 10,000 batches in any case. On
+    /// PostgreSQL the plan of a batch's statement still reads the whole `changes` table: README,
+    /// Retention, "Known limit".
     public func compactFeeds() async throws -> CompactionReport {
         var report = CompactionReport()
         var after: String?
