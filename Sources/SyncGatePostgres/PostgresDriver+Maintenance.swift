@@ -55,8 +55,8 @@ extension PostgresDriver {
         )
     }
 
-    public func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
-        // One statement (``compaction(after:feedLimit:sequenceLimit:)``), planned as the hot
+    public func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
+        // One statement (``compaction(after:feedLimit:changeLimit:)``), planned as the hot
         // paths are (``hotPathSettings``, for its transaction only): with the maintenance pool's
         // defaults its plan read the whole `changes` table twice (sequential scans into hash
         // joins) while it held its feeds locked, 0.4 s of stalled pushes per batch at 64,000
@@ -66,7 +66,7 @@ extension PostgresDriver {
             try await connection.query("BEGIN", logger: logger)
             do {
                 try await connection.query(Self.indexDrivenForThisTransaction, logger: logger)
-                let rows = try await connection.query(Self.compaction(after: after, feedLimit: feedLimit, sequenceLimit: sequenceLimit), logger: logger)
+                let rows = try await connection.query(Self.compaction(after: after, feedLimit: feedLimit, changeLimit: changeLimit), logger: logger)
                     .collect((Int, Int, String?, Bool).self)
                 try await connection.query("COMMIT", logger: logger)
                 return rows
@@ -85,16 +85,25 @@ extension PostgresDriver {
         unsafeSQL: "SELECT " + hotPathSettings.filter { $0.0 != "plan_cache_mode" }.map { "set_config('\($0.0)', '\($0.1)', true)" }.joined(separator: ", ")
     )
 
-    /// Feeds an apply holds are skipped (their turn comes next pass), so compaction never waits
-    /// for a writer and a writer waits for it at most one batch. The newest change of each entity
-    /// among the feed's new ones deletes that entity's older changes. Every scope key sorts
-    /// after '' (none is empty).
-    static func compaction(after: String?, feedLimit: Int, sequenceLimit: Int) -> PostgresQuery {
+    /// The feeds taken are those whose new changes fit `changeLimit` together, counted in scope
+    /// order from the first (always taken). Feeds an apply holds are skipped (their turn comes
+    /// next pass), so compaction never waits for a writer and a writer waits for it at most one
+    /// batch. The newest change of each entity among the feed's new ones deletes that entity's
+    /// older changes. Every scope key sorts after '' (none is empty).
+    static func compaction(after: String?, feedLimit: Int, changeLimit: Int) -> PostgresQuery {
         """
-        WITH f AS (
-            SELECT scope, compacted, head, least(head, compacted + \(Int64(sequenceLimit))) AS upto
-            FROM feeds WHERE head > compacted AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
-            FOR UPDATE SKIP LOCKED
+        WITH candidates AS (
+            SELECT scope, size, sum(size) OVER (ORDER BY scope) AS running
+            FROM (
+                SELECT scope, least(head - compacted, \(Int64(changeLimit))) AS size
+                FROM feeds WHERE head > compacted AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
+            ) next
+        ), taken AS (
+            SELECT scope FROM candidates WHERE running <= \(Int64(changeLimit)) OR running = size
+        ), f AS (
+            SELECT feeds.scope, feeds.compacted, feeds.head, least(feeds.head, feeds.compacted + \(Int64(changeLimit))) AS upto
+            FROM feeds JOIN taken ON taken.scope = feeds.scope
+            FOR UPDATE OF feeds SKIP LOCKED
         ), latest AS (
             SELECT c.scope, c.entity_type, c.entity_id, max(c.seq) AS seq
             FROM f JOIN changes c ON c.scope = f.scope AND c.seq > f.compacted AND c.seq <= f.upto
@@ -106,7 +115,7 @@ extension PostgresDriver {
         ), marked AS (
             UPDATE feeds SET compacted = f.upto FROM f WHERE feeds.scope = f.scope RETURNING 1
         )
-        SELECT (SELECT count(*)::int FROM gone), (SELECT count(*)::int FROM marked), (SELECT max(scope) FROM f),
+        SELECT (SELECT count(*)::int FROM gone), (SELECT count(*)::int FROM marked), (SELECT max(scope) FROM taken),
                (SELECT coalesce(bool_or(upto < head), false) FROM f)
         """
     }

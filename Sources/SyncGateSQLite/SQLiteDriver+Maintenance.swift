@@ -40,15 +40,24 @@ extension SQLiteDriver {
         )
     }
 
-    public func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch {
+    public func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
         // One write transaction (SQLite's one writer: no apply runs meanwhile). The newest change
         // of each entity among a feed's new ones deletes that entity's older changes, found by
         // the entity index: the work follows the new changes, not the table.
         try await write { db in
-            let feeds = try Row.fetchAll(
+            let candidates = try Row.fetchAll(
                 db, sql: "SELECT scope, compacted, head, min(head, compacted + ?) FROM feeds WHERE head > compacted AND scope > ? ORDER BY scope LIMIT ?",
-                arguments: [Int64(sequenceLimit), after ?? "", feedLimit]
+                arguments: [Int64(changeLimit), after ?? "", feedLimit]
             )
+            // The feeds whose new changes fit `changeLimit` together, the first one in any case.
+            var feeds: [Row] = []
+            var size: Int64 = 0
+            for feed in candidates {
+                let (compacted, upto): (Int64, Int64) = (feed[1], feed[3])
+                size += upto - compacted
+                guard feeds.isEmpty || size <= Int64(changeLimit) else { break }
+                feeds.append(feed)
+            }
             var deleted = 0
             var cutShort = false
             for feed in feeds {

@@ -73,13 +73,12 @@ public protocol StorageDriver: Sendable {
     /// Deletes up to `limit` idempotency records made before `cutoff`; returns how many.
     func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int
     /// Deletes the changes that a later change of the same entity in the same feed supersedes,
-    /// looking only at changes no earlier call looked at: of up to `feedLimit` feeds with new
-    /// changes whose scope keys sort after `after` (all feeds when nil), in scope order and
-    /// skipping feeds a writer holds, the next `sequenceLimit` sequence numbers each; then
-    /// records how far each feed has been looked at. Returns the changes deleted, the feeds
-    /// looked at (0: none after `after`, or a writer held every one), the last of them, and
-    /// whether one was left with new changes beyond `sequenceLimit`.
-    func compactNewChanges(after: String?, feedLimit: Int, sequenceLimit: Int) async throws -> CompactionBatch
+    /// looking only at changes no earlier call looked at. It takes the feeds with new changes
+    /// whose scope keys sort after `after` (all feeds when nil), in scope order, up to
+    /// `feedLimit` of them while their new changes add up to at most `changeLimit` (the first
+    /// one in any case, with its next `changeLimit` sequence numbers); it skips those a writer
+    /// holds, looks at the others and records how far each has been looked at.
+    func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch
     /// Feeds holding tombstones older than `cutoff`.
     func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope]
     /// Scopes holding entities of any of `types` (a rebuild of derived data).
@@ -478,13 +477,15 @@ public struct TimedChangeRow: Sendable, Hashable {
     }
 }
 
-/// One call of ``StorageDriver/compactNewChanges(after:feedLimit:sequenceLimit:)``.
+/// One call of ``StorageDriver/compactNewChanges(after:feedLimit:changeLimit:)``.
 public struct CompactionBatch: Sendable, Hashable {
     public var deletedChanges: Int
+    /// The feeds looked at (not those a writer held).
     public var feeds: Int
-    /// The greatest scope key among the feeds looked at (nil when none was).
+    /// The greatest scope key among the feeds taken, looked at or held by a writer (nil: no feed
+    /// after the one asked about has new changes).
     public var lastScope: String?
-    /// Whether a feed looked at has new changes beyond the sequence limit (it needs another batch).
+    /// Whether a feed looked at has new changes beyond the change limit (it needs another batch).
     public var cutShort: Bool
 
     public init(deletedChanges: Int, feeds: Int, lastScope: String? = nil, cutShort: Bool = false) {

@@ -23,7 +23,7 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     public var batchSize = 5000
     /// How much one compaction statement takes. It holds its feeds until it commits, and a
     /// writer to one of them waits for it: README, Retention, "Known limit".
-    public var compactionBatch = CompactionBatchLimits(feeds: 100, changesPerFeed: 5000)
+    public var compactionBatch = CompactionBatchLimits(feeds: 100, changes: 1000)
     /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
     public var applyGroups = ApplyGroups()
 
@@ -108,14 +108,16 @@ public struct StoreHooks: Sendable {
     }
 }
 
-/// The most one compaction statement looks at: `feeds` feeds, `changesPerFeed` new changes each.
+/// The most one compaction batch looks at: up to `feeds` feeds whose new changes add up to at
+/// most `changes`, or `changes` of one feed's. A batch holds its feeds' writers until it ends,
+/// so it stays small: its time follows the changes it looks at.
 public struct CompactionBatchLimits: Sendable, Hashable {
     public var feeds: Int
-    public var changesPerFeed: Int
+    public var changes: Int
 
-    public init(feeds: Int, changesPerFeed: Int) {
+    public init(feeds: Int, changes: Int) {
         self.feeds = feeds
-        self.changesPerFeed = changesPerFeed
+        self.changes = changes
     }
 }
 
