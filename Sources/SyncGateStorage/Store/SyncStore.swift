@@ -21,8 +21,8 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
     public var batchSize = 5000
-    /// How much one compaction statement takes. It holds its feeds until it commits, and a
-    /// writer to one of them waits for it: README, Retention, "Known limit".
+    /// How much one compaction batch takes. It holds its feeds until it commits, and a writer to
+    /// one of them waits for it: README, Retention, "Compaction and writers".
     public var compactionBatch = CompactionBatchLimits(feeds: 100, changes: 1000)
     /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
     public var applyGroups = ApplyGroups()
