@@ -1,4 +1,5 @@
 import Synchronization
+public import SyncGateStorage
 
 /// A one-shot signal between test tasks, waited on with a deadline: a test that waits for
 /// something that never happens fails with a message instead of hanging.
@@ -74,4 +75,28 @@ where Stream.Element: Sendable {
         }
         return element
     }
+}
+
+/// One job's apply held inside its transaction (at ``StoreHooks/midApply``, its writes numbered and
+/// its feeds locked) until the test releases it: pass ``hooks`` to the store, name the job with
+/// ``hold(_:)``, wait for ``held``, open ``release``.
+public final class HeldApply: Sendable {
+    public let held: TestGate
+    public let release: TestGate
+    private let target = Locked<Int64?>(nil)
+
+    public init(_ what: String) {
+        held = TestGate(what)
+        release = TestGate("\(what): its release")
+    }
+
+    public var hooks: StoreHooks {
+        StoreHooks(midApply: { [held, release, target] job in
+            guard job.jobID == target.value else { return }
+            held.open()
+            try await release.wait(timeout: .seconds(60))
+        })
+    }
+
+    public func hold(_ jobID: Int64) { target.update { $0 = jobID } }
 }

@@ -177,15 +177,8 @@ import Testing
     /// moves its cursor past a number that is not committed yet, and sees both changes in the end.
     @Test(arguments: Driver.selected)
     func aReaderNeverPagesPastAChangeHeldUncommitted(_ driver: Driver) async throws {
-        let held = TestGate("the first job to be held before it writes")
-        let release = TestGate("the held job's release")
-        let target = Locked<Int64?>(nil)
-        let hooks = StoreHooks(midApply: { job in
-            guard job.jobID == target.value else { return }
-            held.open()
-            try await release.wait(timeout: .seconds(60))
-        })
-        try await StoreHarness.with(driver, hooks: hooks) { harness in
+        let hold = HeldApply("the first job to be held before it writes")
+        try await StoreHarness.with(driver, hooks: hold.hooks) { harness in
             _ = try await harness.apply([
                 Op.create("households", "h", ["name": "Shared"]),
                 Op.create("household_members", "h:bob", ["user_id": "bob", "role": "member"]),
@@ -193,7 +186,7 @@ import Testing
             ])
             var cursor = try await harness.pullAll(user: "carol").last.cursor
             let first = try await harness.push([Op.create("inventory", "from-alice", ["n": 1], household: "h")], user: "alice")
-            target.update { $0 = first }
+            hold.hold(first)
             let second = try await harness.push([Op.create("inventory", "from-bob", ["n": 2], household: "h")], user: "bob")
             let store = harness.store
             let collections = harness.collections
@@ -201,7 +194,7 @@ import Testing
             let claimed = try await store.claimJobs(workerID: "w", limit: 2, leaseMilliseconds: 60_000)
             #expect(claimed.map(\.id) == [first, second])
             let applyFirst = Task { try await store.apply(claimed[0], collections: collections, now: .now()) }
-            try await held.wait()
+            try await hold.held.wait()
             let applySecond = Task { try await store.apply(claimed[1], collections: collections, now: .now()) }
             // Give the second job every chance to commit past the held one: until it is seen waiting
             // for the feed's lock (PostgreSQL), or its commit reaches the reader.
@@ -213,7 +206,7 @@ import Testing
                 if !page.changes.isEmpty { return true }
                 return try await Self.waitsForALock(harness)
             }
-            release.open()
+            hold.release.open()
             #expect(try await applyFirst.value.isDone)
             #expect(try await applySecond.value.isDone)
             seen += try await harness.pullAll(user: "carol", from: cursor).changes.map(\.sequence)

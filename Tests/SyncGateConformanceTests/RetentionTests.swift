@@ -142,30 +142,23 @@ import Testing
     /// PostgreSQL only: SQLite has one writer, so compaction there waits for the apply.
     @Test(arguments: Driver.selected.filter { $0 == .postgres })
     func aPassGoesOnPastAFeedAWriterHolds(_ driver: Driver) async throws {
-        let held = TestGate("alice's apply to hold her feed")
-        let release = TestGate("alice's apply's release")
-        let target = Locked<Int64?>(nil)
-        let hooks = StoreHooks(midApply: { job in
-            guard job.jobID == target.value else { return }
-            held.open()
-            try await release.wait(timeout: .seconds(60))
-        })
-        try await StoreHarness.with(driver, hooks: hooks) { harness in
+        let hold = HeldApply("alice's apply to hold her feed")
+        try await StoreHarness.with(driver, hooks: hold.hooks) { harness in
             for user in ["alice", "bob"] {
                 _ = try await harness.apply([Op.create("weightLogs", "w", ["kg": 0])], user: user)
                 for version in Int64(1)...2 { _ = try await harness.apply([Op.update("weightLogs", "w", base: version, ["kg": .int(version)])], user: user) }
             }
             let id = try await harness.push([Op.create("weightLogs", "held", ["kg": 1])], user: "alice")
-            target.update { $0 = id }
+            hold.hold(id)
             var store = harness.store
             store.compactionBatch = CompactionBatchLimits(feeds: 100, changes: 3)
             let claimed = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000)
             #expect(claimed.map(\.id) == [id])
             let collections = harness.collections
             let apply = Task { [store] in try await store.apply(claimed[0], collections: collections, now: .now()) }
-            try await held.wait()
+            try await hold.held.wait()
             let report = try await store.compactFeeds()
-            release.open()
+            hold.release.open()
             #expect(try await apply.value.isDone)
             // Bob's two superseded changes, none of alice's.
             #expect(report.deletedChanges == 2)

@@ -58,25 +58,18 @@ import Testing
     /// horizon from the clock alone would pass it and skip it for good.
     @Test(arguments: Driver.selected)
     func aReaderIsNeverGivenATimePastAChangeHeldUncommitted(_ driver: Driver) async throws {
-        let held = TestGate("the job to be held in its transaction")
-        let release = TestGate("the held job's release")
-        let target = Locked<Int64?>(nil)
-        let hooks = StoreHooks(midApply: { job in
-            guard job.jobID == target.value else { return }
-            held.open()
-            try await release.wait(timeout: .seconds(60))
-        })
-        try await StoreHarness.with(driver, hooks: hooks) { harness in
+        let hold = HeldApply("the job to be held in its transaction")
+        try await StoreHarness.with(driver, hooks: hold.hooks) { harness in
             _ = try await harness.apply([Op.create("households", "h", ["name": "Shared"]), Op.create("household_members", "h:carol", ["user_id": "carol", "role": "member"])])
             var since = try await Self.readAll(harness, user: "carol", since: nil).serverTime
             let id = try await harness.push([Op.create("inventory", "held", ["n": 1], household: "h")], user: "alice")
-            target.update { $0 = id }
+            hold.hold(id)
             let store = harness.store
             let claimed = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000)
             #expect(claimed.map(\.id) == [id])
             let collections = harness.collections
             let apply = Task { try await store.apply(claimed[0], collections: collections, now: .now()) }
-            try await held.wait()
+            try await hold.held.wait()
             // Time passes on the clock while the change waits uncommitted.
             var seen: [String] = []
             for _ in 0..<5 {
@@ -86,7 +79,7 @@ import Testing
                 since = page.serverTime
             }
             #expect(seen.isEmpty)
-            release.open()
+            hold.release.open()
             #expect(try await apply.value.isDone)
             seen += try await Self.readAll(harness, user: "carol", since: since).changes.map(\.entityID)
             #expect(seen == ["held"])
