@@ -59,8 +59,8 @@ extension PostgresDriver {
         // One statement (``compaction(after:feedLimit:changeLimit:)``), planned as the hot
         // paths are (``hotPathSettings``, for its transaction only): with the maintenance pool's
         // defaults its plan read the whole `changes` table twice (sequential scans into hash
-        // joins) while it held its feeds locked, 0.4 s of stalled pushes per batch at 64,000
-        // changes (QueryPlanTests). Index probes cost what the batch compacts.
+        // joins) while it held its feeds locked. By index a batch costs what it compacts
+        // (QueryPlanTests), so a small one holds its feeds' writers briefly (README, Retention).
         let logger = self.logger
         let rows = try await withConnection("compact feeds", .maintenance) { connection in
             try await connection.query("BEGIN", logger: logger)

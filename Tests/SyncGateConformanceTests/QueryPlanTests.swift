@@ -63,11 +63,12 @@ import Testing
     }
 
     /// A compaction batch reads its feeds' new changes and the older changes of the entities
-    /// those touched, by index, however large the table: it held its feeds locked while its plan
-    /// read the whole `changes` table twice (sequential scans and hash joins, the maintenance
-    /// pool's default planner settings), 0.4 s of stalled pushes once a minute under steady
-    /// writes (README, "Retention"). Here 100 feeds hold 50,000 changes, the statistics know
-    /// them, and three feeds have 50 new changes each, of 50 entities that each have 9 older ones.
+    /// those touched, by index, however large the table: its plan read the whole `changes` table
+    /// twice (sequential scans and hash joins, the maintenance pool's default planner settings)
+    /// while it held its feeds locked, so only a batch of most of the table's new changes was
+    /// worth its cost, and such a batch stalled pushes 0.4 s once a minute under steady writes
+    /// (README, Retention). Here 100 feeds hold 50,000 changes, the statistics know them, and
+    /// three feeds have 50 new changes each, of 50 entities that each have 9 older ones.
     @Test func aCompactionBatchReadsOnlyWhatItCompacts() async throws {
         let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
         try await StoreHarness.withExisting(url) { harness in
