@@ -24,10 +24,41 @@ extension PostgresDriver {
         }
     }
 
-    /// A DELETE … RETURNING 1 wrapped to count its rows.
+    /// A DELETE … RETURNING 1 wrapped to count its rows, planned by index
+    /// (``indexDrivenQuery(_:_:as:)``).
     func deleteCounting(_ operation: String, _ query: PostgresQuery) async throws -> Int {
-        try await self.query(operation, .maintenance, query, as: Int.self).first ?? 0
+        try await indexDrivenQuery(operation, query, as: Int.self).first ?? 0
     }
+
+    /// One maintenance statement, every row collected, planned as the hot paths are
+    /// (``hotPathSettings``' planner costs, for its transaction only): index probes wherever an
+    /// index serves. Maintenance finds a few rows (a minute's expired records, a feed's new
+    /// changes) in tables that keep far more, and with PostgreSQL's defaults its statements read
+    /// whole tables (sequential scans into hash joins) at 50,000 rows with statistics
+    /// (QueryPlanTests); a compaction batch did so while it held its feeds locked.
+    func indexDrivenQuery<each Column: PostgresDecodable>(
+        _ operation: String, _ query: PostgresQuery, as columns: (repeat each Column).Type
+    ) async throws -> [(repeat each Column)] where repeat each Column: Sendable {
+        let logger = self.logger
+        return try await withConnection(operation, .maintenance) { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                try await connection.query(Self.indexDrivenForThisTransaction, logger: logger)
+                let rows = try await connection.query(query, logger: logger).collect(columns)
+                try await connection.query("COMMIT", logger: logger)
+                return rows
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// ``hotPathSettings``' planner costs, for the rest of the transaction (`plan_cache_mode`
+    /// aside: these statements are planned once).
+    static let indexDrivenForThisTransaction = PostgresQuery(
+        unsafeSQL: "SELECT " + hotPathSettings.filter { $0.0 != "plan_cache_mode" }.map { "set_config('\($0.0)', '\($0.1)', true)" }.joined(separator: ", ")
+    )
 
     public func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteCounting(
@@ -56,34 +87,15 @@ extension PostgresDriver {
     }
 
     public func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
-        // One statement (``compaction(after:feedLimit:changeLimit:)``), planned as the hot
-        // paths are (``hotPathSettings``, for its transaction only): with the maintenance pool's
-        // defaults its plan read the whole `changes` table twice (sequential scans into hash
-        // joins) while it held its feeds locked. By index a batch costs what it compacts
-        // (QueryPlanTests), so a small one holds its feeds' writers briefly (README, Retention).
-        let logger = self.logger
-        let rows = try await withConnection("compact feeds", .maintenance) { connection in
-            try await connection.query("BEGIN", logger: logger)
-            do {
-                try await connection.query(Self.indexDrivenForThisTransaction, logger: logger)
-                let rows = try await connection.query(Self.compaction(after: after, feedLimit: feedLimit, changeLimit: changeLimit), logger: logger)
-                    .collect((Int, Int, String?, Bool).self)
-                try await connection.query("COMMIT", logger: logger)
-                return rows
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
-            }
-        }
+        // One statement, planned by index: a batch costs what it compacts (with PostgreSQL's
+        // defaults its plan read the whole `changes` table twice), so a small one holds its
+        // feeds' writers briefly (README, Retention).
+        let rows = try await indexDrivenQuery(
+            "compact feeds", Self.compaction(after: after, feedLimit: feedLimit, changeLimit: changeLimit), as: (Int, Int, String?, Bool).self
+        )
         guard let (deleted, feeds, last, cutShort) = rows.first else { return CompactionBatch(deletedChanges: 0, feeds: 0) }
         return CompactionBatch(deletedChanges: deleted, feeds: feeds, lastScope: last, cutShort: cutShort)
     }
-
-    /// ``hotPathSettings``' planner costs, for the rest of the transaction: index probes
-    /// wherever an index serves (`plan_cache_mode` aside: these statements are planned once).
-    static let indexDrivenForThisTransaction = PostgresQuery(
-        unsafeSQL: "SELECT " + hotPathSettings.filter { $0.0 != "plan_cache_mode" }.map { "set_config('\($0.0)', '\($0.1)', true)" }.joined(separator: ", ")
-    )
 
     /// The feeds taken are those whose new changes fit `changeLimit` together, counted in scope
     /// order from the first (always taken). Feeds an apply holds are skipped (their turn comes
