@@ -127,6 +127,29 @@ import Testing
         }
     }
 
+    /// A pass finds the feeds with tombstones to purge from the index of tombstones by age,
+    /// reading no change when none is old enough, however many changes the table holds. Here
+    /// 50,000 changes, 5,000 of them young tombstones, the statistics know them.
+    @Test func aPassWithNoOldTombstoneReadsNoChange() async throws {
+        let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
+        let now = Timestamp.now().millisecondsSinceEpoch
+        try await StoreHarness.withExisting(url) { harness in
+            try await harness.execute("""
+                INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at)
+                SELECT 'u:f' || f, s, 'contacts', 'e' || s, 1, CASE WHEN s <= 50 THEN NULL ELSE '{"name": "x"}'::jsonb END, \(now)
+                FROM generate_series(1, 100) f, generate_series(1, 500) s
+                """)
+            try await harness.execute("ANALYZE")
+        }
+        let before = try await Self.settledCounters(url).changeRowsRead
+        try await StoreHarness.withExisting(url) { harness in
+            let report = try await harness.store.purgeTombstones(olderThanMilliseconds: 86_400_000)
+            #expect(report == PurgeReport())
+        }
+        let read = try await Self.settledCounters(url).changeRowsRead - before
+        #expect(read < 100, "the pass read \(read) change rows")
+    }
+
     /// The hot paths' statements are planned once per connection (generic plans). Planned on a
     /// fresh database, whose never-analyzed tables count as ten pages, they chose hash joins over
     /// sequential scans of `entities` — still in use a minute later at 50,000 rows (found with
