@@ -41,15 +41,9 @@ extension PostgresDriver {
     ) async throws -> [(repeat each Column)] where repeat each Column: Sendable {
         let logger = self.logger
         return try await withConnection(operation, .maintenance) { connection in
-            try await connection.query("BEGIN", logger: logger)
-            do {
+            try await connection.inTransaction(logger: logger) {
                 try await connection.query(Self.indexDrivenForThisTransaction, logger: logger)
-                let rows = try await connection.query(query, logger: logger).collect(columns)
-                try await connection.query("COMMIT", logger: logger)
-                return rows
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+                return try await connection.query(query, logger: logger).collect(columns)
             }
         }
     }

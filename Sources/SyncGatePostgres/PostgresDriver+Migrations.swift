@@ -52,8 +52,7 @@ extension PostgresDriver {
         for migration in migrations where !done.contains(migration.version) {
             logger.info("applying migration", metadata: ["syncgate.migration": "\(migration.version)_\(migration.name)"])
             // One transaction per migration; PostgresNIO runs one statement per query.
-            try await connection.query("BEGIN", logger: logger)
-            do {
+            try await connection.inTransaction(logger: logger) {
                 for statement in SQLScript.statements(migration.sql) {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
@@ -64,10 +63,6 @@ extension PostgresDriver {
                     """,
                     logger: logger
                 )
-                try await connection.query("COMMIT", logger: logger)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
             }
             applied.append(migration.version)
         }

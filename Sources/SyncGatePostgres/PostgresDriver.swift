@@ -326,15 +326,8 @@ public final class PostgresDriver: StorageDriver, Service {
     ) async throws -> Result {
         let logger = self.logger
         return try await withConnection("transaction", .job) { connection in
-            let transaction = PostgresTransaction(connection: connection, now: now, logger: logger)
-            try await connection.query("BEGIN", logger: logger)
-            do {
-                let result = try await body(transaction)
-                try await connection.query("COMMIT", logger: logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+            try await connection.inTransaction(logger: logger) {
+                try await body(PostgresTransaction(connection: connection, now: now, logger: logger))
             }
         }
     }
@@ -512,4 +505,22 @@ final class DeadlineRace<Result: Sendable>: Sendable {
 struct PoolMetrics: Sendable {
     let inUse = Meter(label: MetricName.poolInUse)
     let waiting = Meter(label: MetricName.poolWaiting)
+}
+
+extension PostgresConnection {
+    /// Runs `body` between BEGIN and COMMIT, and rolls back when it throws, rethrowing its error
+    /// as it is. (PostgresNIO's `withTransaction` wraps every error in a
+    /// `PostgresTransactionError`, which the driver's failure handling, reading `PSQLError`s,
+    /// would no longer recognize.)
+    func inTransaction<Result>(logger: Logger, _ body: () async throws -> Result) async throws -> Result {
+        try await query("BEGIN", logger: logger)
+        do {
+            let result = try await body()
+            try await query("COMMIT", logger: logger)
+            return result
+        } catch {
+            _ = try? await query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
 }
