@@ -113,9 +113,13 @@ import Testing
             try await http.waitForWaiters(1, beyond: baseline)
             let started = ContinuousClock.now
             _ = try await http.results([Op.create("households", "home", ["name": "Home"]), Self.member("home", "bob")])
+            let applied = started.duration(to: .now)
             let page = try await waiting
             #expect(page.json?["scopes"]?["added"] == ["home"])
-            #expect(started.duration(to: .now) < .seconds(10))
+            // Woken, not answered by its 30 s wait running out. The bound is the suite's for a
+            // saturated machine: in a full CI run the push alone once took over 10 s.
+            let answered = started.duration(to: .now)
+            #expect(answered < NotificationTests.promptly, "push applied after \(applied), the pull answered after \(answered)")
         }
     }
 }
