@@ -302,14 +302,18 @@ final class SQLiteTransaction: StorageTransaction {
                     """,
                 arguments: [list, scope.key]
             )
+            // Each tombstone's entity by its key, unless written again since. (Matching every
+            // entity against the whole list instead, in a correlated subquery, made a batch of
+            // 5,000 take ~11 s under the one writer: RetentionTests.)
             try db.execute(
                 sql: """
                     DELETE FROM entities WHERE (scope, entity_type, entity_id) IN (
-                        SELECT ?, json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]') FROM json_each(?) p
-                    ) AND data IS NULL AND version IN (SELECT json_extract(p.value, '$[3]') FROM json_each(?) p
-                        WHERE json_extract(p.value, '$[0]') = entities.entity_type AND json_extract(p.value, '$[1]') = entities.entity_id)
+                        SELECT e.scope, e.entity_type, e.entity_id FROM json_each(?) p CROSS JOIN entities e
+                        ON e.scope = ? AND e.entity_type = json_extract(p.value, '$[0]') AND e.entity_id = json_extract(p.value, '$[1]')
+                        WHERE e.data IS NULL AND e.version = json_extract(p.value, '$[3]')
+                    )
                     """,
-                arguments: [scope.key, list, list]
+                arguments: [list, scope.key]
             )
             try db.execute(sql: "UPDATE feeds SET floor = max(floor, ?) WHERE scope = ?", arguments: [newest, scope.key])
             return purged.count

@@ -256,6 +256,30 @@ import Testing
         }
     }
 
+    /// A purge batch holds its feed (on SQLite, the one writer) until it commits, so its cost
+    /// must grow with its tombstones, not with their square: on SQLite the entities' delete
+    /// matched each candidate against the whole batch, and a batch of 5,000 (the default) took
+    /// ~11 s, in which every push of the server waited and some answered 500 (found with
+    /// `scripts/bench-purge --sqlite`). One feed, 5,000 tombstones, one batch.
+    @Test(arguments: Driver.selected)
+    func aFullPurgeBatchTakesTimeInProportionToItsTombstones(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            for start in stride(from: 0, to: 5000, by: 1000) {
+                _ = try await harness.apply((start..<start + 1000).map { Op.create("weightLogs", "w\($0)", ["kg": 70]) })
+            }
+            for start in stride(from: 0, to: 5000, by: 1000) {
+                _ = try await harness.apply((start..<start + 1000).map { Op.delete("weightLogs", "w\($0)", base: 1) })
+            }
+            let started = ContinuousClock.now
+            let report = try await harness.store.purgeTombstones(olderThanMilliseconds: -1)
+            let took = started.duration(to: .now)
+            #expect(report == PurgeReport(purgedTombstones: 5000, raisedFloors: 1))
+            #expect(try await harness.store.stats().entities == 0)
+            // ~0.1 s by index; the quadratic delete took ~11 s. Room for a loaded machine.
+            #expect(took < .seconds(3), "purging 5,000 tombstones took \(took)")
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func pruningForgetsOldIdempotencyKeysAndFinishedJobs(_ driver: Driver) async throws {
         let clock = ManualClock()
