@@ -21,12 +21,14 @@ public final class SQLiteDriver: StorageDriver, Service {
     let maintenanceRunning = Mutex(false)
 
     /// Opens (creating if needed) the database file at `path`.
-    public init(path: String, notifier: ChangeNotifier = ChangeNotifier(), logger: Logger) throws {
+    /// - Parameter busyTimeout: how long a statement waits for another process's lock on the file
+    ///   (a `syncgate admin` command's transaction) before the store answers unavailable.
+    public init(path: String, notifier: ChangeNotifier = ChangeNotifier(), busyTimeout: Duration = .seconds(10), logger: Logger) throws {
         self.path = path
         self.notifier = notifier
         self.logger = logger
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
         configuration.label = "syncgate"
         // A transaction stays open across several accesses to the writer (see `transaction`).
         configuration.allowsUnsafeTransactions = true
@@ -66,9 +68,16 @@ public final class SQLiteDriver: StorageDriver, Service {
     func onWriter<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             pool.asyncWriteWithoutTransaction { db in
-                continuation.resume(with: Swift.Result { try body(db) })
+                continuation.resume(with: Swift.Result { try body(db) }.mapError(Self.availability))
             }
         }
+    }
+
+    /// Another process held the file's lock past the busy timeout: the database is unavailable
+    /// for now (`503 UNAVAILABLE`, retryable), not broken (it answered `500 INTERNAL`).
+    static func availability(_ error: any Error) -> any Error {
+        guard let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED else { return error }
+        return StoreUnavailableError("the SQLite file is locked by another process: \(error.message ?? "\(error.resultCode)")")
     }
 
     /// One IMMEDIATE write transaction run in one access to the writer.
@@ -87,7 +96,11 @@ public final class SQLiteDriver: StorageDriver, Service {
 
     /// A read in one WAL snapshot.
     func read<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
-        try await pool.read(body)
+        do {
+            return try await pool.read(body)
+        } catch {
+            throw Self.availability(error)
+        }
     }
 
     /// A write transaction spanning several accesses: the writer lock keeps every other write out

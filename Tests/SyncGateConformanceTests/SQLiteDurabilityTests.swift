@@ -34,4 +34,24 @@ import Testing
         let lease = try await DatabaseQueue(path: path).read { try Int64.fetchOne($0, sql: "SELECT lease_expires_at FROM jobs") }
         #expect(lease == 4_102_444_800_000)
     }
+
+    /// A push while another process holds the file's write lock past the busy timeout (an admin
+    /// command's long transaction) is told the database is unavailable, which clients retry; it
+    /// was an internal error (`500`). Once the lock is gone the same push goes through.
+    @Test func aWriteLockHeldByAnotherProcessMakesTheStoreUnavailableNotBroken() async throws {
+        let path = try TestDatabases.freshSQLitePath()
+        try await StoreHarness.withExisting(.sqlite(path: path)) { _ in }
+        let store = SyncStore(driver: try SQLiteDriver(path: path, busyTimeout: .milliseconds(200), logger: TestDatabases.logger), logger: TestDatabases.logger)
+        let job = NewJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
+        var unsafe = Configuration()
+        unsafe.allowsUnsafeTransactions = true  // the lock stays held across two accesses
+        let other = try DatabaseQueue(path: path, configuration: unsafe)
+        try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        await #expect(throws: StoreUnavailableError.self) { try await store.enqueue(job, limits: .init()) }
+        try await other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        guard case .accepted = try await store.enqueue(job, limits: .init()) else {
+            Issue.record("the push was not accepted once the lock was gone")
+            return
+        }
+    }
 }
