@@ -60,8 +60,14 @@ public final class ChangeNotifier: Sendable {
     }
 
     private let state = Mutex(State())
+    private let announcedJobs = Atomic<Int>(0)
 
     public init() {}
+
+    /// How many `jobsAvailable` events were ever published here: one per push enqueued (a
+    /// requeue of many jobs counts once). A busy worker reads how many arrived since its last
+    /// claim to tell a backlog from a trickle (``Worker``).
+    public var jobsAnnounced: Int { announcedJobs.load(ordering: .relaxed) }
 
     /// Starts collecting events that match `interest`; call ``ChangeSubscription/cancel()`` when done.
     public func subscribe(_ interest: Interest) -> ChangeSubscription {
@@ -81,6 +87,8 @@ public final class ChangeNotifier: Sendable {
 
     public func publish(_ events: [StoreEvent]) {
         guard !events.isEmpty else { return }
+        let announced = events.count { $0 == .jobsAvailable }
+        if announced > 0 { announcedJobs.add(announced, ordering: .relaxed) }
         let deliveries = state.withLock { state in
             state.index.recipients(of: events).compactMap { id, events in state.subscriptions[id].map { ($0, events) } }
         }

@@ -10,12 +10,14 @@ public import Tracing
 ///
 /// One producer per process (River's design) claims, in one query, up to `batchLimit` runnable
 /// jobs for each free lane (the claim hands out at most one job per user, oldest first) and
-/// hands each lane its share; a lane applies its jobs together, those that share no feed in one
-/// transaction (``WorkerStore/apply(_:collections:now:)``). So a busy worker's transactions grow
-/// with its backlog, and an idle one applies each push alone at once. The producer claims again
-/// when a lane frees up, when a "jobs available" notification arrives (however many arrive
-/// meanwhile: they coalesce into one claim), or every `pollInterval`. One heartbeat per process
-/// extends every lease in hand in one statement. Failures are recorded
+/// hands each lane its share (``share(_:lanes:)``); a lane applies
+/// its jobs together, those that share no feed in one transaction
+/// (``WorkerStore/apply(_:collections:now:)``). So a busy worker's transactions grow with its
+/// backlog, and an idle one applies each push at once. An idle worker claims when a "jobs
+/// available" notification arrives (however many arrive meanwhile: they coalesce into one
+/// claim), or every `pollInterval`; one with a busy lane claims again when its lanes are all done,
+/// for a backlog, or once work has waited `backlogPatience` (``ClaimGate``). One heartbeat per
+/// process extends every lease in hand in one statement. Failures are recorded
 /// with capped, jittered backoff until the attempts run out and the job is `dead`. A rescuer
 /// returns jobs whose lease expired (their worker died) to the queue.
 ///
@@ -100,8 +102,8 @@ public final class Worker: Service {
         .milliseconds(min(500, 10 << min(max(checks, 1) - 1, 6)))
     }
 
-    /// Claims up to the free lanes' worth of jobs in one query and applies each in a lane of its
-    /// own; on graceful shutdown stops claiming and waits for the lanes in hand.
+    /// Claims up to the free lanes' worth of jobs in one query when ``ClaimGate`` says so and
+    /// applies them in lanes; on graceful shutdown stops claiming and waits for the lanes in hand.
     func runProducer(subscription: ChangeSubscription, leases: LeasesInHand, stop: StopSignal) async {
         // Lanes ring it when they finish; the notifications are forwarded to it.
         let doorbell = ChangeNotifier()
@@ -115,9 +117,25 @@ public final class Worker: Service {
                 rung.cancel()
             }
             let running = Locked(0)
+            let gate = configuration.claimGate
+            var lastClaim = (announced: store.notifier.jobsAnnounced, at: ContinuousClock.now)
+            // Since when work has been possible that the last claim did not take; `nil`: none.
+            var waitingSince: ContinuousClock.Instant?
             while !stop.isTriggered, !Task.isCancelled {
-                let free = configuration.concurrency - running.value
-                if free > 0 {
+                let busy = running.value
+                let free = configuration.concurrency - busy
+                let now = ContinuousClock.now
+                let decision = gate.decide(
+                    busyLanes: busy, freeLanes: free, announced: store.notifier.jobsAnnounced - lastClaim.announced,
+                    waiting: waitingSince.map { $0.duration(to: now) }, sinceClaim: lastClaim.at.duration(to: now)
+                )
+                var wait = configuration.pollInterval
+                switch decision {
+                case .wait(let duration):
+                    wait = duration
+                case .claim:
+                    lastClaim = (store.notifier.jobsAnnounced, now)
+                    waitingSince = nil
                     do {
                         let claimStarted = DefaultTracerClock.now
                         let claimed = try await store.claimJobs(
@@ -138,11 +156,11 @@ public final class Worker: Service {
                         logger.warning("claiming jobs failed", metadata: ["syncgate.error": "\(error)"])
                     }
                 }
-                // Claim again when a lane finishes (its user's next job may be runnable now), on a
-                // notification (all that arrived meanwhile count once), or after the poll
-                // interval. One that rang during the claim is still pending: no wake-up is lost.
-                _ = await rung.next(timeout: configuration.pollInterval)
-                if rung.isFinished { break }
+                // Decide again when a lane finishes (its user's next job may be runnable now), on
+                // a notification (all that arrived meanwhile count once), or when the wait is up.
+                // One that rang during the claim is still pending: no wake-up is lost.
+                guard let events = await rung.next(timeout: wait) else { break }
+                if !events.isEmpty, waitingSince == nil { waitingSince = .now }
             }
             subscription.cancel()
         }

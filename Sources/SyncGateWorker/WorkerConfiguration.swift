@@ -8,6 +8,10 @@ public struct WorkerConfiguration: Sendable {
     /// applies those that share no feed in one transaction (one lock, load, write and commit for
     /// all of them); an idle one finds one job at a time and applies it at once.
     public var batchLimit: Int
+    /// A busy worker opens another lane at once for a backlog — half a lane's `batchLimit` of
+    /// jobs announced since its last claim — and otherwise only after work has waited this long;
+    /// below that its busy lanes take the jobs as they finish (``ClaimGate``).
+    public var backlogPatience: Duration
     /// How long a claim is valid without a heartbeat; a killed worker's jobs are re-claimed after it.
     public var leaseMilliseconds: Int64
     public var heartbeatInterval: Duration
@@ -19,9 +23,14 @@ public struct WorkerConfiguration: Sendable {
     /// Identifies this worker in leases and logs.
     public var workerID: String
 
+    var claimGate: ClaimGate {
+        ClaimGate(backlog: max(1, batchLimit / 2), patience: backlogPatience, pollInterval: pollInterval)
+    }
+
     public init(
         concurrency: Int = 4,
         batchLimit: Int = 16,
+        backlogPatience: Duration = .milliseconds(10),
         leaseMilliseconds: Int64 = 30_000,
         heartbeatInterval: Duration = .seconds(10),
         pollInterval: Duration = .seconds(1),
@@ -31,6 +40,7 @@ public struct WorkerConfiguration: Sendable {
     ) {
         self.concurrency = concurrency
         self.batchLimit = max(1, batchLimit)
+        self.backlogPatience = backlogPatience
         self.leaseMilliseconds = leaseMilliseconds
         self.heartbeatInterval = heartbeatInterval
         self.pollInterval = pollInterval
