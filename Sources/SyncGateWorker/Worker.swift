@@ -10,7 +10,7 @@ public import Tracing
 ///
 /// One producer per process (River's design) claims, in one query, up to `batchLimit` runnable
 /// jobs for each free lane (the claim hands out at most one job per user, oldest first) and
-/// hands each lane its share (``share(_:lanes:)``); a lane applies
+/// shares them among as few lanes as hold them (``share(_:lanes:batchLimit:)``); a lane applies
 /// its jobs together, those that share no feed in one transaction
 /// (``WorkerStore/apply(_:collections:now:)``). So a busy worker's transactions grow with its
 /// backlog, and an idle one applies each push at once. An idle worker claims when a "jobs
@@ -142,7 +142,7 @@ public final class Worker: Service {
                             workerID: configuration.workerID, limit: free * configuration.batchLimit, leaseMilliseconds: configuration.leaseMilliseconds
                         )
                         let claim = ClaimTiming(started: claimStarted, ended: DefaultTracerClock.now, batch: claimed.count)
-                        for batch in Self.share(claimed, lanes: free) {
+                        for batch in Self.share(claimed, lanes: free, batchLimit: configuration.batchLimit) {
                             running.update { $0 += 1 }
                             for job in batch { leases.insert(job.lease) }
                             group.addTask {
@@ -166,20 +166,31 @@ public final class Worker: Service {
         }
     }
 
-    /// Claimed jobs shared among `lanes` free lanes, in claim order: as evenly as possible, no
-    /// lane empty.
-    static func share(_ jobs: [ClaimedJob], lanes: Int) -> [[ClaimedJob]] {
-        let count = min(max(lanes, 1), jobs.count)
-        guard count > 0 else { return [] }
-        let (size, extra) = jobs.count.quotientAndRemainder(dividingBy: count)
-        var batches: [[ClaimedJob]] = []
-        var start = 0
-        for lane in 0..<count {
-            let end = start + size + (lane < extra ? 1 : 0)
-            batches.append(Array(jobs[start..<end]))
-            start = end
+    /// A lane's group beyond which another free lane shares the work: every transaction costs
+    /// six round trips however many operations it applies (about fifteen operations' worth of
+    /// CPU at 10-op pushes, docs/performance-log.md step 22), a small share of 200.
+    static let operationsPerLane = 200
+
+    /// Claimed jobs shared among up to `lanes` free lanes: as few lanes as hold them — at most
+    /// `batchLimit` jobs and, where there are lanes for it, `operationsPerLane` operations each
+    /// (a small push does not wait for a large one's transaction) — balanced by operations, each
+    /// lane's jobs in claim order. No lane empty.
+    static func share(_ jobs: [ClaimedJob], lanes: Int, batchLimit: Int) -> [[ClaimedJob]] {
+        guard !jobs.isEmpty else { return [] }
+        let operations = jobs.reduce(0) { $0 + $1.operations.count }
+        let needed = max((jobs.count + batchLimit - 1) / batchLimit, (operations + operationsPerLane - 1) / operationsPerLane)
+        let count = min(max(lanes, 1), jobs.count, needed)
+        // Largest first, each to the lane with the fewest operations that has room (a greedy
+        // balance: the heaviest job sets a transaction's length, so it goes first).
+        var load = [(jobs: [Int], operations: Int)](repeating: ([], 0), count: count)
+        let capacity = max(batchLimit, (jobs.count + count - 1) / count)
+        let heaviestFirst = jobs.indices.sorted { (jobs[$0].operations.count, $1) > (jobs[$1].operations.count, $0) }
+        for index in heaviestFirst {
+            let lane = load.indices.filter { load[$0].jobs.count < capacity }.min { load[$0].operations < load[$1].operations }!
+            load[lane].jobs.append(index)
+            load[lane].operations += jobs[index].operations.count
         }
-        return batches
+        return load.map { $0.jobs.sorted().map { jobs[$0] } }
     }
 
     /// One statement per interval extends every lease this process holds.

@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test(arguments: Driver.selected)
-    func oneClaimFillsTheFreeLanesAndOneHeartbeatExtendsEveryLease(_ driver: Driver) async throws {
+    func oneClaimHandsOutEveryRunnableJobAndOneHeartbeatExtendsEveryLease(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
             var pushed: [Int64] = []
             for user in ["u1", "u2", "u3", "u4"] {
@@ -164,13 +164,44 @@ import Testing
         }
     }
 
-    /// A claim is shared among the free lanes in claim order, as evenly as possible, no lane empty.
-    @Test func aClaimIsSharedEvenlyAmongTheFreeLanes() {
-        let jobs = (1...7).map { ClaimedJob(id: Int64($0), leaseToken: "t", userID: "u\($0)", deviceID: "d", attempts: 1, maximumAttempts: 5, operations: []) }
-        #expect(Worker.share(jobs, lanes: 3).map { $0.map(\.id) } == [[1, 2, 3], [4, 5], [6, 7]])
-        #expect(Worker.share(jobs, lanes: 1).map { $0.map(\.id) } == [[1, 2, 3, 4, 5, 6, 7]])
-        #expect(Worker.share(Array(jobs.prefix(2)), lanes: 4).map { $0.map(\.id) } == [[1], [2]])
-        #expect(Worker.share([], lanes: 4).isEmpty)
+    /// A claim fills as few lanes as hold it — each transaction costs the same round trips
+    /// however many jobs it applies — at most `batchLimit` jobs and, while lanes are free,
+    /// ``Worker/operationsPerLane`` operations each, balanced by operations, in claim order.
+    @Test func aClaimFillsAsFewLanesAsHoldIt() {
+        func jobs(_ operations: [Int]) -> [ClaimedJob] {
+            operations.enumerated().map { index, count in
+                ClaimedJob(
+                    id: Int64(index + 1), leaseToken: "t", userID: "u\(index + 1)", deviceID: "d", attempts: 1, maximumAttempts: 5,
+                    operations: (0..<count).map { Op.create("weightLogs", "w\(index)-\($0)", ["kg": 1]) }
+                )
+            }
+        }
+        func ids(_ lanes: [[ClaimedJob]]) -> [[Int64]] { lanes.map { $0.map(\.id) } }
+        let seven = jobs(Array(repeating: 1, count: 7))
+        #expect(ids(Worker.share(seven, lanes: 3, batchLimit: 16)) == [[1, 2, 3, 4, 5, 6, 7]], "small jobs share one transaction")
+        #expect(ids(Worker.share(seven, lanes: 3, batchLimit: 3)) == [[1, 4, 7], [2, 5], [3, 6]], "at most batchLimit jobs a lane")
+        #expect(ids(Worker.share(seven, lanes: 1, batchLimit: 16)) == [[1, 2, 3, 4, 5, 6, 7]])
+        #expect(Worker.share([], lanes: 4, batchLimit: 16).isEmpty)
+        // Twenty 10-op pushes: 200 operations, one lane's worth; 24 of them: two lanes, balanced.
+        #expect(ids(Worker.share(jobs(Array(repeating: 10, count: 20)), lanes: 4, batchLimit: 32)) == [Array(1...20)])
+        #expect(ids(Worker.share(jobs(Array(repeating: 10, count: 24)), lanes: 4, batchLimit: 32)) == [
+            Array(stride(from: 1, through: 23, by: 2)), Array(stride(from: 2, through: 24, by: 2)),
+        ])
+        // A large push gets a lane of its own while lanes are free: the small ones do not wait for it.
+        #expect(ids(Worker.share(jobs([1, 1000, 1]), lanes: 4, batchLimit: 16)) == [[2], [1], [3]])
+        #expect(ids(Worker.share(jobs([1, 1000, 1, 5]), lanes: 2, batchLimit: 16)) == [[2], [1, 3, 4]])
+        #expect(ids(Worker.share(jobs([1, 1000, 1]), lanes: 1, batchLimit: 16)) == [[1, 2, 3]])
+        // Whatever the mix, every job goes to exactly one lane, none is empty, none exceeds its limits.
+        for seed in 0..<200 {
+            var random = SeededGenerator(seed: UInt64(seed))
+            let claimed = jobs((0..<Int.random(in: 1...40, using: &random)).map { _ in [1, 3, 10, 50, 400].randomElement(using: &random)! })
+            let lanes = Int.random(in: 1...5, using: &random)
+            let batchLimit = Int.random(in: 8...16, using: &random)
+            let shared = Worker.share(Array(claimed.prefix(lanes * batchLimit)), lanes: lanes, batchLimit: batchLimit)
+            #expect(shared.flatMap { $0 }.map(\.id).sorted() == claimed.prefix(lanes * batchLimit).map(\.id), "seed \(seed)")
+            #expect(shared.count <= lanes && shared.allSatisfy { !$0.isEmpty && $0.count <= batchLimit }, "seed \(seed)")
+            #expect(shared.allSatisfy { $0.map(\.id) == $0.map(\.id).sorted() }, "claim order within a lane, seed \(seed)")
+        }
     }
 
     /// A lane hands the jobs it took to the store at once, which applies the jobs that share no
