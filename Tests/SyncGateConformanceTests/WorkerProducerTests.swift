@@ -5,7 +5,9 @@ import SyncGateTestSupport
 import Testing
 
 /// One producer and one heartbeat per worker process: an idle worker costs one claim per poll
-/// interval whatever its lanes, one claim fills every free lane, one statement extends every lease.
+/// interval whatever its lanes, one claim hands out every runnable job, a busy worker opens
+/// another lane only for a backlog or work that waited its patience, one statement extends every
+/// lease.
 @Suite(.timeLimit(.minutes(2))) struct WorkerProducerTests {
     static func worker(
         _ store: any WorkerStore, _ harness: StoreHarness, concurrency: Int, patience: Duration = .milliseconds(10),
