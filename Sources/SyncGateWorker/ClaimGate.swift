@@ -10,7 +10,7 @@
 /// lane finished, so its users' next jobs may be runnable, or a job was announced). Below that,
 /// the busy lane takes the jobs when it finishes, in one transaction. `patience` bounds how long
 /// a push can wait behind a large job in another lane.
-struct ClaimGate: Sendable, Equatable {
+struct ClaimGate: Sendable {
     /// Jobs announced since the last claim that open another lane at once.
     var backlog: Int
     /// The longest work waits for a busy lane before another lane claims it.

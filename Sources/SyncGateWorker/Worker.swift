@@ -125,8 +125,9 @@ public final class Worker: Service {
                 let busy = running.value
                 let free = configuration.concurrency - busy
                 let now = ContinuousClock.now
+                let announced = store.notifier.jobsAnnounced
                 let decision = gate.decide(
-                    busyLanes: busy, freeLanes: free, announced: store.notifier.jobsAnnounced - lastClaim.announced,
+                    busyLanes: busy, freeLanes: free, announced: announced - lastClaim.announced,
                     waiting: waitingSince.map { $0.duration(to: now) }, sinceClaim: lastClaim.at.duration(to: now)
                 )
                 var wait = configuration.pollInterval
@@ -134,7 +135,7 @@ public final class Worker: Service {
                 case .wait(let duration):
                     wait = duration
                 case .claim:
-                    lastClaim = (store.notifier.jobsAnnounced, now)
+                    lastClaim = (announced, now)
                     waitingSince = nil
                     do {
                         let claimStarted = DefaultTracerClock.now

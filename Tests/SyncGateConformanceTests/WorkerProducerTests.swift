@@ -96,12 +96,13 @@ import Testing
         }
     }
 
-    /// A worker whose lane is busy leaves a trickle of jobs to that lane (which takes them in one
-    /// transaction when it finishes) instead of opening a lane per job: below saturation one job
-    /// per transaction costs ~10 % more CPU per push and a worse p99 (``ClaimGate``). But a job
-    /// waits at most the patience: a push behind a large job in another lane is not stuck there.
-    @Test(arguments: Driver.selected)
-    func aBusyWorkerLeavesATrickleToItsBusyLaneForAtMostItsPatience(_ driver: Driver) async throws {
+    /// Runs `body` with a two-lane worker one of whose lanes holds user "long"'s job (in its
+    /// `beforeApply`) until `body` returns; then the job goes through. `inHand`: when each
+    /// user's job reached its lane.
+    static func withALongJobHeld(
+        _ driver: Driver, patience: Duration,
+        _ body: @Sendable (StoreHarness, CountingWorkerStore, Locked<[String: ContinuousClock.Instant]>) async throws -> Void
+    ) async throws {
         try await StoreHarness.with(driver) { harness in
             let store = CountingWorkerStore(harness.store)
             let inHand = Locked<[String: ContinuousClock.Instant]>([:])
@@ -110,58 +111,54 @@ import Testing
                 inHand.update { $0[job.userID] = .now }
                 if job.userID == "long" { try await release.wait() }
             })
-            let patience = Duration.milliseconds(1500)
+            // No poll within the test: only the gate decides when the second lane claims.
             let worker = Self.worker(store, harness, concurrency: 2, patience: patience, pollInterval: .seconds(60), hooks: hooks)
             try await Self.running(worker) {
                 try await eventually("the first claim", timeout: .seconds(10)) { store.count("claimJobs") > 0 }
                 let long = try await harness.push([Op.create("weightLogs", "w-long", ["kg": 1])], user: "long")
                 try await eventually("the long job in hand", timeout: .seconds(10)) { inHand.value["long"] != nil }
-                let claims = store.count("claimJobs")
-                let pushed = ContinuousClock.now
-                let short = try await harness.push([Op.create("weightLogs", "w-short", ["kg": 1])], user: "short")
-                try await Task.sleep(for: .milliseconds(500))
-                #expect(inHand.value["short"] == nil, "one job is no backlog: the busy worker left it to its busy lane")
-                #expect(store.count("claimJobs") == claims, "\(store.counts)")
-                try await eventually("the short job claimed beside the held one", timeout: .seconds(10)) { inHand.value["short"] != nil }
-                let waited = pushed.duration(to: inHand.value["short"]!)
-                #expect(waited >= .milliseconds(500), "waited \(waited)")
-                #expect(try await harness.waitFinished(short, user: "short").state == .done)
-                #expect(inHand.value.count == 2, "the long job is still held: \(inHand.value.keys.sorted())")
+                try await body(harness, store, inHand)
                 release.open()
                 #expect(try await harness.waitFinished(long, user: "long").state == .done)
             }
         }
     }
 
+    /// A worker whose lane is busy leaves a trickle of jobs to that lane (which takes them in one
+    /// transaction when it finishes) instead of opening a lane per job: below saturation one job
+    /// per transaction costs ~10 % more CPU per push and a worse p99 (``ClaimGate``). But a job
+    /// waits at most the patience: a push behind a large job in another lane is not stuck there.
+    @Test(arguments: Driver.selected)
+    func aBusyWorkerLeavesATrickleToItsBusyLaneForAtMostItsPatience(_ driver: Driver) async throws {
+        try await Self.withALongJobHeld(driver, patience: .milliseconds(1500)) { harness, store, inHand in
+            let claims = store.count("claimJobs")
+            let pushed = ContinuousClock.now
+            let short = try await harness.push([Op.create("weightLogs", "w-short", ["kg": 1])], user: "short")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(inHand.value["short"] == nil, "one job is no backlog: the busy worker left it to its busy lane")
+            #expect(store.count("claimJobs") == claims, "\(store.counts)")
+            try await eventually("the short job claimed beside the held one", timeout: .seconds(10)) { inHand.value["short"] != nil }
+            let waited = pushed.duration(to: inHand.value["short"]!)
+            #expect(waited >= .milliseconds(500), "waited \(waited)")
+            #expect(try await harness.waitFinished(short, user: "short").state == .done)
+            #expect(inHand.value.count == 2, "the long job is still held: \(inHand.value.keys.sorted())")
+        }
+    }
+
     /// A backlog opens another lane at once, however long the busy lane takes.
     @Test(arguments: Driver.selected)
     func aBacklogOpensAnotherLaneAtOnce(_ driver: Driver) async throws {
-        try await StoreHarness.with(driver) { harness in
-            let store = CountingWorkerStore(harness.store)
-            let inHand = Locked<Set<String>>([])
-            let release = TestGate("the long job's release")
-            let hooks = WorkerHooks(beforeApply: { job in
-                inHand.update { _ = $0.insert(job.userID) }
-                if job.userID == "long" { try await release.wait() }
-            })
-            // Patience and poll far beyond the test's waits: only the backlog can open the lane.
-            let worker = Self.worker(store, harness, concurrency: 2, patience: .seconds(60), pollInterval: .seconds(60), hooks: hooks)
-            try await Self.running(worker) {
-                try await eventually("the first claim", timeout: .seconds(10)) { store.count("claimJobs") > 0 }
-                let long = try await harness.push([Op.create("weightLogs", "w-long", ["kg": 1])], user: "long")
-                try await eventually("the long job in hand", timeout: .seconds(10)) { inHand.value.contains("long") }
-                // Half a lane's batch (16) of jobs is a backlog.
-                let users = (1...8).map { "u\($0)" }
-                var pushed: [(Int64, String)] = []
-                for user in users {
-                    pushed.append((try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 1])], user: user), user))
-                }
-                try await eventually("the backlog in hand", timeout: .seconds(20)) { inHand.value.isSuperset(of: users) }
-                for (id, user) in pushed {
-                    #expect(try await harness.waitFinished(id, user: user).state == .done)
-                }
-                release.open()
-                #expect(try await harness.waitFinished(long, user: "long").state == .done)
+        // Patience far beyond the test's waits: only the backlog can open the lane.
+        try await Self.withALongJobHeld(driver, patience: .seconds(60)) { harness, _, inHand in
+            // Half a lane's batch (16) of jobs is a backlog.
+            let users = (1...8).map { "u\($0)" }
+            var pushed: [(Int64, String)] = []
+            for user in users {
+                pushed.append((try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 1])], user: user), user))
+            }
+            try await eventually("the backlog in hand", timeout: .seconds(20)) { Set(inHand.value.keys).isSuperset(of: users) }
+            for (id, user) in pushed {
+                #expect(try await harness.waitFinished(id, user: user).state == .done)
             }
         }
     }
