@@ -210,8 +210,9 @@ struct LockForApplyStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
-/// An apply's reads in one snapshot, taken after its locks: rows of three kinds, told apart by the
-/// first column (0 entities, 1 idempotency records, 2 households with their members).
+/// An apply's reads in one snapshot, taken after its locks: rows of four kinds, told apart by the
+/// first column (0 entities, 1 idempotency records, 2 households with their members, 3 derivation
+/// inputs).
 struct LoadForApplyStatement: PostgresPreparedStatement {
     static let name = "sg_apply_load"
     static let sql = """
@@ -226,19 +227,38 @@ struct LoadForApplyStatement: PostgresPreparedStatement {
         SELECT 2, h.household_id, h.owner_id, m.user_id, h.archived::int::bigint, m.role, NULL, NULL, NULL
         FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
         WHERE h.household_id = ANY($6::text[])
+        UNION ALL
+        SELECT 3, e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at
+        FROM unnest($7::text[], $8::text[], $9::text[]) AS k(scope, entity_type, entity_id)
+        JOIN entities e ON e.scope = k.scope AND e.entity_type = k.entity_type AND e.entity_id = k.entity_id
+        UNION ALL
+        SELECT 3, e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at
+        FROM unnest($10::text[], $11::text[], $12::text[]) AS g(scope, entity_type, group_key)
+        JOIN entities e ON e.scope = g.scope AND e.entity_type = g.entity_type AND e.group_key = g.group_key
+        WHERE e.group_key IS NOT NULL AND e.data IS NOT NULL
         """
     typealias Row = (Int, String, String, String?, Int64?, String?, String?, Int64?, Int64?)
 
     var reads: ApplyReads
+    /// The derivation inputs of `reads` (kind 3): entities by key and (scope, type, group key) of
+    /// each group whose live members to read, as ``LoadEntitiesStatement`` reads them.
+    var inputKeys: [EntityKey]
+    var inputGroups: [(scope: String, type: String, key: String)]
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 6)
+        var bindings = PostgresBindings(capacity: 12)
         bindings.append(reads.entities.map(\.scope.key))
         bindings.append(reads.entities.map(\.entityType))
         bindings.append(reads.entities.map(\.entityID))
         bindings.append(reads.idempotencyKeys.map(\.userID))
         bindings.append(reads.idempotencyKeys.map(\.key))
         bindings.append(reads.households)
+        bindings.append(inputKeys.map(\.scope.key))
+        bindings.append(inputKeys.map(\.entityType))
+        bindings.append(inputKeys.map(\.entityID))
+        bindings.append(inputGroups.map(\.scope))
+        bindings.append(inputGroups.map(\.type))
+        bindings.append(inputGroups.map(\.key))
         return bindings
     }
 
@@ -246,8 +266,9 @@ struct LoadForApplyStatement: PostgresPreparedStatement {
 }
 
 /// Entities by key, and the live members of derivation groups: what an apply loads after its
-/// first read (parents only stored documents name, a derivation's inputs). Each group is read by
-/// its key in the group index, whatever the statistics say of the user's other groups.
+/// first read (parents only stored documents name, the inputs of a group the first read could
+/// not know of). Each group is read by its key in the group index, whatever the statistics say
+/// of the user's other groups.
 struct LoadEntitiesStatement: PostgresPreparedStatement {
     static let name = "sg_load_entities"
     static let sql = """

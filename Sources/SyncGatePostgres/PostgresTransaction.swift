@@ -66,18 +66,27 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func load(_ reads: ApplyReads) async throws -> ApplyRows {
-        // One statement, one snapshot (taken after the locks).
-        let rows = try await run(LoadForApplyStatement(reads: reads))
+        // One statement, one snapshot (taken after the locks). Derivation inputs are keys and
+        // group members; a range (a rebuild's, never an apply's) would take a statement of its own.
+        var inputKeys: [EntityKey] = [], inputGroups: [(scope: String, type: String, key: String)] = [], ranges: [EntityQuery] = []
+        for query in reads.inputs {
+            switch query {
+            case .keys(let keys): inputKeys += keys
+            case .groupMembers(let scope, let type, let members): inputGroups += members.map { (scope.key, type, $0) }
+            case .groupRange, .idRange: ranges.append(query)
+            }
+        }
+        let rows = try await run(LoadForApplyStatement(reads: reads, inputKeys: inputKeys, inputGroups: inputGroups))
         var loaded = ApplyRows()
+        if !ranges.isEmpty { loaded.inputs = try await loadEntities(ranges) }
         for (kind, first, second, third, number, fourth, fifth, sixth, seventh) in rows {
             switch kind {
-            case 0:
-                loaded.entities.append(
-                    StoredEntityRow(
-                        scope: first, entityType: second, entityID: third ?? "", version: number ?? 0, data: fourth, meta: fifth,
-                        clientTimestamp: sixth ?? 0, updatedAt: seventh ?? 0
-                    )
+            case 0, 3:
+                let row = StoredEntityRow(
+                    scope: first, entityType: second, entityID: third ?? "", version: number ?? 0, data: fourth, meta: fifth,
+                    clientTimestamp: sixth ?? 0, updatedAt: seventh ?? 0
                 )
+                if kind == 0 { loaded.entities.append(row) } else { loaded.inputs.append(row) }
             case 1:
                 loaded.recorded[IdempotencyKey(userID: first, key: second)] = .some(number)
             default:

@@ -64,9 +64,11 @@ final class SQLiteTransaction: StorageTransaction {
         let (entitySQL, entityArguments) = SQLiteDriver.entitySelect([.keys(reads.entities)])
         let keys = JSONValue.rows(reads.idempotencyKeys.map { [.string($0.userID), .string($0.key)] })
         let households = JSONValue.strings(reads.households)
-        return try await step(statements: 3) { db in
+        let (inputSQL, inputArguments) = SQLiteDriver.entitySelect(reads.inputs)
+        return try await step(statements: inputSQL.isEmpty ? 3 : 4) { db in
             var rows = ApplyRows()
             if !entitySQL.isEmpty { rows.entities = try Row.fetchAll(db, sql: entitySQL, arguments: entityArguments).map(SQLiteDriver.entityRow) }
+            if !inputSQL.isEmpty { rows.inputs = try Row.fetchAll(db, sql: inputSQL, arguments: inputArguments).map(SQLiteDriver.entityRow) }
             for row in try Row.fetchAll(
                 db,
                 sql: """

@@ -168,8 +168,8 @@ public final class Worker: Service {
     }
 
     /// A lane's group beyond which another free lane shares the work: every transaction costs
-    /// six round trips however many operations it applies (about fifteen operations' worth of
-    /// CPU, docs/performance-log.md step 23), under 10 % of a 200-operation group.
+    /// five or six round trips however many operations it applies (about fifteen operations'
+    /// worth of CPU, docs/performance-log.md step 23), under 10 % of a 200-operation group.
     static let operationsPerLane = 200
 
     /// Claimed jobs shared among up to `lanes` free lanes: as few lanes as hold them — at most

@@ -31,12 +31,17 @@ import Testing
         }
     }
 
-    /// The most statements an apply may take on each driver. Lower is fine (and welcome):
-    /// what must hold is that the count does not grow with the batch. On PostgreSQL: BEGIN, lock
-    /// (jobs and feeds), load (entities, idempotency records, households), a derivation's inputs,
-    /// one write, COMMIT (17 before the apply's statements were fused; parents only stored
-    /// documents name would add one). SQLite counts each statement of a step on its writer.
-    static let maximum: [Driver: Int] = [.postgres: 6, .sqlite: 15]
+    /// The most statements an apply may take on each driver, by kind of batch. Lower is fine (and
+    /// welcome): what must hold is that the count does not grow with the batch. On PostgreSQL:
+    /// BEGIN, lock (jobs and feeds), load (entities, idempotency records, households and the
+    /// inputs of the daily summaries the pushed logs name), one write, COMMIT (17 before the
+    /// apply's statements were fused). A batch that deletes a log, or moves one to another day,
+    /// reads the stored document's day after deciding: one more (as parents only stored documents
+    /// name would add one). SQLite counts each statement of a step on its writer.
+    static let maximum: [Driver: [String: Int]] = [
+        .postgres: ["creates": 5, "updates": 5, "deletes and updates": 6],
+        .sqlite: ["creates": 15, "updates": 15, "deletes and updates": 15],
+    ]
 
     @Test(arguments: Driver.selected)
     func statementsPerJobDoNotDependOnItsSize(_ driver: Driver) async throws {
@@ -65,7 +70,7 @@ import Testing
                 #expect(bySize[100] == full, "\(kind)")
                 #expect(bySize[1000] == full, "\(kind)")
                 #expect(try #require(bySize[1]) <= full, "\(kind)")
-                #expect(full <= Self.maximum[driver]!, "\(kind): \(full) statements per job on \(driver)")
+                #expect(full <= Self.maximum[driver]![kind]!, "\(kind): \(full) statements per job on \(driver)")
                 print("statements per job (\(driver), \(kind)) by batch size: \(bySize.sorted { $0.key < $1.key })")
             }
         }

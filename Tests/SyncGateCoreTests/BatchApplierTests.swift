@@ -377,6 +377,27 @@ import Testing
         #expect(groups.allSatisfy { $0.scope == .user("alice") })
     }
 
+    @Test func theGroupsAPushNamesAreItsSourceDocumentsGroupsInTheirScopes() {
+        let derivation = DailySummaries()
+        let operations = [
+            Self.op(.create, "foodLogs", "f1", data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": []]),
+            Self.op(.create, "foodLogs", "f2", data: ["loggedDate": "2026-01-15", "mealType": "dinner", "items": []]),
+            // A partial update names the day it sets; one that sets none names none.
+            Self.op(.update, "foodLogs", "f3", base: 1, data: ["loggedDate": "2026-01-16"]),
+            Self.op(.update, "foodLogs", "f4", base: 1, data: ["mealType": "dinner"]),
+            // A delete's group is its stored document's: not known before the read.
+            Self.op(.delete, "foodLogs", "f5", base: 1),
+            // Other types, and a write its type's scope refuses, name nothing.
+            Self.op(.create, "weightLogs", "w", data: ["loggedDate": "2026-01-17"]),
+            Self.op(.create, "foodLogs", "f6", data: ["loggedDate": "2026-01-18", "mealType": "lunch", "items": []], household: "h1"),
+        ]
+        #expect(Self.alice.groupsNamed(by: operations, for: derivation) == [
+            DerivedGroup(scope: .user("alice"), key: "2026-01-15"), DerivedGroup(scope: .user("alice"), key: "2026-01-16"),
+        ])
+        #expect(Self.bob.groupsNamed(by: Array(operations.prefix(1)), for: derivation) == [DerivedGroup(scope: .user("bob"), key: "2026-01-15")])
+        #expect(Self.alice.groupsNamed(by: [], for: derivation).isEmpty)
+    }
+
     @Test func summaryWritesCombineStoredLogsWithTheJobsWrites() {
         let outcome = Self.alice.apply(
             [

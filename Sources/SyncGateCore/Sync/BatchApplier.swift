@@ -5,7 +5,8 @@
 ///    households, and the parents the pushed documents name);
 /// 2. ``parentKeys(for:loaded:)`` names the parents only the stored documents name;
 /// 3. ``apply(_:snapshot:)`` decides every operation (conflict policy, field rules, permissions);
-/// 4. the collections' derivations add the derived writes (see ``Derivation``);
+/// 4. the collections' derivations add the derived writes (see ``Derivation``); the inputs of
+///    the groups ``groupsNamed(by:for:)`` names load with step 1's read, the others' here;
 /// 5. the writes go back with set-based statements.
 public struct BatchApplier: Sendable {
     public var userID: String
@@ -55,6 +56,19 @@ public struct BatchApplier: Sendable {
             householdIDs: households,
             idempotencyKeys: Array(Set(operations.map(\.idempotencyKey))).sorted()
         )
+    }
+
+    /// The groups of `derivation` that the pushed documents name (creates and updates of its
+    /// source type, in their scopes), known before anything is read. A write's other group, its
+    /// stored document's when it leaves a group, is known only once the stored document is: an
+    /// apply reads these groups' inputs with everything else and the rest after deciding.
+    public func groupsNamed(by operations: [SyncOperation], for derivation: any Derivation) -> Set<DerivedGroup> {
+        var groups: Set<DerivedGroup> = []
+        for operation in operations where operation.entityType == derivation.sourceType {
+            guard case .entity(let key, _) = target(of: operation), let data = operation.data, let group = derivation.groupKey(of: data) else { continue }
+            groups.insert(DerivedGroup(scope: key.scope, key: group))
+        }
+        return groups
     }
 
     /// Parents referenced by operations of types with a parent-archived rule, as far as they can be

@@ -98,8 +98,9 @@ public protocol StorageDriver: Sendable {
 /// The statements of one open write transaction.
 ///
 /// An apply needs few of them whatever it holds: ``lock(jobs:feeds:)``, ``load(_:)``, at most two
-/// ``loadEntities(_:)`` (parents only stored documents name, a derivation's inputs) and
-/// ``write(_:)``, for one job or for several jobs of different users applied together.
+/// ``loadEntities(_:)`` (parents only stored documents name, a derivation's inputs that
+/// ``load(_:)`` could not know of) and ``write(_:)``, for one job or for several jobs of
+/// different users applied together.
 public protocol StorageTransaction: AnyObject {
     /// Statements run so far (a job's apply must not need more for more operations).
     var statementCount: Int { get }
@@ -111,7 +112,7 @@ public protocol StorageTransaction: AnyObject {
     /// Creates missing feeds, locks them in the given order and returns their heads.
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64]
     /// What an apply reads once it holds its feeds, in one snapshot taken after the locks:
-    /// entities, idempotency records and households.
+    /// entities, idempotency records, households and the derivation inputs known in advance.
     func load(_ reads: ApplyReads) async throws -> ApplyRows
     func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow]
 
@@ -185,11 +186,15 @@ public struct ApplyReads: Sendable, Hashable {
     public var idempotencyKeys: [IdempotencyKey]
     /// Households with their members.
     public var households: [String]
+    /// Derivation inputs (``Derivation/inputs(for:)``: `.keys` and `.groupMembers`), returned
+    /// apart in ``ApplyRows/inputs``.
+    public var inputs: [EntityQuery]
 
-    public init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = []) {
+    public init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = [], inputs: [EntityQuery] = []) {
         self.entities = entities
         self.idempotencyKeys = idempotencyKeys
         self.households = households
+        self.inputs = inputs
     }
 }
 
@@ -199,11 +204,16 @@ public struct ApplyRows: Sendable, Hashable {
     /// The recorded keys, with the version each answered.
     public var recorded: [IdempotencyKey: Int64?]
     public var households: [HouseholdRow]
+    /// What ``ApplyReads/inputs`` found.
+    public var inputs: [StoredEntityRow]
 
-    public init(entities: [StoredEntityRow] = [], recorded: [IdempotencyKey: Int64?] = [:], households: [HouseholdRow] = []) {
+    public init(
+        entities: [StoredEntityRow] = [], recorded: [IdempotencyKey: Int64?] = [:], households: [HouseholdRow] = [], inputs: [StoredEntityRow] = []
+    ) {
         self.entities = entities
         self.recorded = recorded
         self.households = households
+        self.inputs = inputs
     }
 }
 

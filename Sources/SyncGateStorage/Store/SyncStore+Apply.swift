@@ -35,9 +35,11 @@ extension SyncStore {
     ///    writes nothing), and create and lock the feeds they write, in sorted order: writers of
     ///    a feed serialise here, so sequence numbers follow commit order;
     /// 2. load every job's idempotency records, entities (with the parents the pushed documents
-    ///    name) and households in one read; then the parents only the stored documents name;
+    ///    name), households and the inputs of the derivation groups the pushed documents name in
+    ///    one read; then the parents only the stored documents name;
     /// 3. decide every operation in memory (``BatchApplier``), job by job;
-    /// 4. load each derivation's inputs for the groups the writes touch and derive;
+    /// 4. load each derivation's inputs for the groups the writes touch that step 2 could not
+    ///    know of (a stored document's group that a write left), and derive;
     /// 5. write entities and changes, feed heads, idempotency records, the jobs' results and
     ///    device watermarks in one statement (households and scopes versions before it, when
     ///    memberships changed); the announcements go out at commit.
@@ -156,16 +158,23 @@ extension SyncStore {
         guard !held.isEmpty else { return outcomes }
         var heads = locks.heads
 
+        // Each derivation's groups that the pushed documents name: their inputs come with the one
+        // read below, so a batch whose writes touch no other group (creates, updates within their
+        // group) needs no read of its own for them.
+        let named = derivations.map { derivation in held.reduce(into: Set<DerivedGroup>()) { $0.formUnion($1.applier.groupsNamed(by: $1.operations, for: derivation)) } }
         // One read for every job; each job's snapshot holds only its own feeds' rows.
         let rows = try await transaction.load(
             ApplyReads(
                 // Any order: locks were taken on the feeds.
                 entities: Array(held.reduce(into: Set<EntityKey>()) { $0.formUnion($1.requirements.entityKeys) }),
                 idempotencyKeys: held.flatMap { job in job.requirements.idempotencyKeys.map { IdempotencyKey(userID: job.job.userID, key: $0) } },
-                households: held.reduce(into: Set<String>()) { $0.formUnion($1.requirements.householdIDs) }.sorted()
+                households: held.reduce(into: Set<String>()) { $0.formUnion($1.requirements.householdIDs) }.sorted(),
+                inputs: zip(derivations, named).flatMap { derivation, groups in groups.isEmpty ? [] : derivation.inputs(for: groups) }
             )
         )
         var entities = Self.byScope(try rows.entities.map { row throws(StoredDataError) in try EntityState(stored: row) })
+        // Inputs of the named groups (a superset of what a derivation plans with: it reads only its groups' rows).
+        let namedInputs = Self.byScope(try rows.inputs.map { row throws(StoredDataError) in try EntityState(stored: row) })
         let households = HouseholdState.fold(rows.households)
         func snapshot(_ job: Work) -> BatchApplier.Snapshot {
             var snapshot = BatchApplier.Snapshot()
@@ -189,11 +198,18 @@ extension SyncStore {
         }
 
         var outcomesOfJobs = zip(held, snapshots).map { job, snapshot in job.applier.apply(job.operations, snapshot: snapshot) }
-        for derivation in derivations {
+        for (derivation, named) in zip(derivations, named) {
             let touched = outcomesOfJobs.indices.map { derivation.groupsTouched(by: outcomesOfJobs[$0].writes, original: snapshots[$0].entities) }
             let all = touched.reduce(into: Set<DerivedGroup>()) { $0.formUnion($1) }
             guard !all.isEmpty else { continue }
-            let inputs = Self.byScope(Array(try await transaction.entities(derivation.inputs(for: all)).values))
+            // The groups the read above could not know of: a stored document's group that a write left.
+            var inputs = namedInputs
+            let unread = all.subtracting(named)
+            if !unread.isEmpty {
+                for (scope, loaded) in Self.byScope(Array(try await transaction.entities(derivation.inputs(for: unread)).values)) {
+                    inputs[scope, default: [:]].merge(loaded) { stored, _ in stored }
+                }
+            }
             for index in outcomesOfJobs.indices where !touched[index].isEmpty {
                 let stored = Set(touched[index].map(\.scope)).flatMap { (inputs[$0] ?? [:]).values }
                 outcomesOfJobs[index].writes += derivation.plan(
