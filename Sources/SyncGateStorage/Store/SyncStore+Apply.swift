@@ -161,7 +161,9 @@ extension SyncStore {
         // Each derivation's groups that the pushed documents name: their inputs come with the one
         // read below, so a batch whose writes touch no other group (creates, updates within their
         // group) needs no read of its own for them.
-        let named = derivations.map { derivation in held.reduce(into: Set<DerivedGroup>()) { $0.formUnion($1.applier.groupsNamed(by: $1.operations, for: derivation)) } }
+        let named = derivations.map { derivation in
+            held.reduce(into: Set<DerivedGroup>()) { $0.formUnion($1.applier.groupsNamed(by: $1.operations, for: derivation)) }
+        }
         // One read for every job; each job's snapshot holds only its own feeds' rows.
         let rows = try await transaction.load(
             ApplyReads(
