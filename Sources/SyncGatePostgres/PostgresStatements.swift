@@ -240,10 +240,8 @@ struct LoadForApplyStatement: PostgresPreparedStatement {
     typealias Row = (Int, String, String, String?, Int64?, String?, String?, Int64?, Int64?)
 
     var reads: ApplyReads
-    /// The derivation inputs of `reads` (kind 3): entities by key and (scope, type, group key) of
-    /// each group whose live members to read, as ``LoadEntitiesStatement`` reads them.
-    var inputKeys: [EntityKey]
-    var inputGroups: [(scope: String, type: String, key: String)]
+    /// The derivation inputs of `reads` (kind 3), read as ``LoadEntitiesStatement`` reads them.
+    var inputs: EntityProbes
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 12)
@@ -253,12 +251,7 @@ struct LoadForApplyStatement: PostgresPreparedStatement {
         bindings.append(reads.idempotencyKeys.map(\.userID))
         bindings.append(reads.idempotencyKeys.map(\.key))
         bindings.append(reads.households)
-        bindings.append(inputKeys.map(\.scope.key))
-        bindings.append(inputKeys.map(\.entityType))
-        bindings.append(inputKeys.map(\.entityID))
-        bindings.append(inputGroups.map(\.scope))
-        bindings.append(inputGroups.map(\.type))
-        bindings.append(inputGroups.map(\.key))
+        inputs.append(to: &bindings)
         return bindings
     }
 
@@ -283,22 +276,44 @@ struct LoadEntitiesStatement: PostgresPreparedStatement {
         """
     typealias Row = PostgresDriver.EntityColumns
 
-    var keys: [EntityKey]
-    /// (scope, type, group key) of each group whose members to read.
-    var groups: [(scope: String, type: String, key: String)]
+    var probes: EntityProbes
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 6)
+        probes.append(to: &bindings)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Entity queries as the fixed-shape statements bind them (``LoadEntitiesStatement``, the
+/// derivation inputs of ``LoadForApplyStatement``): three arrays of keys, three of groups.
+struct EntityProbes {
+    var keys: [EntityKey] = []
+    /// (scope, type, group key) of each group whose live members to read.
+    var groups: [(scope: String, type: String, key: String)] = []
+    /// The ranges among the queries (a rebuild's, never an apply's): no fixed shape reads them.
+    var ranges: [EntityQuery] = []
+
+    init(_ queries: [EntityQuery]) {
+        for query in queries {
+            switch query {
+            case .keys(let more): keys += more
+            case .groupMembers(let scope, let type, let members): groups += members.map { (scope.key, type, $0) }
+            case .groupRange, .idRange: ranges.append(query)
+            }
+        }
+    }
+
+    func append(to bindings: inout PostgresBindings) {
         bindings.append(keys.map(\.scope.key))
         bindings.append(keys.map(\.entityType))
         bindings.append(keys.map(\.entityID))
         bindings.append(groups.map(\.scope))
         bindings.append(groups.map(\.type))
         bindings.append(groups.map(\.key))
-        return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
 extension PostgresDriver {

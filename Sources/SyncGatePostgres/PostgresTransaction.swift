@@ -68,17 +68,10 @@ final class PostgresTransaction: StorageTransaction {
     func load(_ reads: ApplyReads) async throws -> ApplyRows {
         // One statement, one snapshot (taken after the locks). Derivation inputs are keys and
         // group members; a range (a rebuild's, never an apply's) would take a statement of its own.
-        var inputKeys: [EntityKey] = [], inputGroups: [(scope: String, type: String, key: String)] = [], ranges: [EntityQuery] = []
-        for query in reads.inputs {
-            switch query {
-            case .keys(let keys): inputKeys += keys
-            case .groupMembers(let scope, let type, let members): inputGroups += members.map { (scope.key, type, $0) }
-            case .groupRange, .idRange: ranges.append(query)
-            }
-        }
-        let rows = try await run(LoadForApplyStatement(reads: reads, inputKeys: inputKeys, inputGroups: inputGroups))
+        let inputs = EntityProbes(reads.inputs)
+        let rows = try await run(LoadForApplyStatement(reads: reads, inputs: inputs))
         var loaded = ApplyRows()
-        if !ranges.isEmpty { loaded.inputs = try await loadEntities(ranges) }
+        if !inputs.ranges.isEmpty { loaded.inputs = try await loadEntities(inputs.ranges) }
         for (kind, first, second, third, number, fourth, fifth, sixth, seventh) in rows {
             switch kind {
             case 0, 3:
@@ -100,16 +93,9 @@ final class PostgresTransaction: StorageTransaction {
         let queries = queries.filter { !$0.isEmpty }
         guard !queries.isEmpty else { return [] }
         // An apply's loads (keys, derivation groups): one prepared statement.
-        var keys: [EntityKey] = [], groups: [(scope: String, type: String, key: String)] = [], ranges = false
-        for query in queries {
-            switch query {
-            case .keys(let more): keys += more
-            case .groupMembers(let scope, let type, let members): groups += members.map { (scope.key, type, $0) }
-            case .groupRange, .idRange: ranges = true
-            }
-        }
-        if !ranges {
-            return try await run(LoadEntitiesStatement(keys: keys, groups: groups)).map(PostgresDriver.entityRow)
+        let probes = EntityProbes(queries)
+        if probes.ranges.isEmpty {
+            return try await run(LoadEntitiesStatement(probes: probes)).map(PostgresDriver.entityRow)
         }
         // A rebuild's ranges: one statement however many queries, a UNION ALL of one indexed probe each.
         var builder = QueryBuilder()
