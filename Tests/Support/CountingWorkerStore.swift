@@ -7,6 +7,7 @@ public final class CountingWorkerStore: WorkerStore {
     public let base: any WorkerStore
     private let calls = Locked<[String: Int]>([:])
     private let limits = Locked<[Int]>([])
+    private let handedOut = Locked<[[Int64]]>([])
     private let extended = Locked<[[Int64]]>([])
     private let together = Locked<[[Int64]]>([])
 
@@ -20,6 +21,8 @@ public final class CountingWorkerStore: WorkerStore {
     public func count(_ name: String) -> Int { calls.value[name, default: 0] }
     /// The `limit` of every claim so far.
     public var claimLimits: [Int] { limits.value }
+    /// The job ids each claim so far handed out, in claim order.
+    public var claims: [[Int64]] { handedOut.value }
     /// The job ids of every heartbeat so far.
     public var heartbeats: [[Int64]] { extended.value }
     /// The job ids of every call applying jobs together so far.
@@ -27,6 +30,7 @@ public final class CountingWorkerStore: WorkerStore {
     public func reset() {
         calls.update { $0 = [:] }
         limits.update { $0 = [] }
+        handedOut.update { $0 = [] }
         extended.update { $0 = [] }
         together.update { $0 = [] }
     }
@@ -38,7 +42,9 @@ public final class CountingWorkerStore: WorkerStore {
     public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
         record("claimJobs")
         limits.update { $0.append(limit) }
-        return try await base.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
+        let claimed = try await base.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
+        handedOut.update { $0.append(claimed.map(\.id)) }
+        return claimed
     }
 
     public func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {

@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Foundation
 public import HTTPTypes
 import Hummingbird
 public import HummingbirdTesting
 public import Logging
 import NIOCore
+import NIOHTTP1
 public import SyncGateCore
 public import SyncGateHTTP
 public import SyncGateServer
@@ -17,15 +19,17 @@ public struct HTTPHarness: Sendable {
     public let store: StoreHarness
     public let authority: TokenAuthority
     public let client: any TestClientProtocol
+    /// `.live`: the server's requests go through this pool instead of `client`.
+    let pooled: PooledRequests?
     /// The front's live waiters (long-polls and event streams).
     public let watcher: FeedWatcher
 
     /// Runs `body` against the application: `.router` in memory, or `.live` on a real socket.
     /// - Parameters:
     ///   - workers: in-process worker lanes (0: a front only).
-    ///   - notificationsOnly: waiting requests and idle workers re-check the database only once a
-    ///     minute, so whatever answers promptly was woken by a notification (NOTIFY or an
-    ///     in-process signal), not by the polling safety net.
+    ///   - notificationsOnly: waiting requests and idle workers never re-check the database on
+    ///     their own within a test, so whatever answers before its wait ends was woken by a
+    ///     notification (NOTIFY or an in-process signal), not by the polling safety net.
     public static func with<Result: Sendable>(
         _ driver: Driver,
         setup: TestingSetup = .router,
@@ -48,8 +52,9 @@ public struct HTTPHarness: Sendable {
         }
     }
 
-    /// The polling safety net's interval when a test runs on notifications only.
-    public static let noSafetyNet: Duration = .seconds(60)
+    /// The polling safety net's interval when a test runs on notifications only: longer than any
+    /// test, so that only a notification can wake a waiter or a worker.
+    public static let noSafetyNet: Duration = .seconds(3600)
 
     /// Runs `body` against the application on an existing store harness.
     public static func run<Result: Sendable>(
@@ -76,7 +81,7 @@ public struct HTTPHarness: Sendable {
         guard let watcher = built.value else { throw TestEnvironmentError(description: "buildApplication built no feed watcher") }
         let authority = await TokenAuthority(secret: secret)
         return try await app.test(setup) { client in
-            try await body(HTTPHarness(store: store, authority: authority, client: client, watcher: watcher))
+            try await body(HTTPHarness(store: store, authority: authority, client: client, pooled: client.port.map(PooledRequests.init), watcher: watcher))
         }
     }
 
@@ -96,7 +101,7 @@ public struct HTTPHarness: Sendable {
 
     /// Waits until `count` more requests or streams than `baseline` wait: the signal that a
     /// long-poll or event stream is asleep, or a push waits for its job, instead of a sleep.
-    public func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = .seconds(20)) async throws {
+    public func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = hangGuard) async throws {
         try await eventually("\(count) waiting request(s)", timeout: timeout, every: .milliseconds(5)) {
             waiters >= baseline + count
         }
@@ -118,6 +123,10 @@ public struct HTTPHarness: Sendable {
 
     /// A request; the body is parsed as JSON when it is JSON.
     public func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+        if let pooled {
+            let response = try await pooled.send(method, uri, headers: headers, body: body)
+            return (response.status, try? JSONParser().parse(Array(response.body.readableBytesView)), response.headers)
+        }
         let response = try await client.executeRequest(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
         let json = try? JSONParser().parse(Array(response.body.readableBytesView))
         return (Int(response.status.code), json, response.headers)
@@ -135,7 +144,7 @@ public struct HTTPHarness: Sendable {
 
     /// Pushes and waits for the results (fails the test if the job does not finish).
     public func results(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [JSONValue] {
-        let response = try await push(operations, user: user, device: device, wait: 20_000)
+        let response = try await push(operations, user: user, device: device, wait: 30_000)
         guard response.status == 200, let results = response.json?["results"]?.arrayValue else {
             throw TestEnvironmentError(description: "push answered \(response.status): \(String(describing: response.json))")
         }
@@ -176,5 +185,27 @@ extension JSONValue {
     public subscript(index: Int) -> JSONValue? {
         guard let array = arrayValue, array.indices.contains(index) else { return nil }
         return array[index]
+    }
+}
+
+/// Requests to a `.live` server through AsyncHTTPClient's connection pool, each bounded by the
+/// hang guard. HummingbirdTesting's live client holds one connection for the whole test and gives
+/// a request 20 s: once the server closed that connection (its idle timeout, outlived by a long run
+/// on a loaded machine; a 413) every later request failed with "I/O on closed channel".
+struct PooledRequests: Sendable {
+    let port: Int
+
+    func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String?) async throws -> (status: Int, body: ByteBuffer, headers: HTTPFields) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(uri)")
+        request.method = HTTPMethod(rawValue: method.rawValue)
+        for field in headers { request.headers.add(name: field.name.rawName, value: field.value) }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(hangGuard.components.seconds))
+        let collected = try await response.body.collect(upTo: 256 << 20)
+        var fields = HTTPFields()
+        for header in response.headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        return (Int(response.status.code), collected, fields)
     }
 }

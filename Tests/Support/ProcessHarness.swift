@@ -153,7 +153,7 @@ public struct ProcessClient: Sendable {
 
     public func request(
         _ method: HTTPMethod, _ path: String, token: String? = nil, device: String? = "d1", body: String? = nil, headers: [(String, String)] = [],
-        timeout: Duration = .seconds(40)
+        timeout: Duration = hangGuard
     ) async throws -> (status: Int, json: JSONValue?) {
         let (status, bytes) = try await raw(method, path, token: token, device: device, body: body, headers: headers, timeout: timeout)
         return (status, try? JSONParser().parse(Array(bytes.readableBytesView)))
@@ -161,7 +161,7 @@ public struct ProcessClient: Sendable {
 
     /// A GET's body as text (`/metrics`).
     public func text(_ path: String) async throws -> String {
-        let (status, bytes) = try await raw(.GET, path, token: nil, device: nil, body: nil, headers: [], timeout: .seconds(10))
+        let (status, bytes) = try await raw(.GET, path, token: nil, device: nil, body: nil, headers: [], timeout: hangGuard)
         guard status == 200 else { throw TestEnvironmentError(description: "GET \(path) answered \(status)") }
         return String(buffer: bytes)
     }
@@ -183,11 +183,11 @@ public struct ProcessClient: Sendable {
     }
 
     /// Polls `/readyz` until it answers 200.
-    public func waitUntilReady(_ process: SyncGateProcess, timeout: Duration = .seconds(60)) async throws {
+    public func waitUntilReady(_ process: SyncGateProcess, timeout: Duration = hangGuard) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             guard process.isRunning else { throw TestEnvironmentError(description: "syncgate exited: \(process.log)") }
-            if let response = try? await request(.GET, "/readyz", device: nil, timeout: .seconds(2)), response.status == 200 { return }
+            if let response = try? await request(.GET, "/readyz", device: nil, timeout: .seconds(10)), response.status == 200 { return }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw TestEnvironmentError(description: "syncgate did not become ready: \(process.log)")

@@ -41,18 +41,23 @@ public struct StoreHarness: Sendable {
     }
 
     /// Runs `body` with a store on an existing database (one a test also gives to processes).
-    /// - Parameter productionDeadlines: give PostgreSQL calls the server's own deadlines instead
-    ///   of the tests' generous ones (for tests of what happens when the database goes away).
+    /// - Parameters:
+    ///   - productionDeadlines: give PostgreSQL calls the server's own deadlines instead of the
+    ///     tests' generous ones (for tests of what happens when the database goes away).
+    ///   - requestDeadline: a request's deadline instead of either.
     public static func withExisting<Result: Sendable>(
         _ url: DatabaseURL,
         collections: Collections = .default,
         clock: ManualClock? = nil,
         hooks: StoreHooks = .init(),
         productionDeadlines: Bool = false,
+        requestDeadline: Duration? = nil,
         listenerReconnectDelay: Duration? = nil,
         _ body: @Sendable (StoreHarness) async throws -> Result
     ) async throws -> Result {
-        let (made, service) = try makeStore(url, clock: clock, productionDeadlines: productionDeadlines, listenerReconnectDelay: listenerReconnectDelay)
+        let (made, service) = try makeStore(
+            url, clock: clock, productionDeadlines: productionDeadlines, requestDeadline: requestDeadline, listenerReconnectDelay: listenerReconnectDelay
+        )
         var hooked = made
         hooked.hooks = hooks
         let store = hooked
@@ -77,7 +82,8 @@ public struct StoreHarness: Sendable {
     }
 
     public static func makeStore(
-        _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false, listenerReconnectDelay: Duration? = nil
+        _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false, requestDeadline: Duration? = nil,
+        listenerReconnectDelay: Duration? = nil
     ) throws -> (SyncStore, @Sendable () async throws -> Void) {
         let storeClock = clock.map(StoreClock.manual) ?? .database
         switch url {
@@ -90,6 +96,7 @@ public struct StoreHarness: Sendable {
                 configuration.requestTimeout = .seconds(30)
                 configuration.jobTimeout = .seconds(90)
             }
+            if let requestDeadline { configuration.requestTimeout = requestDeadline }
             if let listenerReconnectDelay { configuration.listenerReconnectDelay = listenerReconnectDelay }
             let driver = PostgresDriver(configuration: configuration, logger: logger)
             return (SyncStore(driver: driver, clock: storeClock, logger: logger), { try await driver.run() })
@@ -186,7 +193,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Waits until the job is finished (polling), or fails after `timeout`.
-    public func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = .seconds(30)) async throws -> JobSnapshot {
+    public func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = hangGuard) async throws -> JobSnapshot {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let job = try await store.job(id: id, userID: user), job.state.isFinished { return job }

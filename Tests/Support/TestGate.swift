@@ -28,7 +28,7 @@ public final class TestGate: Sendable {
     }
 
     /// Waits until the gate opens; throws once `timeout` passes.
-    public func wait(timeout: Duration = .seconds(30)) async throws {
+    public func wait(timeout: Duration = hangGuard) async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
@@ -94,7 +94,7 @@ public final class HeldApply: Sendable {
         StoreHooks(midApply: { [held, release, target] job in
             guard job.jobID == target.value else { return }
             held.open()
-            try await release.wait(timeout: .seconds(60))
+            try await release.wait()
         })
     }
 

@@ -18,7 +18,7 @@ public func withTestHTTPServer<Result: Sendable>(
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await app.run() }
         defer { group.cancelAll() }
-        try await eventually("the test server listens", timeout: .seconds(10), every: .milliseconds(10)) { port.withLock { $0 } != nil }
+        try await eventually("the test server listens", every: .milliseconds(10)) { port.withLock { $0 } != nil }
         return try await body(port.withLock { $0 }!)
     }
 }

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Backoff", .timeLimit(.minutes(1)))
+@Suite("Backoff", .timeLimit(.minutes(10)))
 struct BackoffTests {
     let policy = Backoff(initial: .milliseconds(500), maximum: .seconds(60), jitter: 0.5)
 

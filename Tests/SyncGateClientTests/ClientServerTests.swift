@@ -7,7 +7,7 @@ import SyncGateTestSupport
 import Testing
 
 /// The SDK against the production server (``HTTPHarness`` `.live`), on both drivers.
-@Suite("Client against the server", .timeLimit(.minutes(3)))
+@Suite("Client against the server", .timeLimit(.minutes(10)))
 struct ClientServerTests {
     @Test("two devices: a write reaches the other device; concurrent offline edits resolve by lww", arguments: Driver.selected)
     func twoDevices(_ driver: Driver) async throws {

@@ -76,5 +76,5 @@ enum ConvergenceKnobs {
     static let firstSeed = environment["SYNCGATE_CONVERGENCE_FIRST_SEED"].flatMap(UInt64.init) ?? 1
     static let steps = environment["SYNCGATE_CONVERGENCE_STEPS"].flatMap(Int.init) ?? 100
     /// A generous bound: about ten seconds a seed on a loaded two-core machine.
-    static let minutes = max(3, seeds / 6 + 2)
+    static let minutes = max(10, seeds / 6 + 2)
 }

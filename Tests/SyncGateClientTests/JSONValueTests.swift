@@ -3,7 +3,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("JSON values", .timeLimit(.minutes(1)))
+@Suite("JSON values", .timeLimit(.minutes(10)))
 struct JSONValueTests {
     @Test("integers stay exact, integral doubles keep their fraction, both round-trip")
     func numbers() throws {

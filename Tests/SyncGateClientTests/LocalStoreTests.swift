@@ -3,7 +3,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Local store on SQLite", .timeLimit(.minutes(2)))
+@Suite("Local store on SQLite", .timeLimit(.minutes(10)))
 struct LocalStoreTests {
     let path: String
     let store: LocalStore

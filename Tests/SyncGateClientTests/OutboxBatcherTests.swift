@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Choosing the next batch", .timeLimit(.minutes(1)))
+@Suite("Choosing the next batch", .timeLimit(.minutes(10)))
 struct OutboxBatcherTests {
     func entry(_ sequence: Int64, _ key: EntityKey = .milk, state: OutboxEntry.State = .pending, follows: Bool = false, size: Int = 0) -> OutboxEntry {
         OutboxEntry(

@@ -7,7 +7,7 @@ import Testing
 /// reaches the server on a wrong base version — with one device there is nothing to conflict
 /// with, so a stale base would be the client's own mistake — and (3) once everything is pushed
 /// and pulled, the view equals the server's state.
-@Suite("Replica properties", .timeLimit(.minutes(2)))
+@Suite("Replica properties", .timeLimit(.minutes(10)))
 struct ReplicaPropertyTests {
     /// The server's rules for one device (no concurrent writers): versions, tombstones that win,
     /// idempotency keys remembered with the version they reached.

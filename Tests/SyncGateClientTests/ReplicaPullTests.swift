@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Applying pulled changes", .timeLimit(.minutes(1)))
+@Suite("Applying pulled changes", .timeLimit(.minutes(10)))
 struct ReplicaPullTests {
     @Test("a change applies only when its version is higher, or the entity is absent")
     func versions() {

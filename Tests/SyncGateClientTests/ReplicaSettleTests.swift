@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Applying push results", .timeLimit(.minutes(1)))
+@Suite("Applying push results", .timeLimit(.minutes(10)))
 struct ReplicaSettleTests {
     /// A slice with the server at version 2 and one sent update (`k1`) of milk.
     func sentUpdate() throws -> (ReplicaSlice, KeyMaker) {

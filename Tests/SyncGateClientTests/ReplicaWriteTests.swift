@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Recording local writes", .timeLimit(.minutes(1)))
+@Suite("Recording local writes", .timeLimit(.minutes(10)))
 struct ReplicaWriteTests {
     @Test("a put on an absent entity creates it at base version 0 with the whole document")
     func putCreates() throws {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Server-sent events", .timeLimit(.minutes(1)))
+@Suite("Server-sent events", .timeLimit(.minutes(10)))
 struct ServerSentEventParserTests {
     @Test("SyncGate's stream: comments, retry, pokes")
     func syncGateStream() {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("Wire format", .timeLimit(.minutes(1)))
+@Suite("Wire format", .timeLimit(.minutes(10)))
 struct WireTests {
     @Test("every result shape of PROTOCOL.md decodes")
     func results() throws {

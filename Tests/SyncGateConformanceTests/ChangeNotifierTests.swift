@@ -1,5 +1,6 @@
 import SyncGateCore
 @testable import SyncGateStorage
+import SyncGateTestSupport
 import Testing
 
 /// The in-process fan-out of store events: who hears what, and how a subscription buffers.
@@ -12,15 +13,15 @@ import Testing
         let worker = notifier.subscribe(.init(jobsAvailable: true))
         let watcher = notifier.subscribe(.init(feeds: true))
         notifier.publish([.jobFinished(7, device: Self.device), .jobFinished(8, device: Self.device), .jobsAvailable, .feedAdvanced(.user("alice"), head: 3)])
-        #expect(await push.next(timeout: .seconds(5)) == [.jobFinished(7, device: Self.device)])
-        #expect(await worker.next(timeout: .seconds(5)) == [.jobsAvailable])
-        #expect(await watcher.next(timeout: .seconds(5)) == [
+        #expect(await push.next(timeout: hangGuard) == [.jobFinished(7, device: Self.device)])
+        #expect(await worker.next(timeout: hangGuard) == [.jobsAvailable])
+        #expect(await watcher.next(timeout: hangGuard) == [
             .jobFinished(7, device: Self.device), .jobFinished(8, device: Self.device), .feedAdvanced(.user("alice"), head: 3),
         ])
         // Everyone hears a resynchronize.
         notifier.publish(.resynchronize)
         for subscription in [push, worker, watcher] {
-            #expect(await subscription.next(timeout: .seconds(5)) == [.resynchronize])
+            #expect(await subscription.next(timeout: hangGuard) == [.resynchronize])
         }
     }
 
@@ -30,13 +31,13 @@ import Testing
         let a = StoreEvent.feedAdvanced(.user("alice"), head: 1), b = StoreEvent.feedAdvanced(.user("bob"), head: 1)
         notifier.publish([a, b])
         notifier.publish([a])
-        #expect(await subscription.next(timeout: .seconds(5)) == [a, b])
+        #expect(await subscription.next(timeout: hangGuard) == [a, b])
         // Taken: the same event counts again after.
         notifier.publish(a)
-        #expect(await subscription.next(timeout: .seconds(5)) == [a])
+        #expect(await subscription.next(timeout: hangGuard) == [a])
 
         for head in 0...Int64(ChangeSubscription.bufferLimit) { notifier.publish(.feedAdvanced(.user("alice"), head: head)) }
-        #expect(await subscription.next(timeout: .seconds(5)) == [.resynchronize])
+        #expect(await subscription.next(timeout: hangGuard) == [.resynchronize])
         #expect(await subscription.next(timeout: .milliseconds(20)) == [], "nothing after the collapse: a timeout")
     }
 

@@ -7,7 +7,7 @@ import Testing
 
 /// The seed apps' dialects end to end (`../shared/DIALECTS.md`), on both drivers: their request
 /// and response shapes, through the same pipeline as /v1.
-@Suite(.timeLimit(.minutes(3))) struct DialectTests {
+@Suite(.timeLimit(.minutes(10))) struct DialectTests {
     static func change(_ collection: String, _ operation: String, _ id: String, version: Int64 = 0, data: JSONValue? = nil, at time: String, household: String? = nil) -> JSONValue {
         var change: JSONObject = [
             "collection": .string(collection), "operation": .string(operation), "documentId": .string(id), "version": .int(version),

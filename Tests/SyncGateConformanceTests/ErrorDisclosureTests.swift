@@ -9,7 +9,7 @@ import Testing
 
 /// What failures say, and to whom: the cause for the operator, never the user's data; the
 /// client learns the protocol code and nothing of the server's internals.
-@Suite(.timeLimit(.minutes(1))) struct ErrorDisclosureTests {
+@Suite(.timeLimit(.minutes(10))) struct ErrorDisclosureTests {
     /// PostgresNIO's debug description prints every bind and the server's DETAIL; a PostgreSQL
     /// error leaves the driver as a ``PostgresFailure`` that keeps SQLSTATE and message only.
     @Test func aPostgresErrorCarriesItsCauseButNoBoundValue() async throws {

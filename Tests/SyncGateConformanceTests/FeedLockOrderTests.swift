@@ -11,7 +11,7 @@ import Testing
 /// wait on another writer that is creating the same feed and next asks for one the apply would
 /// hold (a feed sorting after the missing one): a deadlock PostgreSQL breaks after a second by
 /// failing one side. Then the apply locks every feed, in order.
-@Suite(.timeLimit(.minutes(1))) struct FeedLockOrderTests {
+@Suite(.timeLimit(.minutes(10))) struct FeedLockOrderTests {
     @Test func theFirstStatementLocksNoFeedWhileOneIsMissing() async throws {
         let location = try await TestDatabases.shared.freshPostgres()
         try await StoreHarness.withExisting(.postgres(location)) { harness in

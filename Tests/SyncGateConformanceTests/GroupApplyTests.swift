@@ -7,7 +7,7 @@ import Tracing
 /// Claimed jobs of different users applied together: jobs that share no feed commit in one
 /// transaction, each decided as if alone; jobs of one feed in claim order; one job's failure
 /// (a refused operation, a lost lease) never fails another.
-@Suite(.timeLimit(.minutes(2))) struct GroupApplyTests {
+@Suite(.timeLimit(.minutes(10))) struct GroupApplyTests {
     static func claim(_ harness: StoreHarness, _ count: Int) async throws -> [ClaimedJob] {
         let claimed = try await harness.store.claimJobs(workerID: "w", limit: count, leaseMilliseconds: 60_000)
         #expect(claimed.count == count)

@@ -6,7 +6,7 @@ import SyncGateTestSupport
 import Testing
 
 /// Shared household data through HTTP: membership, scopes, permissions.
-@Suite(.timeLimit(.minutes(2))) struct HouseholdTests {
+@Suite(.timeLimit(.minutes(10))) struct HouseholdTests {
     static func status(_ result: JSONValue) -> String { SemanticsHTTPTests.status(result) }
 
     static func member(_ household: String, _ user: String) -> SyncOperation {

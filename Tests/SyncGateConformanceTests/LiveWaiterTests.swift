@@ -13,7 +13,7 @@ import Testing
 
 /// Live connections at scale: waiters sleep in memory, wake only for news, share their reads,
 /// and hostile clients are bounded.
-@Suite(.timeLimit(.minutes(3))) struct LiveWaiterTests {
+@Suite(.timeLimit(.minutes(10))) struct LiveWaiterTests {
     static func configuration(poll: Duration = .milliseconds(200)) -> FrontConfiguration {
         var configuration = HTTPHarness.testConfiguration
         configuration.pollInterval = poll
@@ -52,22 +52,24 @@ import Testing
                     let user = ["alice", "bob", "carol"][index % 3]
                     let token = try await http.token(user)
                     group.addTask {
-                        try await socket.get("/v1/sync/pull?cursor=\(cursorsNow[user]!)&wait=30000", token: token, device: "d\(index)").json
+                        try await socket.get("/v1/sync/pull?cursor=\(cursorsNow[user]!)&wait=60000", token: token, device: "d\(index)").json
                     }
                 }
                 var streams: [HTTPClientResponse] = []
                 for user in ["alice", "bob", "carol"] {
                     streams.append(try await socket.events(token: try await http.token(user)))
                 }
-                try await eventually("33 waiters asleep", timeout: .seconds(20)) { http.watcher.armedCount == 33 }
+                try await eventually("33 waiters asleep") { http.watcher.armedCount == 33 }
 
                 store.reset()
-                try await Task.sleep(for: .seconds(2))
+                let counting = ContinuousClock.now
+                try await eventually("five safety-net reads", every: .milliseconds(10)) { store.count("watchState") >= 5 }
                 let idle = store.counts
+                let intervals = counting.duration(to: .now) / .milliseconds(200)
                 #expect(Set(idle.keys).isSubset(of: ["watchState"]), "idle waiters called the store: \(idle)")
-                // Ten intervals in two seconds (fewer on a loaded machine): the net is per process,
-                // not per waiter.
-                #expect((1...13).contains(idle["watchState", default: 0]), "\(idle)")
+                // At most one read per interval, however slow the machine: the net is per
+                // process, not per waiter (33 waiters each polling would make 33 times as many).
+                #expect(Double(idle["watchState", default: 0]) <= intervals + 1, "\(idle) in \(intervals) intervals")
 
                 // A change in the household wakes its members' long-polls (alice and bob), and only them.
                 store.reset()
@@ -82,7 +84,7 @@ import Testing
                 #expect(store.count("pull") == 0, "woken waiters read only the feed that advanced: \(store.counts)")
                 #expect(store.count("readFeed") <= 2, "20 waiters at one position share their read: \(store.counts)")
                 // Carol's long-polls never woke; the streams poked and sleep again.
-                try await eventually("carol's 10 long-polls and 3 streams asleep", timeout: .seconds(10)) { http.watcher.armedCount == 13 }
+                try await eventually("carol's 10 long-polls and 3 streams asleep") { http.watcher.armedCount == 13 }
                 group.cancelAll()
                 _ = streams
             }
@@ -149,7 +151,7 @@ import Testing
             try await SocketClient.with(port: port) { socket in
                 let token = try await http.token()
                 async let woken = socket.get("/v1/sync/pull?cursor=\(cursor)&wait=30000", token: token, device: "tablet")
-                try await eventually("the long-poll asleep", timeout: .seconds(20)) { http.watcher.armedCount == 1 }
+                try await eventually("the long-poll asleep") { http.watcher.armedCount == 1 }
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
                 let page = try await woken
                 #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
@@ -163,7 +165,7 @@ import Testing
                 #expect(store.counts.isEmpty || Set(store.counts.keys) == ["watchState"], "the poll read the store: \(store.counts)")
 
                 async let second = socket.get("/v1/sync/pull?cursor=\(next)&wait=30000", token: token, device: "tablet")
-                try await eventually("the next long-poll asleep", timeout: .seconds(20)) { http.watcher.armedCount == 1 }
+                try await eventually("the next long-poll asleep") { http.watcher.armedCount == 1 }
                 _ = try await http.results([Op.create("weightLogs", "w2", ["kg": 71])], device: "phone")
                 let started = ContinuousClock.now
                 let secondPage = try await second
@@ -210,8 +212,7 @@ import Testing
             let started = ContinuousClock.now
             // Resynchronizations keep coming (whenever the job finishes, one follows within
             // 300 ms): each must make the push read. Without them nothing reads the job before
-            // the push's 30 s wait ends (the poll interval is a minute): a 202 after 30 s. The
-            // bound leaves a loaded machine 20 s to apply one job (8 s failed once in a full run).
+            // the push's 30 s wait ends (the poll interval is longer than the test): a 202.
             let resyncs = Task {
                 for _ in 0..<150 where !Task.isCancelled {
                     try await Task.sleep(for: .milliseconds(300))
@@ -220,13 +221,13 @@ import Testing
             }
             defer { resyncs.cancel() }
             let answer = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], wait: 30_000)
-            #expect(answer.status == 200 && answer.json?["status"] == "done")
-            #expect(started.duration(to: .now) < .seconds(20), "answered \(started.duration(to: .now)) after the push")
+            #expect(answer.status == 200 && answer.json?["status"] == "done", "answered \(started.duration(to: .now)) after the push")
         }
     }
 
     /// Every notification lost (the front hears none): the safety net's one read per interval
-    /// still wakes a long-poll and an event stream within about an interval.
+    /// still wakes a long-poll and an event stream. (Nothing else would: the long-poll would
+    /// answer an empty page when its wait ends, the stream would never be poked.)
     @Test(arguments: Driver.selected)
     func lostNotificationsAreCaughtByTheSafetyNet(_ driver: Driver) async throws {
         let interval = Duration.milliseconds(500)
@@ -235,18 +236,16 @@ import Testing
             let cursor = try await http.pullAll(device: "tablet").cursor
             try await SocketClient.with(port: port) { socket in
                 var events = LiveTests.EventStream(iterator: try await socket.events(token: try await http.token("alice")).body.makeAsyncIterator())
-                #expect(try await events.nextEvent(timeout: .seconds(5))?.hasPrefix(": connected") == true)
+                #expect(try await events.nextEvent(timeout: hangGuard)?.hasPrefix(": connected") == true)
                 let token = try await http.token()
                 async let waiting = socket.get("/v1/sync/pull?cursor=\(cursor)&wait=30000", token: token, device: "tablet")
-                try await eventually("2 waiters asleep", timeout: .seconds(20)) { http.watcher.armedCount == 2 }
+                try await eventually("2 waiters asleep") { http.watcher.armedCount == 2 }
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
                 let committed = ContinuousClock.now
                 let page = try await waiting
-                #expect(committed.duration(to: .now) < interval * 4, "a long-poll woke \(committed.duration(to: .now)) after the commit")
-                #expect(page.json?["changes"]?[0]?["entity_id"] == "w1")
-                let poke = try await LiveTests.nextPoke(&events, timeout: .seconds(5))
+                #expect(page.json?["changes"]?[0]?["entity_id"] == "w1", "a long-poll answered \(committed.duration(to: .now)) after the commit")
+                let poke = try await LiveTests.nextPoke(&events, timeout: hangGuard)
                 #expect(poke == ["household_ids": [], "user": true])
-                #expect(committed.duration(to: .now) < interval * 4 + .seconds(1))
             }
         }
     }
@@ -263,11 +262,10 @@ import Testing
                 let alice = try await http.token("alice")
                 let stream = try await socket.events(token: alice)
                 #expect(stream.status.code == 200)
-                // The admitted long-polls wait 30 s: they must still be open when the last refusal
-                // is asked for (with 5 s, a loaded full run once saw the first end before that,
-                // and the process was no longer full). No change comes; they answer at 30 s.
-                async let first = socket.get("/v1/sync/pull?wait=30000", token: alice, device: "phone")
-                try await eventually("2 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 2 }
+                // The admitted long-polls wait the longest a pull may: they must still be open when
+                // the last refusal is asked for. Changes to alice's and bob's feeds end them after.
+                async let first = socket.get("/v1/sync/pull?wait=60000", token: alice, device: "phone")
+                try await eventually("2 live connections") { http.watcher.waiterCount == 2 }
 
                 let third = try await socket.get("/v1/sync/pull?wait=5000", token: alice, device: "laptop")
                 #expect(third.status == 429 && third.json?.errorCode == "RATE_LIMITED")
@@ -277,23 +275,27 @@ import Testing
                 #expect(refusedStream.status.code == 429)
                 #expect(refusedStream.headers.first(name: "retry-after") == "2")
 
-                async let bobs = socket.get("/v1/sync/pull?wait=30000", token: try await http.token("bob"))
-                try await eventually("3 live connections", timeout: .seconds(20)) { http.watcher.waiterCount == 3 }
+                async let bobs = socket.get("/v1/sync/pull?wait=60000", token: try await http.token("bob"))
+                try await eventually("3 live connections") { http.watcher.waiterCount == 3 }
                 let carol = try await http.token("carol")
                 let refused = try await socket.get("/v1/sync/pull?wait=5000", token: carol)
                 #expect(refused.status == 429 && refused.json?.errorCode == "RATE_LIMITED", "the process is full")
                 let plain = try await socket.get("/v1/sync/pull", token: carol)
                 #expect(plain.status == 200, "a pull that does not wait is not a live connection")
 
-                #expect(try await first.status == 200)
-                #expect(try await bobs.status == 200)
+                _ = try await http.store.apply([Op.create("weightLogs", "w", ["kg": 1])])
+                _ = try await http.store.apply([Op.create("weightLogs", "w", ["kg": 1])], user: "bob")
+                #expect(try await first.json?["changes"]?[0]?["entity_id"] == "w")
+                #expect(try await bobs.json?["changes"]?[0]?["entity_id"] == "w")
                 _ = stream
             }
         }
     }
 
     /// A client that trickles its request is cut off: a body must arrive whole within the read
-    /// timeout, a head within the idle timeout. A long-poll longer than both is not cut.
+    /// timeout, a head within the idle timeout. A long-poll longer than both is not cut. Nothing
+    /// but those timeouts closes a connection that keeps sending: any cut during a trickle as
+    /// long as the hang guard is theirs, however late a loaded machine runs the timer.
     @Test(arguments: Driver.selected)
     func aSlowClientIsCutOffByTheReadTimeout(_ driver: Driver) async throws {
         var configuration = Self.configuration()
@@ -307,22 +309,17 @@ import Testing
             let body = try await RawConnection.open(port: port)
             let opened = ContinuousClock.now
             try await body.send("POST /v1/sync/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-            // (The bounds are loose: on a saturated CI machine the server's event loops run late.)
-            let bodyCut = await body.trickle(every: .milliseconds(100), for: .seconds(30))
-            #expect(bodyCut, "the connection outlived the trickle")
-            #expect(opened.duration(to: .now) < .seconds(20), "cut after \(opened.duration(to: .now)) (read timeout 1 s)")
+            let bodyCut = await body.trickle(every: .milliseconds(100), for: hangGuard)
+            #expect(bodyCut, "the connection outlived a trickle of \(opened.duration(to: .now)) (read timeout 1 s)")
 
             // A request head that never ends.
             let head = try await RawConnection.open(port: port)
             let started = ContinuousClock.now
             try await head.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            // Alone the cut comes at ~2 s; with the crash tests' processes beside it on two cores
-            // it has come as late as ~29 s. Without an idle timeout it never comes.
-            let headCut = await head.trickle(every: .milliseconds(100), for: .seconds(60))
-            #expect(headCut, "the connection outlived the trickle")
+            // Alone the cut comes at ~2 s; without an idle timeout it never comes.
+            let headCut = await head.trickle(every: .milliseconds(100), for: hangGuard)
+            #expect(headCut, "the connection outlived a trickle of \(started.duration(to: .now)) (idle timeout 2 s)")
             try? await head.channel.closeFuture.get()
-            let cutAt = head.closedAt.value.map { started.duration(to: $0) }
-            #expect(cutAt.map { $0 < .seconds(45) } == true, "cut after \(String(describing: cutAt)), noticed after \(started.duration(to: .now)) (idle timeout 2 s)")
 
             // A long-poll that waits 3 s (longer than both timeouts) is answered, not cut.
             let waited = try await SocketClient.with(port: port) { socket in try await socket.get("/v1/sync/pull?wait=3000", token: token) }
@@ -331,42 +328,35 @@ import Testing
     }
 
     /// An event stream ends when its token expires (the client reconnects with a fresh one), and
-    /// after the maximum lifetime; until then keep-alives continue.
+    /// after the maximum lifetime; until then keep-alives continue. Each run gives the other limit
+    /// more time than the test, so the end that comes is the one under test.
     @Test(arguments: Driver.selected)
     func anEventStreamEndsWhenItsTokenExpires(_ driver: Driver) async throws {
         var configuration = Self.configuration()
         configuration.keepAliveInterval = .milliseconds(300)
-        configuration.maximumStreamLifetime = .seconds(30)
+        configuration.maximumStreamLifetime = .seconds(3600)
         try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
             let port = try #require(http.client.port)
             let opened = ContinuousClock.now
-            // 8 s: on a loaded machine opening the stream (its first read of the feeds) can take
-            // seconds — a full parallel run once took nearly all of a 5 s token's life, and the
-            // stream then saw no keep-alive — and the stream must live long enough after that for
-            // keep-alives (every 300 ms).
-            let (_, stream) = try await LiveTests.openEvents(port: port, token: try await http.authority.issue(userID: "alice", ttlSeconds: 8))
+            // 10 s: on a loaded machine opening the stream (its first read of the feeds) can take
+            // seconds, and the stream must live long enough after that for keep-alives.
+            let (_, stream) = try await LiveTests.openEvents(port: port, token: try await http.authority.issue(userID: "alice", ttlSeconds: 10))
             let openedIn = opened.duration(to: .now)
-            let events = try await Self.readToEnd(stream, within: .seconds(20))
+            let events = try await Self.readToEnd(stream, within: hangGuard)
             let lasted = opened.duration(to: .now)
             #expect(events.ended, "the stream outlived its token")
-            #expect(lasted > .milliseconds(6900) && lasted < .seconds(13), "ended after \(lasted) (token valid 8 s)")
+            // `exp` is whole seconds, so the token ends 9-10 s after it was issued.
+            #expect(lasted > .seconds(8.9), "ended after \(lasted), before its token (valid 10 s) expired")
             #expect(events.keepAlives >= 1, "no keep-alive in \(lasted), the stream open after \(openedIn)")
-            try await eventually("the stream unregistered", timeout: .seconds(5)) { http.watcher.waiterCount == 0 }
+            try await eventually("the stream unregistered") { http.watcher.waiterCount == 0 }
         }
         configuration.maximumStreamLifetime = .seconds(1)
         try await HTTPHarness.with(driver, setup: .live, configuration: configuration, workers: 0) { http in
             let port = try #require(http.client.port)
             let opened = ContinuousClock.now
             let (_, stream) = try await LiveTests.openEvents(port: port, token: try await http.token(ttl: 3600))
-            // The lifetime counts from the stream's start, just before its headers, not from the
-            // request: in one full parallel run this stream ended 5.3 s after the request, and
-            // opening a stream (its first read of the feeds) has taken seconds there (above).
-            let streaming = ContinuousClock.now
-            let events = try await Self.readToEnd(stream, within: .seconds(15))
-            #expect(
-                events.ended && streaming.duration(to: .now) < .seconds(5),
-                "ended \(streaming.duration(to: .now)) after its headers, \(opened.duration(to: .now)) after the request (lifetime 1 s)"
-            )
+            let events = try await Self.readToEnd(stream, within: hangGuard)
+            #expect(events.ended, "the stream outlived its lifetime of 1 s: open \(opened.duration(to: .now)) after the request")
         }
     }
 
@@ -400,7 +390,7 @@ import Testing
                 for member in members {
                     group.addTask { try await http.pull(user: member, query: "cursor=\(cursorsNow[member]!)&wait=30000").json }
                 }
-                try await eventually("100 members asleep", timeout: .seconds(30)) { http.watcher.armedCount == 100 }
+                try await eventually("100 members asleep") { http.watcher.armedCount == 100 }
                 store.reset()
                 _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "owner")
                 var woken = 0

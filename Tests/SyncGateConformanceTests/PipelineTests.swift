@@ -5,7 +5,7 @@ import SyncGateTestSupport
 import Testing
 
 /// Apply and pull through the store, on every driver.
-@Suite(.timeLimit(.minutes(2))) struct PipelineTests {
+@Suite(.timeLimit(.minutes(10))) struct PipelineTests {
     @Test(arguments: Driver.selected)
     func appliedChangesAppearInTheFeedInOrder(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in

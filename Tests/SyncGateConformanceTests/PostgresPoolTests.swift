@@ -32,7 +32,7 @@ import Testing
             group.addTask { try await driver.run() }
             defer { group.cancelAll() }
             // Opened at start, before any statement needs one.
-            try await eventually("the pool's kept session", timeout: .seconds(15)) { try await sessions() == 1 }
+            try await eventually("the pool's kept session") { try await sessions() == 1 }
             let settings = try await driver.query(
                 "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name",
                 as: (String, String).self
@@ -42,7 +42,7 @@ import Testing
 
             let ended = try await withConnection(location) { try await $0.integer("SELECT count(pg_terminate_backend(pid))::int \(pooled)") }
             #expect(ended >= 1)  // the kept one, and any the enqueue's announcement opened
-            try await eventually("the pool's session opened again", timeout: .seconds(15)) { try await sessions() == 1 }
+            try await eventually("the pool's session opened again") { try await sessions() == 1 }
             // Later statements do not fail on the ended sessions (an enqueue's announcement may
             // open a second connection beside the kept one: not counted).
             for index in 0..<6 { try await push("after-\(index)") }

@@ -7,7 +7,7 @@ import Testing
 
 /// How PostgreSQL runs the queries whose cost must not grow with the tables, proven by the
 /// statistics counters of the indexes and tables they read (as of when every session has ended).
-@Suite(.serialized, .timeLimit(.minutes(3))) struct QueryPlanTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct QueryPlanTests {
     /// A pull page when the statistics do not know the feed: a user who wrote thousands of
     /// changes since the last ANALYZE looks like a feed of one row to the planner, and it then
     /// read the whole feed by the commit-time index and sorted it, for every page — a bootstrap
@@ -256,7 +256,7 @@ import Testing
             // failure now names them.
             let others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
             do {
-                try await eventually("the store's sessions to end", timeout: .seconds(30)) {
+                try await eventually("the store's sessions to end") {
                     try await texts("SELECT count(*)::text \(others) AND backend_type = 'client backend'") == ["0"]
                 }
             } catch {

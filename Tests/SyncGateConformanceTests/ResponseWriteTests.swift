@@ -6,7 +6,7 @@ import SyncGateTestSupport
 import Testing
 
 /// How answers reach the socket, through the production application.
-@Suite(.timeLimit(.minutes(2))) struct ResponseWriteTests {
+@Suite(.timeLimit(.minutes(10))) struct ResponseWriteTests {
     /// An answer the front holds whole (every JSON answer) leaves in one write, head and body
     /// together, as Hummingbird writes a body it holds whole: not the head, then the body a task
     /// hop later (two writes, two TCP segments, and two reads on the client, for each answer).

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// Compaction, tombstone purge, idempotency pruning, job retention and force-resync.
-@Suite(.timeLimit(.minutes(2))) struct RetentionTests {
+@Suite(.timeLimit(.minutes(10))) struct RetentionTests {
     @Test(arguments: Driver.selected)
     func compactionKeepsEveryCursorValidAndLosesNoLatestChange(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
@@ -267,16 +267,20 @@ import Testing
             for start in stride(from: 0, to: 5000, by: 1000) {
                 _ = try await harness.apply((start..<start + 1000).map { Op.create("weightLogs", "w\($0)", ["kg": 70]) })
             }
+            // The reference, from the same run: writing those 5,000 tombstones, a linear job.
+            let deleting = ContinuousClock.now
             for start in stride(from: 0, to: 5000, by: 1000) {
                 _ = try await harness.apply((start..<start + 1000).map { Op.delete("weightLogs", "w\($0)", base: 1) })
             }
-            let started = ContinuousClock.now
+            let deleted = deleting.duration(to: .now)
+            let purging = ContinuousClock.now
             let report = try await harness.store.purgeTombstones(olderThanMilliseconds: -1)
-            let took = started.duration(to: .now)
+            let purged = purging.duration(to: .now)
             #expect(report == PurgeReport(purgedTombstones: 5000, raisedFloors: 1))
             #expect(try await harness.store.stats().entities == 0)
-            // ~0.1 s by index; the quadratic delete took ~11 s. Room for a loaded machine.
-            #expect(took < .seconds(3), "purging 5,000 tombstones took \(took)")
+            // By index the purge takes a fraction of the deletes (~0.1 s against ~1 s); the
+            // quadratic delete took ~11 s, ten times them. A loaded machine slows both alike.
+            #expect(purged < deleted, "purging 5,000 tombstones took \(purged); deleting them took \(deleted)")
         }
     }
 

@@ -10,7 +10,7 @@ import Testing
 import Yams
 
 /// The front's routes, as the router lists them.
-@Suite(.timeLimit(.minutes(2))) struct RouterTests {
+@Suite(.timeLimit(.minutes(10))) struct RouterTests {
     static let publicPaths = ["/healthz", "/metrics", "/openapi.yaml", "/readyz"]
 
     static func router(_ harness: StoreHarness) async -> Router<SyncRequestContext> {

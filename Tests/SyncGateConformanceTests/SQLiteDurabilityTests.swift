@@ -10,7 +10,7 @@ import Testing
 
 /// The embedded driver's promises about the file: an acknowledged push survives power loss, and
 /// a command opening a live server's file leaves the server's jobs alone.
-@Suite(.timeLimit(.minutes(1))) struct SQLiteDurabilityTests {
+@Suite(.timeLimit(.minutes(10))) struct SQLiteDurabilityTests {
     /// WAL with `synchronous = NORMAL` does not sync the log at commit: the push a client was told
     /// is stored could vanish with the power. FULL (2) syncs every commit.
     @Test func everyCommitIsSyncedToDisk() async throws {

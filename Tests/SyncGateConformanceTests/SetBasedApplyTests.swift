@@ -5,7 +5,7 @@ import SyncGateTestSupport
 import Testing
 
 /// A job's round trips to the database do not grow with its number of operations.
-@Suite(.timeLimit(.minutes(2))) struct SetBasedApplyTests {
+@Suite(.timeLimit(.minutes(10))) struct SetBasedApplyTests {
     /// A batch of `count` operations exercising every load and write: idempotency replays,
     /// creates and updates, a household, parent lookups and daily summaries.
     static func batch(_ count: Int, round: Int) -> [SyncOperation] {

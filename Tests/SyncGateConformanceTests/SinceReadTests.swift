@@ -6,7 +6,7 @@ import Testing
 
 /// Reads by `since` time (the seed apps' dialects) are exactly as safe as the cursor: DESIGN.md's
 /// invariant 3 ("no skipped changes"), proven the same ways, on both drivers.
-@Suite(.timeLimit(.minutes(3))) struct SinceReadTests {
+@Suite(.timeLimit(.minutes(10))) struct SinceReadTests {
     /// Pages from `since` until `hasMore` is false; returns what it read and the last serverTime.
     static func readAll(_ harness: StoreHarness, user: String, since: Int64?, household: String? = nil, limit: Int = 500) async throws -> (changes: [FeedChange], serverTime: Int64) {
         var since = since

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct BatchApplierTests {
+@Suite(.timeLimit(.minutes(10))) struct BatchApplierTests {
     typealias F = Fixture
     static let alice = BatchApplier(userID: "alice", collections: .default, now: F.now)
     static let bob = BatchApplier(userID: "bob", collections: .default, now: F.now)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct CollectionsTests {
+@Suite(.timeLimit(.minutes(10))) struct CollectionsTests {
     @Test func theDefaultServesTheReferenceApps() throws {
         let collections = Collections.default
         let expected: [(String, EntityTypeConfig.ScopeKind, EntityTypeConfig.Policy)] = [

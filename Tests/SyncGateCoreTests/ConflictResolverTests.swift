@@ -3,7 +3,7 @@ import Testing
 @testable import SyncGateCore
 
 /// Every row of PROTOCOL.md's conflict-policy list, for every policy it applies to.
-@Suite(.timeLimit(.minutes(2))) struct ConflictResolverTests {
+@Suite(.timeLimit(.minutes(10))) struct ConflictResolverTests {
     typealias F = Fixture
     static let policies = EntityTypeConfig.Policy.allCases
 

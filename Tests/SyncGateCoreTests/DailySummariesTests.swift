@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct DailySummariesTests {
+@Suite(.timeLimit(.minutes(10))) struct DailySummariesTests {
     static func log(_ date: String, _ items: [JSONValue]) -> JSONObject {
         ["loggedDate": .string(date), "mealType": "lunch", "items": .array(items)]
     }

@@ -4,7 +4,7 @@ import Testing
 
 /// A pull page writes each change straight to bytes, its document as stored: what it writes
 /// must read back as the change's JSON shape (`FeedChange.json`), for every kind of change.
-@Suite(.timeLimit(.minutes(1))) struct FeedChangeWriteTests {
+@Suite(.timeLimit(.minutes(10))) struct FeedChangeWriteTests {
     static let at = Timestamp(rfc3339: "2026-01-15T10:00:00.123Z")!
 
     static let changes: [FeedChange] = [

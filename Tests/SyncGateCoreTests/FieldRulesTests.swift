@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct FieldRulesTests {
+@Suite(.timeLimit(.minutes(10))) struct FieldRulesTests {
     typealias FieldType = EntityTypeConfig.FieldType
 
     static let samples: [(JSONValue, Set<FieldType>)] = [

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct JSONParserTests {
+@Suite(.timeLimit(.minutes(10))) struct JSONParserTests {
     let parser = JSONParser(maximumDepth: 8)
 
     @Test func parsesEveryKindOfValue() throws {
@@ -38,7 +38,8 @@ import Testing
         let started = ContinuousClock.now
         #expect(throws: JSONParseError.self) { try JSONParser(maximumDepth: 8).parse("0.\(zeros)1") }
         #expect(try JSONParser(maximumDepth: 8).parse("1\(zeros.prefix(300)).0") == .double(1e300))
-        #expect(started.duration(to: .now) < .seconds(5))
+        // Milliseconds; the quadratic strip took minutes. The bound is a hang guard for a loaded machine.
+        #expect(started.duration(to: .now) < .seconds(60))
     }
 
     @Test(arguments: [

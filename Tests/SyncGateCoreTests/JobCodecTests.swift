@@ -4,7 +4,7 @@ import Testing
 
 /// The storage format of queued jobs: versioned, readable across releases, and refusing what it
 /// cannot read with a message instead of guessing.
-@Suite(.timeLimit(.minutes(2))) struct JobCodecTests {
+@Suite(.timeLimit(.minutes(10))) struct JobCodecTests {
     static let operations: [SyncOperation] = [
         SyncOperation(
             idempotencyKey: "k1", entityType: "inventory", entityID: "i", intent: .update, baseVersion: 3,

@@ -6,7 +6,7 @@ import Testing
 /// Properties of the conflict policies over seeded random histories: nested documents, timestamp
 /// ties, clocks far ahead of the server, items with and without `updatedAt`, and base versions
 /// drawn from the entity's actual history. Each property counts the cases it checked.
-@Suite(.timeLimit(.minutes(2))) struct PolicyPropertyTests {
+@Suite(.timeLimit(.minutes(10))) struct PolicyPropertyTests {
     typealias F = Fixture
     static let seeds: [UInt64] = Array(1...400)
     static let fields = ["a", "b", "c", "d"]

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct PushRequestTests {
+@Suite(.timeLimit(.minutes(10))) struct PushRequestTests {
     let now = Timestamp(rfc3339: "2026-01-15T10:00:00.000Z")!
 
     func parse(_ body: String, limits: PushLimits = .init()) throws(ProtocolError) -> PushRequest {

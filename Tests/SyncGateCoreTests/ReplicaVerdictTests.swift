@@ -3,7 +3,7 @@ import Testing
 @testable import SyncGateCore
 
 /// When a standby's pull may go to the client, and when a page is older than a known head.
-@Suite(.timeLimit(.minutes(1))) struct ReplicaVerdictTests {
+@Suite(.timeLimit(.minutes(10))) struct ReplicaVerdictTests {
     static let user = Scope.user("alice")
     static let home = Scope.household("h1")
 

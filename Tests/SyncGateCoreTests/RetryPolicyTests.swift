@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct RetryPolicyTests {
+@Suite(.timeLimit(.minutes(10))) struct RetryPolicyTests {
     let policy = RetryPolicy(maximumAttempts: 5, baseDelayMilliseconds: 1000, maximumDelayMilliseconds: 6000)
 
     @Test(arguments: [(1, 500, 1000), (2, 1000, 2000), (3, 2000, 4000), (4, 3000, 6000)])

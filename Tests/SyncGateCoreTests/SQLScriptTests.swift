@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateStorage
 
-@Suite(.timeLimit(.minutes(2))) struct SQLScriptTests {
+@Suite(.timeLimit(.minutes(10))) struct SQLScriptTests {
     @Test func splitsOnTopLevelSemicolonsOnly() {
         let script = """
             -- a comment; with a semicolon

@@ -3,7 +3,7 @@ import Testing
 @testable import SyncGateCore
 
 /// Where a page read by time ends: never inside a run of equal times, whatever the run's length.
-@Suite(.timeLimit(.minutes(2))) struct SincePagingTests {
+@Suite(.timeLimit(.minutes(10))) struct SincePagingTests {
     @Test func everyRowFitting() {
         #expect(SincePaging.cut(times: [], limit: 3) == .complete)
         #expect(SincePaging.cut(times: [1, 2, 3], limit: 3) == .complete)

@@ -3,7 +3,7 @@ import Testing
 @testable import SyncGateCore
 
 /// What no driver can store is refused per operation, in the decision both drivers share.
-@Suite(.timeLimit(.minutes(1))) struct StorableDocumentTests {
+@Suite(.timeLimit(.minutes(10))) struct StorableDocumentTests {
     static let cases: [(JSONObject, String)] = [
         (["name": "a\u{0}b"], "field 'name'"),
         (["deep": ["list": [1, ["x": "\u{0}"]]]], "field 'deep.list[1].x'"),

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct SyncCursorTests {
+@Suite(.timeLimit(.minutes(10))) struct SyncCursorTests {
     let cursor = SyncCursor(
         userID: "alice:ü/1",
         resyncEpoch: 3,

@@ -2,7 +2,7 @@ import Testing
 
 @testable import SyncGateCore
 
-@Suite(.timeLimit(.minutes(2))) struct TimestampTests {
+@Suite(.timeLimit(.minutes(10))) struct TimestampTests {
     @Test(arguments: [
         ("2026-01-15T10:00:00.123Z", "2026-01-15T10:00:00.123Z"),
         ("2026-01-15T10:00:00Z", "2026-01-15T10:00:00.000Z"),
@@ -71,7 +71,7 @@ import Testing
     func rejectsInvalidDates(_ text: String) { #expect(CalendarDate(iso8601: text) == nil) }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct DurationTextTests {
+@Suite(.timeLimit(.minutes(10))) struct DurationTextTests {
     @Test(arguments: [("500ms", 500 as Int64?), ("45s", 45_000), ("90m", 5_400_000), ("12h", 43_200_000), ("30d", 2_592_000_000), ("7", 7000), (" 2h ", 7_200_000)])
     func parsesUnits(_ text: String, _ expected: Int64?) {
         #expect(DurationText.milliseconds(text) == expected)

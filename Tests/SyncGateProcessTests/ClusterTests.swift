@@ -9,7 +9,7 @@ import Testing
 /// machine. Pushes and pulls go through the balancer; both fronts answer some of them; the
 /// worker's metrics show the jobs; the load tool runs against the balancer and loses nothing.
 /// Never skipped: without haproxy (and no way to install it) `start` fails, and so does the test.
-@Suite(.timeLimit(.minutes(5))) struct ClusterTests {
+@Suite(.timeLimit(.minutes(10))) struct ClusterTests {
     static let scriptPath = DeployTests.root.appendingPathComponent("scripts/cluster").path
 
     @Test func aLocalClusterServesThroughItsBalancer() async throws {
@@ -18,10 +18,10 @@ import Testing
         do {
             try await exercise(directory)
         } catch {
-            _ = try? await Self.script(["stop", directory], timeout: .seconds(60))
+            _ = try? await Self.script(["stop", directory], timeout: hangGuard)
             throw error
         }
-        let stopped = try await Self.script(["stop", directory], timeout: .seconds(60))
+        let stopped = try await Self.script(["stop", directory], timeout: hangGuard)
         #expect(stopped.status == "0", "\(stopped.log)")
         #expect(!FileManager.default.fileExists(atPath: directory))
     }
@@ -49,7 +49,7 @@ import Testing
         let token = try await TokenAuthority(secret: secret).issue(userID: "alice", ttlSeconds: 600)
         for index in 1...4 {
             let body = ProcessClient.pushBody([Op.create("weightLogs", "w\(index)", ["kg": .int(Int64(60 + index))], key: "k\(index)")])
-            let pushed = try await balancer.request(.POST, "/v1/sync/push?wait=20000", token: token, device: "phone", body: body)
+            let pushed = try await balancer.request(.POST, "/v1/sync/push?wait=30000", token: token, device: "phone", body: body)
             #expect(pushed.status == 200 && pushed.json?["status"] == "done", "\(String(describing: pushed.json))")
         }
         let pulled = try await balancer.request(.GET, "/v1/sync/pull", token: token, device: "tablet")
@@ -61,7 +61,7 @@ import Testing
             let pushes = ObservabilityProcessTests.value(of: #"syncgate_http_requests_total{route="/v1/sync/push",method="POST",status="200"}"#, in: text)
             #expect((pushes ?? 0) >= 1, "\(front.base) answered no push")
         }
-        try await eventually("the worker's metrics to count the 4 jobs", timeout: .seconds(10)) {
+        try await eventually("the worker's metrics to count the 4 jobs") {
             let text = try await worker.text("/metrics")
             return ObservabilityProcessTests.value(of: #"syncgate_job_attempts_total{outcome="done"}"#, in: text) == 4
         }
@@ -72,7 +72,7 @@ import Testing
             ["-n", "15", try SyncGateProcess.binary(), "load", "sync", "--url", balancer.base, "--users", "4", "--batch", "5", "--duration", "3", "--verify"],
             environment: ["SYNCGATE_JWT_SECRET": secret]
         )
-        #expect(await load.waitForExit(timeout: .seconds(90)) == 0, "\(load.log)")
+        #expect(await load.waitForExit(timeout: hangGuard) == 0, "\(load.log)")
         #expect(load.log.contains(" 0 lost, 0 applied twice"), "\(load.log)")
     }
 }

@@ -13,7 +13,7 @@ import Glibc
 /// while `syncgate load sync --verify` pushes as a client would (the same push again until
 /// answered). At the end a fresh device pulls every user's data: every acknowledged operation is
 /// there exactly once.
-@Suite(.serialized, .timeLimit(.minutes(8))) struct CrashTests {
+@Suite(.serialized, .timeLimit(.minutes(15))) struct CrashTests {
     static let secret = HTTPHarness.secret
 
     /// The crash test's processes run at low CPU priority (`nice` execs the binary: same pid, so
@@ -34,7 +34,7 @@ import Glibc
             "SYNCGATE_DATABASE_URL": server.location.urlString, "SYNCGATE_JWT_SECRET": Self.secret, "SYNCGATE_LEASE": "2s", "SYNCGATE_LOG_LEVEL": "error",
         ]
         let migrate = try SyncGateProcess(["migrate"], environment: environment)
-        #expect(await migrate.waitForExit(timeout: .seconds(60)) == 0, "\(migrate.log)")
+        #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
         let port = SyncGateProcess.freePort()
         let client = ProcessClient(base: "http://127.0.0.1:\(port)")
         func front() throws -> SyncGateProcess { try Self.niced(["serve", "--port", "\(port)", "--workers", "0"], environment: environment) }
@@ -51,12 +51,12 @@ import Glibc
         for round in 1...3 {
             try await Task.sleep(for: .seconds(2))
             workers.last!.signal(SIGKILL)
-            _ = await workers.last!.waitForExit(timeout: .seconds(10))
+            _ = await workers.last!.waitForExit(timeout: hangGuard)
             workers.append(try worker())
 
             try await Task.sleep(for: .seconds(2))
             fronts.last!.signal(SIGKILL)
-            _ = await fronts.last!.waitForExit(timeout: .seconds(10))
+            _ = await fronts.last!.waitForExit(timeout: hangGuard)
             fronts.append(try front())
             try await client.waitUntilReady(fronts.last!)
 
@@ -90,7 +90,7 @@ import Glibc
         // Once some weight logs were applied (on a loaded machine the niced load may take a while
         // to start: a fixed sleep could delete nothing and leave nothing to report).
         try await StoreHarness.withExisting(.sqlite(path: database)) { harness in
-            try await eventually("weight logs applied", timeout: .seconds(60), every: .milliseconds(100)) {
+            try await eventually("weight logs applied", every: .milliseconds(100)) {
                 try await !harness.queryTexts("SELECT entity_id FROM changes WHERE entity_type = 'weightLogs' LIMIT 1").isEmpty
             }
             try await harness.execute("DELETE FROM changes WHERE entity_id IN (SELECT entity_id FROM changes WHERE entity_type = 'weightLogs' LIMIT 3)")

@@ -10,7 +10,7 @@ import Glibc
 #endif
 
 /// `syncgate serve` with no configuration at all: SQLite in ./data and a development secret.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct EmbeddedModeTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct EmbeddedModeTests {
     /// Runs the binary in `folder` with no SYNCGATE_* settings inherited.
     /// The test process's environment without any `SYNCGATE_` setting: what a new user has.
     static var plainEnvironment: [String: String] {
@@ -54,7 +54,7 @@ import Glibc
 
         // `syncgate token` run in the same folder signs with the same secret.
         let minted = try Self.start(["token", "--user", "alice"], in: folder)
-        #expect(await minted.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(await minted.waitForExit(timeout: hangGuard) == 0)
         let token = try #require(minted.log.split(separator: "\n").last.map(String.init))
 
         let body = ProcessClient.pushBody([Op.create("weightLogs", "w1", ["kg": 70], key: "k1")])
@@ -63,7 +63,7 @@ import Glibc
         #expect(try await client.request(.GET, "/v1/sync/pull", token: devToken, device: "d").status == 200)
 
         server.signal(SIGTERM)
-        #expect(await server.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(await server.waitForExit(timeout: hangGuard) == 0)
 
         // Start again: the data, the secret and therefore the tokens are still good.
         server = try Self.start(["serve", "--port", "\(port)"], in: folder)
@@ -75,13 +75,13 @@ import Glibc
         let replay = try await client.request(.POST, "/v1/sync/push", token: token, device: "phone", body: body)
         #expect(replay.json?["results"]?[0]?["status"] == "duplicate")
         server.signal(SIGTERM)
-        #expect(await server.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(await server.waitForExit(timeout: hangGuard) == 0)
     }
 
     @Test func aWorkerProcessExplainsThatSQLiteRunsWorkersInsideServe() async throws {
         let folder = try Self.freshFolder()
         let worker = try Self.start(["worker"], in: folder)
-        #expect(await worker.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(await worker.waitForExit(timeout: hangGuard) != 0)
         #expect(worker.log.contains("SQLite serves one process"))
     }
 
@@ -89,7 +89,7 @@ import Glibc
         let folder = try Self.freshFolder()
         try "types:\n  notes:\n    policy: newest_wins\n".write(toFile: folder + "/types.yaml", atomically: true, encoding: .utf8)
         let server = try Self.start(["serve", "--port", "\(SyncGateProcess.freePort())", "--collections", "types.yaml"], in: folder)
-        #expect(await server.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(await server.waitForExit(timeout: hangGuard) != 0)
         #expect(server.log.contains("types.yaml: type 'notes': key 'policy': 'newest_wins' is not one of lww"), "\(server.log)")
     }
 
@@ -110,7 +110,7 @@ import Glibc
         try await client.waitUntilReady(server)
         let token = try #require(Self.loggedDevToken(server.log))
         server.signal(SIGTERM)
-        _ = await server.waitForExit(timeout: .seconds(30))
+        _ = await server.waitForExit(timeout: hangGuard)
 
         var expected: Set<String> = []
         var jobs: [String] = []
@@ -127,17 +127,17 @@ import Glibc
                 expected.formUnion(operations.map(\.entityID))
             }
             server.signal(SIGTERM)
-            #expect(await server.waitForExit(timeout: .seconds(30)) == 0)
+            #expect(await server.waitForExit(timeout: hangGuard) == 0)
             // ... then let one lane take a job and hold it inside its transaction (SQLite's one
             // writer with it): entities and changes written, idempotency records and result not yet.
             let hold = folder + "/hold-\(round)"
             try FileManager.default.createDirectory(atPath: hold, withIntermediateDirectories: true)
             server = try start(holdingIn: hold)
-            try await eventually("a job to be held mid-transaction", timeout: .seconds(30), every: .milliseconds(10)) {
+            try await eventually("a job to be held mid-transaction", every: .milliseconds(10)) {
                 (try FileManager.default.contentsOfDirectory(atPath: hold)).contains { $0.hasPrefix("held-") }
             }
             server.signal(SIGKILL)
-            #expect(await server.waitForExit(timeout: .seconds(10)) != nil)
+            #expect(await server.waitForExit(timeout: hangGuard) != nil)
         }
         server = try start()
         try await client.waitUntilReady(server)
@@ -158,6 +158,6 @@ import Glibc
         #expect(Set(changes.compactMap { $0["entity_id"]?.stringValue }) == expected)
         #expect(changes.allSatisfy { $0["version"] == 1 })
         server.signal(SIGTERM)
-        _ = await server.waitForExit(timeout: .seconds(30))
+        _ = await server.waitForExit(timeout: hangGuard)
     }
 }

@@ -8,7 +8,7 @@ import Testing
 
 /// A front whose database restarts while requests arrive, then gets more requests at once than
 /// its pool still holds connections for.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct PoolRecoveryTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct PoolRecoveryTests {
     /// PostgresNIO's pool (1.33) drops connection attempts that fail while the database is down,
     /// refills to its minimum afterwards only if a request waits when a connection opens again,
     /// and stops the process (a precondition in `createNewDemandConnectionIfPossible`) when a
@@ -22,7 +22,7 @@ import Testing
         defer { server.destroyInBackground() }
         let environment = ["SYNCGATE_DATABASE_URL": server.location.urlString, "SYNCGATE_JWT_SECRET": HTTPHarness.secret, "SYNCGATE_LOG_LEVEL": "error"]
         let migrate = try SyncGateProcess(["migrate"], environment: environment)
-        #expect(await migrate.waitForExit(timeout: .seconds(60)) == 0, "\(migrate.log)")
+        #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
         let port = SyncGateProcess.freePort()
         let front = try SyncGateProcess(["serve", "--port", "\(port)", "--workers", "0"], environment: environment)
         defer { Task { await front.stop() } }
@@ -34,7 +34,7 @@ import Testing
             await withTaskGroup(of: Int.self) { group in
                 for index in 0..<count {
                     group.addTask {
-                        (try? await client.request(.GET, "/v1/sync/pull", token: token, device: "\(device)\(index)", timeout: .seconds(20)).status) ?? 0
+                        (try? await client.request(.GET, "/v1/sync/pull", token: token, device: "\(device)\(index)", timeout: hangGuard).status) ?? 0
                     }
                 }
                 return await group.reduce(into: []) { $0.append($1) }

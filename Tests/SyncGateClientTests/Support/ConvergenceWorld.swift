@@ -299,7 +299,7 @@ final class ConvergenceWorld {
     private func purgeTombstones() async throws {
         let live = devices.indices.filter { devices[$0].live }
         for index in live { await devices[index].client.stopLive() }
-        try await eventually("the job queue to be idle", timeout: .seconds(30), every: .milliseconds(20)) {
+        try await eventually("the job queue to be idle", every: .milliseconds(20)) {
             try await ServerTruth.unfinishedJobs(http) == 0
         }
         var snapshot = PurgeSnapshot(tombstones: [:], tombstonesOfUser: [:], lastJobID: try await ServerTruth.lastJobID(http, users: Self.users))
