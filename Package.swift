@@ -61,26 +61,46 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The schema's one source, sql/: each driver's migrations as a DBA reads them, embedded from there.
+        .target(
+            name: "SyncGatePostgresSchema",
+            path: "sql/postgres",
+            resources: [
+                .embedInCode("0001_initial.sql"),
+                .embedInCode("0002_group_keys.sql"),
+                .embedInCode("0003_scopes_version.sql"),
+                .embedInCode("0004_enqueue.sql"),
+                .embedInCode("0005_commit_times.sql"),
+                .embedInCode("0006_incremental_maintenance.sql"),
+                .embedInCode("0007_uncompacted_feeds.sql"),
+                .embedInCode("0008_enqueue_without_notify.sql"),
+                .embedInCode("0009_job_compression.sql"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SyncGateSQLiteSchema",
+            path: "sql/sqlite",
+            resources: [
+                .embedInCode("0001_initial.sql"),
+                .embedInCode("0002_group_keys.sql"),
+                .embedInCode("0003_scopes_version.sql"),
+                .embedInCode("0004_commit_times.sql"),
+                .embedInCode("0005_incremental_maintenance.sql"),
+                .embedInCode("0006_uncompacted_feeds.sql"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "SyncGatePostgres",
             dependencies: [
                 "SyncGateStorage",
+                "SyncGatePostgresSchema",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            resources: [
-                .embedInCode("Migrations/0001_initial.sql"),
-                .embedInCode("Migrations/0002_group_keys.sql"),
-                .embedInCode("Migrations/0003_scopes_version.sql"),
-                .embedInCode("Migrations/0004_enqueue.sql"),
-                .embedInCode("Migrations/0005_commit_times.sql"),
-                .embedInCode("Migrations/0006_incremental_maintenance.sql"),
-                .embedInCode("Migrations/0007_uncompacted_feeds.sql"),
-                .embedInCode("Migrations/0008_enqueue_without_notify.sql"),
-                .embedInCode("Migrations/0009_job_compression.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -88,16 +108,9 @@ let package = Package(
             name: "SyncGateSQLite",
             dependencies: [
                 "SyncGateStorage",
+                "SyncGateSQLiteSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            resources: [
-                .embedInCode("Migrations/0001_initial.sql"),
-                .embedInCode("Migrations/0002_group_keys.sql"),
-                .embedInCode("Migrations/0003_scopes_version.sql"),
-                .embedInCode("Migrations/0004_commit_times.sql"),
-                .embedInCode("Migrations/0005_incremental_maintenance.sql"),
-                .embedInCode("Migrations/0006_uncompacted_feeds.sql"),
             ],
             swiftSettings: swiftSettings
         ),

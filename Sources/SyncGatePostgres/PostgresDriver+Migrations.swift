@@ -1,20 +1,29 @@
+import Foundation
 public import Logging
 import PostgresNIO
+import SyncGatePostgresSchema
 public import SyncGateStorage
 
 extension PostgresDriver {
-    /// The migrations of `Migrations/`, embedded in the binary, in order. A test checks that the
+    /// The migrations of `sql/postgres/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    public static let migrations: [Migration] = [
-        Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
-        Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
-        Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
-        Migration(version: 4, name: "enqueue", bytes: PackageResources._004_enqueue_sql, breaksOlderServers: false),
-        Migration(version: 5, name: "commit_times", bytes: PackageResources._005_commit_times_sql, breaksOlderServers: false),
-        Migration(version: 6, name: "incremental_maintenance", bytes: PackageResources._006_incremental_maintenance_sql, breaksOlderServers: false),
-        Migration(version: 7, name: "uncompacted_feeds", bytes: PackageResources._007_uncompacted_feeds_sql, breaksOlderServers: false),
-        Migration(version: 8, name: "enqueue_without_notify", bytes: PackageResources._008_enqueue_without_notify_sql, breaksOlderServers: false),
-        Migration(version: 9, name: "job_compression", bytes: PackageResources._009_job_compression_sql, breaksOlderServers: false),
+    public static let migrations: [Migration] = PostgresSchema.files.map {
+        Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
+    }
+
+    public var migrations: [Migration] { Self.migrations }
+
+    /// The table recording applied migrations. `compatible_from` is read by ``schemaStatus()``;
+    /// rows from before the column have none (= their own version).
+    static let bookkeeping = [
+        """
+        CREATE TABLE IF NOT EXISTS syncgate_migrations (
+            version    integer     PRIMARY KEY,
+            name       text        NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+        "ALTER TABLE syncgate_migrations ADD COLUMN IF NOT EXISTS compatible_from integer",
     ]
 
     /// Session advisory lock serialising migrations across processes starting together.
@@ -35,18 +44,9 @@ extension PostgresDriver {
     }
 
     private static func applyPendingMigrations(on connection: PostgresConnection, logger: Logger) async throws -> [Int] {
-        try await connection.query(
-            """
-            CREATE TABLE IF NOT EXISTS syncgate_migrations (
-                version    integer     PRIMARY KEY,
-                name       text        NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """,
-            logger: logger
-        )
-        // Read by ``schemaStatus()``; rows from before the column have none (= their own version).
-        try await connection.query("ALTER TABLE syncgate_migrations ADD COLUMN IF NOT EXISTS compatible_from integer", logger: logger)
+        for statement in bookkeeping {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
         let done = Set(try await connection.query("SELECT version FROM syncgate_migrations", logger: logger).collect(Int.self))
         var applied: [Int] = []
         for migration in migrations where !done.contains(migration.version) {
@@ -67,6 +67,30 @@ extension PostgresDriver {
             applied.append(migration.version)
         }
         return applied
+    }
+
+    public func appliedMigrations() async throws -> [AppliedMigration] {
+        let exists = try await query("applied migrations", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
+        guard exists.first == true else { return [] }
+        return try await query(
+            "applied migrations", .request,
+            """
+            SELECT version, name, (extract(epoch FROM applied_at) * 1000)::int8, (to_jsonb(m) ->> 'compatible_from')::int
+            FROM syncgate_migrations m ORDER BY version
+            """,
+            as: (Int, String, Int64, Int?).self
+        ).map { AppliedMigration(version: $0.0, name: $0.1, appliedAt: $0.2, compatibleFrom: $0.3) }
+    }
+
+    public func migrationScript(_ pending: [Migration]) -> String {
+        var script = "-- SyncGate PostgreSQL migrations, as `syncgate migrate` applies them (run with psql -v ON_ERROR_STOP=1).\n"
+        script += Self.bookkeeping.map { $0 + ";\n" }.joined()
+        for migration in pending {
+            script += "\n-- \(migration.version)_\(migration.name)\nBEGIN;\n\(migration.sql.trimmingCharacters(in: .whitespacesAndNewlines))\n"
+            script += "INSERT INTO syncgate_migrations (version, name, compatible_from) VALUES "
+            script += "(\(migration.version), '\(migration.name)', \(Migration.compatibleFrom(migration.version, in: Self.migrations)));\nCOMMIT;\n"
+        }
+        return script
     }
 
     public func schemaStatus() async throws -> SchemaStatus {

@@ -1,29 +1,31 @@
+import Foundation
 import GRDB
 public import Logging
-public import SyncGateCore
+import SyncGateCore
+import SyncGateSQLiteSchema
 public import SyncGateStorage
 
 extension SQLiteDriver {
-    /// The migrations of `Migrations/`, embedded in the binary, in order. A test checks that the
+    /// The migrations of `sql/sqlite/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    public static let migrations: [Migration] = [
-        Migration(version: 1, name: "initial", bytes: PackageResources._001_initial_sql),
-        Migration(version: 2, name: "group_keys", bytes: PackageResources._002_group_keys_sql),
-        Migration(version: 3, name: "scopes_version", bytes: PackageResources._003_scopes_version_sql),
-        Migration(version: 4, name: "commit_times", bytes: PackageResources._004_commit_times_sql, breaksOlderServers: false),
-        Migration(version: 5, name: "incremental_maintenance", bytes: PackageResources._005_incremental_maintenance_sql, breaksOlderServers: false),
-        Migration(version: 6, name: "uncompacted_feeds", bytes: PackageResources._006_uncompacted_feeds_sql, breaksOlderServers: false),
-    ]
+    public static let migrations: [Migration] = SQLiteSchema.files.map {
+        Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
+    }
+
+    public var migrations: [Migration] { Self.migrations }
+
+    /// The table recording applied migrations (`applied_at` in milliseconds since the epoch).
+    static let bookkeeping = """
+        CREATE TABLE IF NOT EXISTS syncgate_migrations (
+            version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL, compatible_from INTEGER
+        )
+        """
 
     public func migrate(logger: Logger) async throws -> [Int] {
         let now = Timestamp.now().millisecondsSinceEpoch
         return try await writer.withLock {
             try await onWriter { db in
-                try db.execute(sql: """
-                    CREATE TABLE IF NOT EXISTS syncgate_migrations (
-                        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
-                    )
-                    """)
+                try db.execute(sql: Self.bookkeeping)
                 // Read by ``schemaStatus()``; rows from before the column have none (= their own version).
                 if try !Self.recordsCompatibility(db) {
                     try db.execute(sql: "ALTER TABLE syncgate_migrations ADD COLUMN compatible_from INTEGER")
@@ -45,6 +47,28 @@ extension SQLiteDriver {
                 return applied
             }
         }
+    }
+
+    public func appliedMigrations() async throws -> [AppliedMigration] {
+        try await read { db in
+            guard try db.tableExists("syncgate_migrations") else { return [] }
+            let compatibility = try Self.recordsCompatibility(db) ? "compatible_from" : "NULL AS compatible_from"
+            return try Row.fetchAll(db, sql: "SELECT version, name, applied_at, \(compatibility) FROM syncgate_migrations ORDER BY version").map {
+                AppliedMigration(version: $0["version"], name: $0["name"], appliedAt: $0["applied_at"], compatibleFrom: $0["compatible_from"])
+            }
+        }
+    }
+
+    public func migrationScript(_ pending: [Migration]) -> String {
+        var script = "-- SyncGate SQLite migrations, as `syncgate migrate` applies them (run with sqlite3 -bail).\n"
+        script += Self.bookkeeping + ";\n"
+        for migration in pending {
+            script += "\n-- \(migration.version)_\(migration.name)\nBEGIN IMMEDIATE;\n\(migration.sql.trimmingCharacters(in: .whitespacesAndNewlines))\n"
+            script += "INSERT INTO syncgate_migrations (version, name, applied_at, compatible_from) VALUES "
+            script += "(\(migration.version), '\(migration.name)', \(Self.clockMilliseconds), "
+            script += "\(Migration.compatibleFrom(migration.version, in: Self.migrations)));\nCOMMIT;\n"
+        }
+        return script
     }
 
     public func schemaStatus() async throws -> SchemaStatus {

@@ -108,7 +108,8 @@ public func buildApplication(
         if given == nil, workers > 0, let sqlite = store.driver as? SQLiteDriver { try await sqlite.releaseLeasesOfEarlierRuns() }
         watcher.schemaIsReady()
         logger.info("database ready", metadata: [
-            "syncgate.database": "\(database)", "syncgate.migrations_applied": "\(applied)", "syncgate.workers": "\(workers)",
+            "syncgate.version": "\(SyncGateVersion.current)", "syncgate.database": "\(database)",
+            "syncgate.migrations_applied": "\(applied)", "syncgate.workers": "\(workers)",
         ])
     }
     return app

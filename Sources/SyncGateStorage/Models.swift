@@ -36,7 +36,40 @@ public struct SchemaStatus: Sendable, Hashable {
     }
 }
 
-/// A numbered schema migration (a driver's `Migrations/NNNN_name.sql`, embedded in the binary).
+/// A migration as the database recorded it when it was applied.
+public struct AppliedMigration: Sendable, Hashable {
+    public var version: Int
+    public var name: String
+    /// When it was applied (milliseconds since the epoch).
+    public var appliedAt: Int64
+    /// The oldest schema version a server may be built for to use the database from then on;
+    /// `nil` in rows written before releases recorded it.
+    public var compatibleFrom: Int?
+
+    public init(version: Int, name: String, appliedAt: Int64, compatibleFrom: Int?) {
+        self.version = version
+        self.name = name
+        self.appliedAt = appliedAt
+        self.compatibleFrom = compatibleFrom
+    }
+}
+
+/// What `syncgate migrate --status` reports: the migrations the database has, the ones this
+/// release would apply, and whether this release can serve the schema as it is.
+public struct MigrationStatus: Sendable, Hashable {
+    public var applied: [AppliedMigration]
+    public var pending: [Migration]
+    public var schema: SchemaStatus
+
+    public init(applied: [AppliedMigration], known: [Migration], schema: SchemaStatus) {
+        self.applied = applied
+        let done = Set(applied.map(\.version))
+        self.pending = known.filter { !done.contains($0.version) }
+        self.schema = schema
+    }
+}
+
+/// A numbered schema migration (`sql/<driver>/NNNN_name.sql`, embedded in the binary).
 public struct Migration: Sendable, Hashable {
     public var version: Int
     public var name: String

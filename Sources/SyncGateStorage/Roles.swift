@@ -105,4 +105,8 @@ public protocol SchemaStore: Sendable {
     @discardableResult
     func migrate(logger: Logger) async throws -> [Int]
     func schemaStatus() async throws -> SchemaStatus
+    /// The applied and pending migrations and whether this release can serve the schema.
+    func migrationStatus() async throws -> MigrationStatus
+    /// The SQL of the pending migrations, to apply by hand instead of `migrate`.
+    func pendingMigrationScript() async throws -> String
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import NIOCore
 import NIOPosix
+import SyncGateServer
 
 @main
 struct SyncGateCommand: AsyncParsableCommand {
@@ -11,6 +12,7 @@ struct SyncGateCommand: AsyncParsableCommand {
             Every option also reads a SYNCGATE_* environment variable (the flag wins). With no
             database URL, SyncGate keeps its data in a SQLite file under ./data.
             """,
+        version: "syncgate \(SyncGateVersion.current)",
         subcommands: [
             ServeCommand.self, WorkerCommand.self, MigrateCommand.self, TokenCommand.self, AdminCommand.self, LoadCommand.self,
         ]

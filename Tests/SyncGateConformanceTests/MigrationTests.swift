@@ -9,11 +9,11 @@ import SyncGateStorage
 import SyncGateTestSupport
 import Testing
 
-/// The schema: each driver's `Migrations/` folder is what the binary embeds, and upgrading a
+/// The schema: each driver's folder under `sql/` is what the binary embeds, and upgrading a
 /// database keeps its data working.
-@Suite(.timeLimit(.minutes(2))) struct MigrationTests {
-    static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Sources")
+@Suite(.timeLimit(.minutes(10))) struct MigrationTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let sources = root.appendingPathComponent("Sources")
 
     static func embedded(_ driver: Driver) -> [Migration] {
         switch driver {
@@ -25,7 +25,7 @@ import Testing
     /// Files are `NNNN_name.sql`, numbered 1, 2, … without gaps, and every one is embedded, unchanged.
     @Test(arguments: Driver.allCases)
     func theFolderIsWhatTheBinaryEmbeds(_ driver: Driver) throws {
-        let folder = Self.sources.appendingPathComponent(driver == .postgres ? "SyncGatePostgres/Migrations" : "SyncGateSQLite/Migrations")
+        let folder = Self.root.appendingPathComponent(driver == .postgres ? "sql/postgres" : "sql/sqlite")
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
         var found: [Migration] = []
         for file in files {

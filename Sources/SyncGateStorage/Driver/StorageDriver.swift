@@ -22,6 +22,13 @@ public protocol StorageDriver: Sendable {
 
     func migrate(logger: Logger) async throws -> [Int]
     func schemaStatus() async throws -> SchemaStatus
+    /// The migrations this driver applies (`sql/<driver>/`), in order.
+    var migrations: [Migration] { get }
+    /// The migrations the database records as applied, oldest first (none: never migrated).
+    func appliedMigrations() async throws -> [AppliedMigration]
+    /// A script that applies `migrations` by hand exactly as `migrate` would, recording each in
+    /// `syncgate_migrations`: for a DBA who runs schema changes with their own tools.
+    func migrationScript(_ migrations: [Migration]) -> String
 
     // MARK: Queue
 

@@ -48,6 +48,14 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
     public func schemaStatus() async throws -> SchemaStatus {
         try await driver.schemaStatus()
     }
+
+    public func migrationStatus() async throws -> MigrationStatus {
+        MigrationStatus(applied: try await driver.appliedMigrations(), known: driver.migrations, schema: try await driver.schemaStatus())
+    }
+
+    public func pendingMigrationScript() async throws -> String {
+        driver.migrationScript(try await migrationStatus().pending)
+    }
 }
 
 /// Where the store's notion of "now" comes from.

@@ -1,0 +1,14 @@
+/// The SQLite migrations of this folder, embedded in the binary at build time, in order: the
+/// files a reader sees are exactly the SQL that `syncgate migrate` runs.
+package enum SQLiteSchema {
+    /// `breaksOlderServers`: servers built for an earlier schema cannot run against it (it drops,
+    /// renames or changes the meaning of something they use); `false` for additive migrations.
+    package static let files: [(version: Int, name: String, breaksOlderServers: Bool, sql: [UInt8])] = [
+        (1, "initial", true, PackageResources._001_initial_sql),
+        (2, "group_keys", true, PackageResources._002_group_keys_sql),
+        (3, "scopes_version", true, PackageResources._003_scopes_version_sql),
+        (4, "commit_times", false, PackageResources._004_commit_times_sql),
+        (5, "incremental_maintenance", false, PackageResources._005_incremental_maintenance_sql),
+        (6, "uncompacted_feeds", false, PackageResources._006_uncompacted_feeds_sql),
+    ]
+}
