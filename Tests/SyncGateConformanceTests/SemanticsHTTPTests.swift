@@ -5,7 +5,7 @@ import SyncGateTestSupport
 import Testing
 
 /// Every conflict policy, field rule and per-operation error code, end to end through HTTP.
-@Suite(.timeLimit(.minutes(2))) struct SemanticsHTTPTests {
+@Suite(.timeLimit(.minutes(10))) struct SemanticsHTTPTests {
     static let early = Timestamp.now().adding(milliseconds: -3_600_000)
     static let middle = Timestamp.now().adding(milliseconds: -1_800_000)
     static let late = Timestamp.now().adding(milliseconds: -60_000)
