@@ -8,7 +8,8 @@ public import Tracing
 /// Builds the router of the HTTP front: the public health routes, and every `/v1` route behind
 /// one ``BearerAuthenticator`` (a new route there cannot forget authentication). Long-polls and
 /// event streams wait on `watcher`, which the caller runs as a service. `GET /metrics` renders
-/// `metrics` (the registry the process's swift-metrics backend writes to).
+/// `metrics` (the registry the process's swift-metrics backend writes to), unless the
+/// configuration gives the metrics a port of their own.
 public func buildRouter(
     store: any FrontStore,
     watcher: FeedWatcher,
@@ -21,7 +22,8 @@ public func buildRouter(
     // Outermost: it sees the status the client gets, unknown routes and refusals included.
     router.add(middleware: RequestObservationMiddleware(tracer: tracer))
     // Then every failure becomes a protocol error, the authenticator's included.
-    router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds))
+    let routes = RouteMethods()
+    router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
     // Inside it: answers, errors included, are compressed when the client accepts gzip.
     router.add(middleware: ResponseCompressionMiddleware(minimumBytes: 1024))
 
@@ -32,7 +34,9 @@ public func buildRouter(
 
     router.get("/healthz", use: health.health)
     router.get("/readyz", use: health.ready)
-    router.get("/metrics") { _, _ in Response.prometheus(metrics) }
+    if configuration.servesMetrics {
+        router.get("/metrics") { _, _ in Response.prometheus(metrics) }
+    }
     router.get("/openapi.yaml") { _, _ in Response.openAPI }
 
     let authenticated = router.group("v1").add(middleware: BearerAuthenticator(authority: authority))
@@ -49,6 +53,7 @@ public func buildRouter(
     legacy.get("full", use: dialects.full)
     legacy.post("full", use: dialects.full)
     router.group("api/sync").add(middleware: BearerAuthenticator(authority: authority)).get("changes", use: dialects.pantryChanges)
+    routes.record(router.routes.map { ($0.path, $0.method) })
     return router
 }
 

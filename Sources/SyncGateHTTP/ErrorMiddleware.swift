@@ -1,4 +1,4 @@
-import HTTPTypes
+public import HTTPTypes
 public import Hummingbird
 import Logging
 import Synchronization
@@ -11,30 +11,60 @@ extension ProtocolError: HTTPResponseError {
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        response
+        response(to: request.headers)
     }
 
-    var response: Response {
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
-        if let seconds = retryAfterSeconds { headers[.retryAfter] = "\(seconds)" }
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serializedBytes())))
+    /// The answer to a request with `headers`: a 401 carries its `WWW-Authenticate` challenge.
+    func response(to headers: HTTPFields) -> Response {
+        var fields: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let seconds = retryAfterSeconds { fields[.retryAfter] = "\(seconds)" }
+        if code == .unauthenticated { fields[.wwwAuthenticate] = Self.bearerChallenge(authorization: headers[.authorization], reason: message) }
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serializedBytes())))
+    }
+
+    /// The challenge of a 401 (RFC 6750 section 3): an error code only when the request used the
+    /// Bearer scheme, `invalid_request` when it carried no token, `invalid_token` when the token
+    /// was refused, with the reason as `error_description` (printable ASCII, no quote or backslash).
+    static func bearerChallenge(authorization: String?, reason: String) -> String {
+        let challenge = #"Bearer realm="syncgate""#
+        let words = (authorization ?? "").split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard words.first?.lowercased() == "bearer" else { return challenge }
+        let error = words.count == 2 ? "invalid_token" : "invalid_request"
+        let description = String(String.UnicodeScalarView(reason.unicodeScalars.compactMap { scalar -> Unicode.Scalar? in
+            guard (0x20...0x7E).contains(scalar.value) else { return nil }
+            return scalar == "\"" ? "'" : scalar == "\\" ? "/" : scalar
+        }))
+        return challenge + #", error="\#(error)", error_description="\#(description)""#
     }
 }
 
 /// Turns every other failure into a protocol error: unknown routes, framework errors, cursor
 /// errors, an unreachable database (`503 UNAVAILABLE`) and bugs (`500 INTERNAL`, logged, without
 /// their details on the wire).
+///
+/// A known path asked with a method it does not take is `405 METHOD_NOT_ALLOWED` with `Allow`:
+/// Hummingbird's router answers both that and an unknown path with a 404, so the middleware looks
+/// the path up in `routes` (filled once the router has its routes).
 public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let retryAfterSeconds: Int
+    let routes: RouteMethods
     let unavailableLog = LogThrottle(interval: .seconds(10))
 
-    public init(retryAfterSeconds: Int) {
+    public init(retryAfterSeconds: Int, routes: RouteMethods = RouteMethods()) {
         self.retryAfterSeconds = retryAfterSeconds
+        self.routes = routes
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            guard let allowed = routes.methods(forPath: request.uri.path) else {
+                return ProtocolError(.notFound, "no such route").response(to: request.headers)
+            }
+            var response = ProtocolError(.methodNotAllowed, "\(request.method) is not allowed here; allowed: \(allowed)").response(to: request.headers)
+            response.headers[.allow] = allowed
+            return response
         } catch {
             let protocolError = Self.protocolError(for: error, retryAfterSeconds: retryAfterSeconds)
             // Drivers' errors describe themselves without bound values (see PostgresFailure).
@@ -46,7 +76,7 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
                     "syncgate.error": "\(error.reason)", "syncgate.suppressed_since_last": "\(suppressed)",
                 ])
             }
-            return protocolError.response
+            return protocolError.response(to: request.headers)
         }
     }
 
@@ -61,7 +91,8 @@ public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware
             return ProtocolError(.unavailable, "the database is unavailable; retry later", retryAfterSeconds: retryAfterSeconds)
         case let error as HTTPError:
             switch error.status.code {
-            case 404, 405: return ProtocolError(.notFound, "no such route")
+            case 404: return ProtocolError(.notFound, "no such route")
+            case 405: return ProtocolError(.methodNotAllowed, "method not allowed")
             case 413: return ProtocolError(.payloadTooLarge, "request body is too large")
             case 400..<500: return ProtocolError(.validationError, error.body ?? "bad request")
             default: return ProtocolError(.internal, "internal error")
@@ -105,5 +136,33 @@ final class LogThrottle: Sendable {
             defer { state = (now, 0) }
             return state.suppressed
         }
+    }
+}
+
+/// The methods each route of a router answers, by path pattern: for `405` with `Allow`.
+public final class RouteMethods: Sendable {
+    private let table = Mutex<[(path: RouterPath, methods: Set<String>)]>([])
+
+    public init() {}
+
+    /// Records a router's routes (`Router.routes`); a GET route answers HEAD too.
+    public func record(_ routes: [(path: RouterPath, method: HTTPRequest.Method)]) {
+        var methods: [String: (path: RouterPath, methods: Set<String>)] = [:]
+        for route in routes {
+            methods[route.path.description, default: (route.path, [])].methods.insert(route.method.rawValue)
+            if route.method == .get { methods[route.path.description]!.methods.insert("HEAD") }
+        }
+        table.withLock { $0 = Array(methods.values) }
+    }
+
+    /// The `Allow` value for `path` (methods sorted, comma-separated), or `nil` for no route.
+    public func methods(forPath path: String) -> String? {
+        let segments = path.split(separator: "/")
+        let matching = table.withLock { routes in
+            routes.filter { route in
+                route.path.components.count == segments.count && zip(route.path.components, segments).allSatisfy { $0 ~= $1 }
+            }.flatMap(\.methods)
+        }
+        return matching.isEmpty ? nil : Set(matching).sorted().joined(separator: ", ")
     }
 }

@@ -30,6 +30,8 @@ public struct FrontConfiguration: Sendable {
     /// A connection with no request in progress is closed after this long; it also bounds how
     /// long a request's head may take to arrive.
     public var idleTimeout: Duration
+    /// `GET /metrics` on the public port; off when the metrics have a port of their own.
+    public var servesMetrics: Bool
 
     public init(
         pushLimits: PushLimits = .init(),
@@ -47,7 +49,8 @@ public struct FrontConfiguration: Sendable {
         liveLimits: WatchTable.Limits = .init(),
         maximumStreamLifetime: Duration = .seconds(3600),
         requestReadTimeout: Duration = .seconds(30),
-        idleTimeout: Duration = .seconds(75)
+        idleTimeout: Duration = .seconds(75),
+        servesMetrics: Bool = true
     ) {
         self.pushLimits = pushLimits
         self.maximumBodyBytes = maximumBodyBytes
@@ -65,5 +68,6 @@ public struct FrontConfiguration: Sendable {
         self.maximumStreamLifetime = maximumStreamLifetime
         self.requestReadTimeout = requestReadTimeout
         self.idleTimeout = idleTimeout
+        self.servesMetrics = servesMetrics
     }
 }

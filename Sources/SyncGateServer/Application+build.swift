@@ -53,7 +53,10 @@ public func buildApplication(
         logger.notice("a token for the user 'dev' (valid \(days) days; mint others with `syncgate token --user ID`): \(token)")
     }
 
-    let front = configuration.front
+    var publicFront = configuration.front
+    // With a metrics port, /metrics is served there only: the public port never shows it.
+    if configuration.metricsPort != nil { publicFront.servesMetrics = false }
+    let front = publicFront
     // Pulls read from the standbys, if any; the rest of the front stays on the primary.
     let replicas = configuration.readDatabases.map { standby in
         OpenStore.replica(standby, maximumConnections: ServerConfiguration.frontConnections, keepsAConnection: true, logger: logger)

@@ -12,7 +12,7 @@ import Testing
 /// The real binary's observability, as an operator sees it: `GET /metrics` on a front and on a
 /// worker's metrics port, spans exported over OTLP/HTTP to a collector, JSON log lines that
 /// carry the trace id of the request they describe.
-@Suite(.timeLimit(.minutes(3))) struct ObservabilityProcessTests {
+@Suite(.timeLimit(.minutes(10))) struct ObservabilityProcessTests {
     static let secret = "process-test-secret-process-test-secret"
 
     /// A stand-in OpenTelemetry collector: keeps the bodies POSTed to `/v1/traces` (protobuf).
@@ -28,6 +28,24 @@ import Testing
     /// The value of one series line (`name{labels} value`) in a Prometheus text exposition.
     static func value(of series: String, in exposition: String) -> Double? {
         exposition.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
+    }
+
+    /// A front given a metrics port serves `/metrics` there only, beside `/healthz` for probes:
+    /// the public port, the one a balancer exposes, does not show it.
+    @Test func aFrontsMetricsPortIsTheOnlyOneServingMetrics() async throws {
+        let folder = try EmbeddedModeTests.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let port = SyncGateProcess.freePort(), metricsPort = SyncGateProcess.freePort()
+        var environment = EmbeddedModeTests.plainEnvironment
+        environment["SYNCGATE_METRICS_PORT"] = "\(metricsPort)"
+        let front = try SyncGateProcess(["serve", "--port", "\(port)"], environment: environment, directory: folder, replaceEnvironment: true)
+        defer { Task { await front.stop() } }
+        let client = ProcessClient(base: "http://127.0.0.1:\(port)"), metrics = ProcessClient(base: "http://127.0.0.1:\(metricsPort)")
+        try await client.waitUntilReady(front)
+        let hidden = try await client.request(.GET, "/metrics", device: nil)
+        #expect(hidden.status == 404 && hidden.json?.errorCode == "NOT_FOUND")
+        #expect(try await metrics.text("/metrics").contains("syncgate_http_requests_total"))
+        #expect(try await metrics.request(.GET, "/healthz", device: nil).status == 200)
     }
 
     @Test func aFrontAndAWorkerExportMetricsTracesAndJSONLogs() async throws {
@@ -57,14 +75,14 @@ import Testing
             for round in 1...2 {
                 let body = ProcessClient.pushBody([Op.create("weightLogs", "w\(round)", ["kg": 70], key: "k\(round)")])
                 let pushed = try await client.request(
-                    .POST, "/v1/sync/push?wait=20000", token: token, body: body, headers: [("traceparent", "00-\(traceID)-00f067aa0ba902b\(round)-01")]
+                    .POST, "/v1/sync/push?wait=30000", token: token, body: body, headers: [("traceparent", "00-\(traceID)-00f067aa0ba902b\(round)-01")]
                 )
                 #expect(pushed.status == 200 && pushed.json?["status"] == "done", "\(String(describing: pushed.json))")
                 // The series move with the traffic: counted once per push, on the front and the worker.
                 let frontText = try await client.text("/metrics")
                 #expect(Self.value(of: #"syncgate_http_requests_total{route="/v1/sync/push",method="POST",status="200"}"#, in: frontText) == Double(round))
                 #expect(Self.value(of: #"syncgate_http_request_duration_seconds_count{route="/v1/sync/push",method="POST"}"#, in: frontText) == Double(round))
-                try await eventually("the worker's series", timeout: .seconds(10)) {
+                try await eventually("the worker's series") {
                     let text = try await workerMetrics.text("/metrics")
                     return Self.value(of: #"syncgate_job_attempts_total{outcome="done"}"#, in: text) == Double(round)
                         && Self.value(of: #"syncgate_operations_total{entity_type="weightLogs",result="applied"}"#, in: text) == Double(round)
@@ -73,9 +91,9 @@ import Testing
             }
             // Labels never take client-chosen values: an unknown entity type, method or path.
             let made = ProcessClient.pushBody([Op.create("madeUpType7", "x", ["a": 1], key: "k-made")])
-            #expect(try await client.request(.POST, "/v1/sync/push?wait=20000", token: token, body: made).json?["results"]?[0]?["status"] == "rejected")
+            #expect(try await client.request(.POST, "/v1/sync/push?wait=30000", token: token, body: made).json?["results"]?[0]?["status"] == "rejected")
             #expect(try await client.request(.RAW(value: "PROPFIND"), "/no/such/path/42", token: token).status == 404)
-            try await eventually("the rejected operation is counted", timeout: .seconds(10)) {
+            try await eventually("the rejected operation is counted") {
                 Self.value(of: #"syncgate_operations_total{entity_type="unknown",result="rejected"}"#, in: try await workerMetrics.text("/metrics")) == 1
             }
             let labelled = try await client.text("/metrics")
@@ -91,7 +109,7 @@ import Testing
             // Both processes export the push's trace: the front its request and enqueue, the worker its apply.
             let trace = Array(stride(from: 0, to: traceID.count, by: 2).map { UInt8(traceID.dropFirst($0).prefix(2), radix: 16)! })
             do {
-                try await eventually("both processes export spans of the push's trace", timeout: .seconds(20)) {
+                try await eventually("both processes export spans of the push's trace") {
                     collector.received([trace, Array("enqueue".utf8)]) && collector.received([trace, Array("apply".utf8), Array("notify".utf8)])
                 }
             } catch {

@@ -4,6 +4,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case unauthenticated = "UNAUTHENTICATED"
     case permissionDenied = "PERMISSION_DENIED"
     case notFound = "NOT_FOUND"
+    case methodNotAllowed = "METHOD_NOT_ALLOWED"
     case cursorInvalid = "CURSOR_INVALID"
     case payloadTooLarge = "PAYLOAD_TOO_LARGE"
     case rateLimited = "RATE_LIMITED"
@@ -19,6 +20,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .unauthenticated: return 401
         case .permissionDenied: return 403
         case .notFound, .entityNotFound: return 404
+        case .methodNotAllowed: return 405
         case .cursorInvalid: return 409
         case .payloadTooLarge: return 413
         case .rateLimited: return 429
