@@ -1,5 +1,6 @@
 import Foundation
 import SyncGatePostgres
+import SyncGateServer
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing
@@ -20,9 +21,11 @@ import Glibc
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
+    /// Compose's file and every Kubernetes file, the overlays' patches included.
     static var manifestPaths: [String] {
-        let kubernetes = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("deploy/kubernetes").path)) ?? []
-        return ["deploy/docker-compose.yml"] + kubernetes.filter { $0.hasSuffix(".yaml") }.sorted().map { "deploy/kubernetes/" + $0 }
+        let folder = root.appendingPathComponent("deploy/kubernetes").path
+        let kubernetes = (FileManager.default.subpaths(atPath: folder) ?? []).filter { $0.hasSuffix(".yaml") && !$0.hasSuffix("kustomization.yaml") }
+        return ["deploy/docker-compose.yml"] + kubernetes.sorted().map { "deploy/kubernetes/" + $0 }
     }
 
     /// Every node of a parsed YAML document, depth first.
@@ -77,6 +80,107 @@ import Glibc
         #expect(settings.isSuperset(of: ["SYNCGATE_DATABASE_URL", "SYNCGATE_JWT_SECRET"]))
         for name in settings {
             #expect(reference.contains("`\(name)`"), "\(name) is not in docs/configuration.md")
+        }
+    }
+
+    /// The manifests a platform team applies: every kustomization rendered and valid against
+    /// Kubernetes' schemas (`kubernetes-validate --strict`), every pod admitted under Pod Security
+    /// "restricted", probes on every container, memory limits that hold the caps the containers
+    /// allow, autoscaled Deployments without `replicas`, budgets that let a drain through, the
+    /// metrics kept off the Service, and production pinned to this release's image.
+    @Test func theRenderedManifestsAreValidRestrictedAndSizedForTheirCaps() async throws {
+        let out = NSTemporaryDirectory() + "syncgate-rendered-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let (status, log) = try await SyncGateProcess.script(Self.root.appendingPathComponent("scripts/validate-manifests").path, ["--out", out], timeout: .seconds(600))
+        #expect(status == "0" && log.contains("manifests: "), "\(log)")
+        let renderings = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0.hasSuffix(".yaml") }.sorted()
+        #expect(renderings == ["base.yaml", "overlays-production.yaml"])
+        for rendering in renderings {
+            let resources = try Array(Yams.load_all(yaml: String(contentsOfFile: out + "/" + rendering, encoding: .utf8))).compactMap { $0 as? [String: Any] }
+            try Self.checkRendering(rendering, resources)
+            if rendering.hasPrefix("overlays-production") {
+                let images = Self.nodes(resources).compactMap { ($0 as? [String: Any])?["image"] as? String }
+                #expect(!images.isEmpty && images.allSatisfy { $0.hasSuffix(":\(SyncGateVersion.current)") }, "\(images)")
+            }
+        }
+    }
+
+    /// Bytes of a Kubernetes memory quantity (`256Mi`, `1Gi`, `1536Mi`, plain bytes).
+    static func bytes(_ quantity: String) -> Int? {
+        let units: [(String, Int)] = [("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("k", 1000), ("M", 1_000_000), ("G", 1_000_000_000)]
+        for (suffix, factor) in units where quantity.hasSuffix(suffix) { return Int(quantity.dropLast(suffix.count)).map { $0 * factor } }
+        return Int(quantity)
+    }
+
+    static func checkRendering(_ name: String, _ resources: [[String: Any]]) throws {
+        func named(_ resource: [String: Any]) -> String { "\(name): \(resource["kind"] ?? "?")/\((resource["metadata"] as? [String: Any])?["name"] ?? "?")" }
+        let autoscaled = Set(resources.compactMap { resource -> String? in
+            guard ["HorizontalPodAutoscaler", "ScaledObject"].contains(resource["kind"] as? String) else { return nil }
+            return ((resource["spec"] as? [String: Any])?["scaleTargetRef"] as? [String: Any])?["name"] as? String
+        })
+        // The fronts' body limit bounds the jobs a worker holds too.
+        let bodyBytes = Self.nodes(resources).compactMap { node -> Int? in
+            guard let variable = node as? [String: Any], variable["name"] as? String == "SYNCGATE_MAX_BODY_BYTES" else { return nil }
+            return (variable["value"] as? String).flatMap(Int.init)
+        }.first ?? 4 << 20
+        var fronts = 0
+        for resource in resources where resource["kind"] as? String == "Deployment" {
+            let spec = resource["spec"] as? [String: Any] ?? [:]
+            let deployment = (resource["metadata"] as? [String: Any])?["name"] as? String ?? ""
+            if autoscaled.contains(deployment) {
+                #expect(spec["replicas"] == nil, "\(named(resource)): an autoscaler owns its replicas; an apply would reset them")
+            }
+            let pod = (spec["template"] as? [String: Any])?["spec"] as? [String: Any] ?? [:]
+            let podSecurity = pod["securityContext"] as? [String: Any] ?? [:]
+            #expect(podSecurity["runAsNonRoot"] as? Bool == true && (podSecurity["runAsUser"] as? Int ?? 1) != 0, "\(named(resource)): runAsNonRoot")
+            #expect((podSecurity["seccompProfile"] as? [String: Any])?["type"] as? String == "RuntimeDefault", "\(named(resource)): seccompProfile")
+            #expect(pod["automountServiceAccountToken"] as? Bool == false, "\(named(resource)): no API token")
+            for key in ["hostNetwork", "hostPID", "hostIPC"] { #expect(pod[key] as? Bool != true, "\(named(resource)): \(key)") }
+            #expect((pod["volumes"] as? [[String: Any]] ?? []).allSatisfy { $0["hostPath"] == nil }, "\(named(resource)): hostPath")
+            let initContainers = pod["initContainers"] as? [[String: Any]] ?? []
+            let containers = pod["containers"] as? [[String: Any]] ?? []
+            for (container, isInit) in initContainers.map({ ($0, true) }) + containers.map({ ($0, false) }) {
+                let label = "\(named(resource)) container \(container["name"] ?? "?")"
+                let security = container["securityContext"] as? [String: Any] ?? [:]
+                #expect(security["allowPrivilegeEscalation"] as? Bool == false && security["privileged"] as? Bool != true, "\(label): privileges")
+                #expect((security["capabilities"] as? [String: Any])?["drop"] as? [String] == ["ALL"], "\(label): capabilities.drop [ALL]")
+                #expect((security["capabilities"] as? [String: Any])?["add"] == nil, "\(label): capabilities.add")
+                #expect(security["readOnlyRootFilesystem"] as? Bool == true, "\(label): readOnlyRootFilesystem")
+                if !isInit {
+                    #expect(container["livenessProbe"] != nil && container["readinessProbe"] != nil, "\(label): probes")
+                }
+                let limit = ((container["resources"] as? [String: Any])?["limits"] as? [String: Any])?["memory"] as? String
+                let limitBytes = try #require(limit.flatMap(Self.bytes), "\(label): a memory limit")
+                let arguments = container["args"] as? [String] ?? []
+                let environment = Dictionary((container["env"] as? [[String: Any]] ?? []).compactMap { variable in
+                    (variable["name"] as? String).flatMap { name in (variable["value"] as? String).map { (name, $0) } }
+                }, uniquingKeysWith: { _, last in last })
+                func argument(_ flag: String) -> Int? { arguments.firstIndex(of: flag).flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } }
+                switch arguments.first {
+                case "serve":
+                    fronts += 1
+                    let cap = try #require(environment["SYNCGATE_LIVE_CONNECTIONS_TOTAL"].flatMap(Int.init), "\(label): the live-connection cap its memory is sized for")
+                    let needed = 256 << 20 + cap * 48 << 10 + 64 * bodyBytes
+                    #expect(limitBytes >= needed, "\(label): \(limit ?? "-") < 256 MiB + \(cap) x 48 KiB + 64 x \(bodyBytes) B")
+                    #expect(initContainers.contains { $0["args"] as? [String] == ["migrate"] }, "\(label): migrations before the front starts")
+                    #expect(environment["SYNCGATE_METRICS_PORT"] != nil, "\(label): /metrics on a port of its own")
+                case "worker":
+                    let lanes = argument("--concurrency") ?? 4, batch = argument("--batch") ?? 16
+                    let needed = 256 << 20 + lanes * batch * bodyBytes * 2
+                    #expect(limitBytes >= needed, "\(label): \(limit ?? "-") < 256 MiB + \(lanes) x \(batch) x \(bodyBytes) B x 2")
+                default:
+                    break
+                }
+            }
+        }
+        #expect(fronts == 1, "\(name): one front Deployment")
+        for resource in resources where resource["kind"] as? String == "PodDisruptionBudget" {
+            let spec = resource["spec"] as? [String: Any] ?? [:]
+            #expect(spec["minAvailable"] == nil && (spec["maxUnavailable"] as? Int ?? 0) >= 1, "\(named(resource)): a budget a drain can pass at any replica count")
+        }
+        for resource in resources where resource["kind"] as? String == "Service" {
+            let ports = (resource["spec"] as? [String: Any])?["ports"] as? [[String: Any]] ?? []
+            #expect(ports.allSatisfy { "\($0["targetPort"] ?? "")" != "metrics" && $0["port"] as? Int != 9090 }, "\(named(resource)): metrics stay off the Service")
         }
     }
 
@@ -239,7 +343,7 @@ import Glibc
         let jobs = try #require(prometheus["scrape_configs"] as? [[String: Any]])
         #expect(jobs.contains { $0["kubernetes_sd_configs"] != nil })
         // The pods it keeps are the ones the manifests annotate.
-        for path in ["deploy/kubernetes/front.yaml", "deploy/kubernetes/worker.yaml"] {
+        for path in ["deploy/kubernetes/base/front.yaml", "deploy/kubernetes/base/worker.yaml"] {
             #expect(try Self.text(path).contains("prometheus.io/scrape: \"true\""), "\(path) is not annotated for scraping")
         }
     }
