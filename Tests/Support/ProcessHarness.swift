@@ -78,8 +78,9 @@ public final class SyncGateProcess: @unchecked Sendable {
     }
 
     deinit {
-        // Never leak a server or worker past its test.
+        // Never leak a server or worker past its test, nor its log.
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: logPath)
     }
 
     public var isRunning: Bool { process.isRunning }

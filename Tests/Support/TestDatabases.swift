@@ -103,9 +103,11 @@ public actor TestDatabases {
     /// A new SQLite file path in a fresh temporary folder: in memory-backed `/dev/shm` where there
     /// is one. The driver syncs every commit (`synchronous = FULL`); tests trade that durability
     /// for speed, as the test PostgreSQL does with `fsync = off` (process kills, which the crash
-    /// tests make, lose nothing from the page cache either way).
+    /// tests make, lose nothing from the page cache either way). `SYNCGATE_TEST_SHM` (set by
+    /// scripts/test) is a folder of the run's own there, removed with the run.
     public nonisolated static func freshSQLitePath() throws -> String {
-        let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let runs = ProcessInfo.processInfo.environment["SYNCGATE_TEST_SHM"].flatMap { $0.isEmpty ? nil : $0 + "/" }
+        let base = runs ?? (FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory())
         let folder = base + "syncgate-test-\(UUID().uuidString.prefix(12))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         return folder + "/syncgate.sqlite"

@@ -24,6 +24,7 @@ import Testing
 
     @Test func flagsBeatTheEnvironmentWhichBeatsTheFileWhichBeatsTheDefaults() async throws {
         let file = try Self.file("port: 9000\nmaxAttempts: 9\nqueueLimitPerUser: 7\nlease: 90s\n")
+        defer { try? FileManager.default.removeItem(atPath: file) }
         let configuration = try await Self.configuration(
             flags: [.port: "8600"], file: file, environment: ["SYNCGATE_PORT": "8500", "SYNCGATE_MAX_ATTEMPTS": "3"]
         )
@@ -39,6 +40,7 @@ import Testing
     /// The live connections' limits and timeouts reach the front's configuration.
     @Test func liveConnectionSettings() async throws {
         let file = try Self.file("liveConnectionsTotal: 900\nidleTimeout: 2m\n")
+        defer { try? FileManager.default.removeItem(atPath: file) }
         let configuration = try await Self.configuration(file: file, environment: [
             "SYNCGATE_LIVE_CONNECTIONS_PER_USER": "3", "SYNCGATE_STREAM_MAX_LIFETIME": "10m", "SYNCGATE_KEEP_ALIVE_INTERVAL": "5s",
             "SYNCGATE_REQUEST_READ_TIMEOUT": "7s",
@@ -65,6 +67,7 @@ import Testing
 
     @Test func theConfigFileCanComeFromTheEnvironment() async throws {
         let file = try Self.file("databaseUrl: sqlite:/tmp/elsewhere.sqlite\n")
+        defer { try? FileManager.default.removeItem(atPath: file) }
         let configuration = try await Self.configuration(environment: ["SYNCGATE_CONFIG": file])
         #expect(configuration.database == .sqlite(path: "/tmp/elsewhere.sqlite"))
     }

@@ -313,7 +313,8 @@ import Glibc
     /// `swift <arguments>` run in `folder` by bash; its exit status and output.
     static func swiftPM(_ arguments: String, in folder: String) async throws -> (status: String, log: String) {
         let script = NSTemporaryDirectory() + "syncgate-swiftpm-\(UUID().uuidString.prefix(8)).sh"
-        try "cd '\(folder)' && swift \(arguments)\n".write(toFile: script, atomically: true, encoding: .utf8)
+        // SwiftPM's own temporary files (locks, the manifest's build) go with the folder.
+        try "mkdir -p '\(folder)/.tmp' && cd '\(folder)' && TMPDIR='\(folder)/.tmp' swift \(arguments)\n".write(toFile: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: script) }
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: script)
         // Resolving clones every dependency from the local mirrors (about a minute on a loaded machine).

@@ -37,6 +37,7 @@ import Glibc
 
     @Test func restartingServeKeepsDataAndTheDevelopmentSecret() async throws {
         let folder = try Self.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let port = SyncGateProcess.freePort()
         let client = ProcessClient(base: "http://127.0.0.1:\(port)")
         var server = try Self.start(["serve", "--port", "\(port)"], in: folder)
@@ -80,6 +81,7 @@ import Glibc
 
     @Test func aWorkerProcessExplainsThatSQLiteRunsWorkersInsideServe() async throws {
         let folder = try Self.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let worker = try Self.start(["worker"], in: folder)
         #expect(await worker.waitForExit(timeout: hangGuard) != 0)
         #expect(worker.log.contains("SQLite serves one process"))
@@ -87,6 +89,7 @@ import Glibc
 
     @Test func aBadEntityTypesFileFailsAtStartNamingFileTypeAndKey() async throws {
         let folder = try Self.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         try "types:\n  notes:\n    policy: newest_wins\n".write(toFile: folder + "/types.yaml", atomically: true, encoding: .utf8)
         let server = try Self.start(["serve", "--port", "\(SyncGateProcess.freePort())", "--collections", "types.yaml"], in: folder)
         #expect(await server.waitForExit(timeout: hangGuard) != 0)
@@ -99,6 +102,7 @@ import Glibc
     /// once and nothing half-applied is ever visible. SQLite runs with its durable default.
     @Test func aServeKilledMidJobRecoversWithoutLossOrDuplicates() async throws {
         let folder = try Self.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let port = SyncGateProcess.freePort()
         let client = ProcessClient(base: "http://127.0.0.1:\(port)")
         func start(workers: Int = 1, holdingIn hold: String? = nil) throws -> SyncGateProcess {

@@ -68,6 +68,7 @@ import Glibc
         let script = try Self.quickstartScript()
         #expect(script.contains("http://127.0.0.1:8080/"))
         let folder = try EmbeddedModeTests.freshFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         // The README's first command is `swift run syncgate serve`: the same binary and no settings
         // but the port — a free one here, where the README's session says the default 8080.
         let port = SyncGateProcess.freePort()
