@@ -220,8 +220,9 @@ import Testing
         guard Driver.selected.contains(.postgres) else { return }
         let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
         guard case .postgres(let location) = url else { return }
-        // The production deadlines: a request gives up on the database after 5 s.
-        try await StoreHarness.withExisting(url, productionDeadlines: true) { harness in
+        // A request gives up on the database after its deadline (the server's is 5 s; here long
+        // enough for the statement to reach PostgreSQL on a loaded machine before it passes).
+        try await StoreHarness.withExisting(url, productionDeadlines: true, requestDeadline: .seconds(20)) { harness in
             try await eventually("the listener to listen") { try await Self.listening(location) }
             let subscription = harness.store.notifier.subscribe(.init(jobsAvailable: true))
             defer { subscription.cancel() }
@@ -239,10 +240,16 @@ import Testing
             }
             defer { holder.cancel() }
             for await _ in locked.stream { break }
-            await #expect(throws: StoreUnavailableError.self) { try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])]) }
+            let push = Task { _ = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])]) }
+            try await eventually("the enqueue to wait for the lock in PostgreSQL") {
+                try await withConnection(location) {
+                    try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event = 'advisory' AND datname = current_database()")
+                } == 1
+            }
+            await #expect(throws: StoreUnavailableError.self) { try await push.value }
             release.continuation.yield()
             try await holder.value
-            try await eventually("the late enqueue to commit", timeout: Self.promptly) {
+            try await eventually("the late enqueue to commit") {
                 try await harness.queryTexts("SELECT count(*)::text FROM jobs") == ["1"]
             }
             #expect(await Self.hears(.jobsAvailable, on: subscription), "workers heard of the job its enqueue committed after the request gave up")

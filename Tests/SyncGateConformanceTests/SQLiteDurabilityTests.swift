@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import Logging
 import SyncGateCore
@@ -14,7 +15,9 @@ import Testing
     /// WAL with `synchronous = NORMAL` does not sync the log at commit: the push a client was told
     /// is stored could vanish with the power. FULL (2) syncs every commit.
     @Test func everyCommitIsSyncedToDisk() async throws {
-        let driver = try SQLiteDriver(path: try TestDatabases.freshSQLitePath(), logger: TestDatabases.logger)
+        let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let driver = try SQLiteDriver(path: path, logger: TestDatabases.logger)
         #expect(try await driver.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
     }
@@ -23,6 +26,7 @@ import Testing
     /// server's worker holds stays held (only a serving process, at its start, releases leases).
     @Test func aCommandOpeningALiveFileKeepsTheServersLeases() async throws {
         let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         try await StoreHarness.withExisting(.sqlite(path: path)) { harness in
             let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
             try await harness.execute("UPDATE jobs SET state = 'running', attempts = 1, lease_expires_at = 4102444800000 WHERE id = \(id)")
@@ -40,6 +44,7 @@ import Testing
     /// was an internal error (`500`). Once the lock is gone the same push goes through.
     @Test func aWriteLockHeldByAnotherProcessMakesTheStoreUnavailableNotBroken() async throws {
         let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         try await StoreHarness.withExisting(.sqlite(path: path)) { _ in }
         let store = SyncStore(driver: try SQLiteDriver(path: path, busyTimeout: .milliseconds(200), logger: TestDatabases.logger), logger: TestDatabases.logger)
         let job = NewJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
