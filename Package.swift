@@ -41,10 +41,16 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
-        // The protocol model and every decision (policies, cursors, validation, summaries): no I/O.
+        // The wire format, once for the server and the SDK: the JSON value, its strict parser and
+        // writer, timestamps, and the protocol's models. No dependency at all: apps link it.
+        .target(
+            name: "SyncGateWire",
+            swiftSettings: swiftSettings
+        ),
+        // The protocol's decisions (policies, cursors, validation, summaries): no I/O.
         .target(
             name: "SyncGateCore",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: ["SyncGateWire", .product(name: "Yams", package: "Yams")],
             resources: [.embedInCode("Resources/collections.yaml")],
             swiftSettings: swiftSettings
         ),
@@ -189,6 +195,7 @@ let package = Package(
         .target(
             name: "SyncGateClient",
             dependencies: [
+                "SyncGateWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -227,6 +234,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/Support",
+            swiftSettings: swiftSettings
+        ),
+        // The wire format: parser limits, writer, timestamps, the models' JSON both ways. No I/O.
+        .testTarget(
+            name: "SyncGateWireTests",
+            dependencies: ["SyncGateWire", "SyncGateCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

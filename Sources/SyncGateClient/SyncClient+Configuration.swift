@@ -1,3 +1,4 @@
+import SyncGateWire
 public import Logging
 
 extension SyncClient {

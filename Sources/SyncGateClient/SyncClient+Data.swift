@@ -1,3 +1,4 @@
+public import SyncGateWire
 import Foundation
 
 /// Which entities a read returns.

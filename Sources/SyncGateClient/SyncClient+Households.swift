@@ -1,3 +1,4 @@
+import SyncGateWire
 extension SyncClient {
     /// Creates a household with the user as its owner (type `households`).
     @discardableResult

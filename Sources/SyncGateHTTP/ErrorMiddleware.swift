@@ -3,6 +3,7 @@ public import Hummingbird
 import Logging
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 import SyncGateStorage
 
 /// A protocol error renders itself: the status of its code and

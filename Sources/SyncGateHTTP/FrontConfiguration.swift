@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// Limits and timings of the HTTP front; every value is configurable.

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import SyncGateCore
+import SyncGateWire
 
 /// Reads and checks the parts of a request the protocol constrains.
 struct RequestReader {

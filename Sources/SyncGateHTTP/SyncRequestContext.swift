@@ -3,6 +3,7 @@ public import Hummingbird
 public import Foundation
 public import HummingbirdAuth
 public import SyncGateCore
+public import SyncGateWire
 
 /// The user a bearer token authenticated.
 public struct AuthenticatedUser: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// The text of a NOTIFY on ``PostgresDriver/channel``.

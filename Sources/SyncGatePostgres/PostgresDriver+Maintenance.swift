@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension PostgresDriver {

@@ -1,5 +1,6 @@
 import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension PostgresDriver {

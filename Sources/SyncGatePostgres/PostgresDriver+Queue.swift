@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension PostgresDriver {

@@ -1,5 +1,6 @@
 import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0005, docs/dialects.md).

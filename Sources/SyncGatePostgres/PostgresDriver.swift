@@ -8,6 +8,7 @@ import PostgresNIO
 public import ServiceLifecycle
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The PostgreSQL driver: production and horizontally scaled deployments.

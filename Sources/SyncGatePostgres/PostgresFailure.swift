@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 
 /// A PostgreSQL error as SyncGate logs and records it: the operation, the SQLSTATE and the
 /// server's message — never the values bound to the statement or the server's DETAIL.

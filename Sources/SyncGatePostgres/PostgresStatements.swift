@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 // The statements of the hot paths — a push, a claim, an apply, a pull, a live wake-up — prepared

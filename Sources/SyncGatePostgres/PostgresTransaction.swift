@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// One open transaction on one connection: its statements, counted (a job's apply must not need

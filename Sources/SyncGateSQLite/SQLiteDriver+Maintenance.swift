@@ -1,6 +1,7 @@
 import GRDB
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension SQLiteDriver {

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 public import Logging
 import SyncGateCore
+import SyncGateWire
 import SyncGateSQLiteSchema
 public import SyncGateStorage
 

@@ -1,5 +1,6 @@
 import GRDB
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension SQLiteDriver {

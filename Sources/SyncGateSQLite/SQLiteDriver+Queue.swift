@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 extension SQLiteDriver {

@@ -1,5 +1,6 @@
 import GRDB
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0004, docs/dialects.md).

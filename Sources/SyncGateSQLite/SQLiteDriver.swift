@@ -4,6 +4,7 @@ public import Logging
 public import ServiceLifecycle
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The SQLite driver: the embedded default. One process, WAL, in-process change signals.

@@ -1,5 +1,6 @@
 public import GRDB
 public import SyncGateCore
+public import SyncGateWire
 
 /// SQLite's errors retrying cannot fix, the counterpart of PostgreSQL's classes 22 and 54: a
 /// value too big, of the wrong type, or refused by a CHECK constraint or a trigger. Busy, locked

@@ -1,5 +1,6 @@
 import GRDB
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// One open IMMEDIATE transaction: each step is one access to the writer connection, and the

@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import Tracing
 

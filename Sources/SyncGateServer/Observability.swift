@@ -6,6 +6,7 @@ import Prometheus
 public import ServiceLifecycle
 import SyncGateHTTP
 import SyncGateCore
+import SyncGateWire
 public import SyncGateStorage
 
 /// Samples the queue into ``MetricName/jobs``, ``MetricName/queueDepth`` and

@@ -4,6 +4,7 @@ public import ServiceLifecycle
 import SyncGatePostgres
 import SyncGateSQLite
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// A store and the service that keeps its driver running (connection pool and listener).

@@ -2,6 +2,7 @@ public import Configuration
 import Foundation
 public import Logging
 public import SyncGateCore
+public import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateWorker

@@ -1,5 +1,6 @@
 import Foundation
 public import SyncGateCore
+public import SyncGateWire
 public import Tracing
 public import SyncGateHTTP
 public import SyncGateStorage

@@ -1,5 +1,6 @@
 import Foundation
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The HS256 signing secret and where it came from.

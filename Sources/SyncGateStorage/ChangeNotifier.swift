@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 import Synchronization
 
 /// Something that committed and that waiting requests or idle workers care about.

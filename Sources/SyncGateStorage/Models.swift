@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 // The values the store's roles exchange with their callers.
 

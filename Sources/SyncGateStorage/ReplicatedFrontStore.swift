@@ -3,6 +3,7 @@ public import Logging
 import Metrics
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 
 /// The front's store when pulls read from PostgreSQL hot standbys (`SYNCGATE_READ_DATABASE_URL`).
 ///
@@ -39,12 +40,12 @@ public final class ReplicatedFrontStore: FrontStore {
     public var driverName: String { primary.driverName }
     public var notifier: ChangeNotifier { primary.notifier }
 
-    public func pull(_ query: PullQuery) async throws -> PullPage {
+    public func pull(_ query: PullQuery) async throws -> PullResult {
         guard let index = nextReplica() else {
             outcomes[ReplicaVerdict.Reason.failed.rawValue].increment()
             return try await primary.pull(query)
         }
-        let result: Result<PullPage, any Error>
+        let result: Result<PullResult, any Error>
         do {
             result = .success(try await replicas[index].pull(query))
         } catch {
@@ -63,7 +64,7 @@ public final class ReplicatedFrontStore: FrontStore {
         }
     }
 
-    public func pullLatest(_ query: PullQuery) async throws -> PullPage {
+    public func pullLatest(_ query: PullQuery) async throws -> PullResult {
         outcomes["latest"].increment()
         return try await primary.pull(query)
     }

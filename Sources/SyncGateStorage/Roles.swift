@@ -1,5 +1,6 @@
 public import Logging
 public import SyncGateCore
+public import SyncGateWire
 import Tracing
 
 // The store seen by each of its users, as PowerSync splits bucket storage and River its driver:
@@ -17,10 +18,10 @@ public protocol FrontStore: Sendable {
     /// A job of `userID`, or `nil` when there is none (or it is another user's).
     func job(id: Int64, userID: String) async throws -> JobSnapshot?
     /// One page of the user's feeds after the query's cursor (from a read replica, if any).
-    func pull(_ query: PullQuery) async throws -> PullPage
+    func pull(_ query: PullQuery) async throws -> PullResult
     /// One page as the primary has it now: for a caller that knows of a change a read replica
     /// may not have replayed yet. Without replicas, ``pull(_:)``.
-    func pullLatest(_ query: PullQuery) async throws -> PullPage
+    func pullLatest(_ query: PullQuery) async throws -> PullResult
     /// The feeds a user reads now: their own and their households'.
     func readableScopes(userID: String) async throws -> [Scope]
     /// The heads of `feeds`, the scopes versions of `users` and the global resync epoch, in one
@@ -38,7 +39,7 @@ public protocol FrontStore: Sendable {
 }
 
 extension FrontStore {
-    public func pullLatest(_ query: PullQuery) async throws -> PullPage {
+    public func pullLatest(_ query: PullQuery) async throws -> PullResult {
         try await pull(query)
     }
 }

@@ -3,6 +3,7 @@ public import Logging
 import Metrics
 public import ServiceLifecycle
 import SyncGateCore
+import SyncGateWire
 public import SyncGateStorage
 
 /// Retention settings for the periodic maintenance loop and `syncgate admin prune`.

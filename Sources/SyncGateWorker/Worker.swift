@@ -3,6 +3,7 @@ import Metrics
 public import Logging
 public import ServiceLifecycle
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 public import Tracing
 

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 /// How a worker process claims and applies jobs.
 public struct WorkerConfiguration: Sendable {

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Metrics
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// The worker's series (see ``MetricName``), through swift-metrics: exported by whatever backend

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncGateCore
+import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
 import SyncGateWorker

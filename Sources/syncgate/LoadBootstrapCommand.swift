@@ -5,6 +5,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 
 extension LoadCommand {

@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
 

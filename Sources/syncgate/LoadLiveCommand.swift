@@ -8,6 +8,7 @@ import NIOPosix
 import PostgresNIO
 import Synchronization
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
 import SyncGateStorage

@@ -7,6 +7,7 @@ import OTel
 import Prometheus
 import ServiceLifecycle
 import SyncGateCore
+import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
 

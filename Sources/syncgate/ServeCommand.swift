@@ -1,6 +1,7 @@
 import ArgumentParser
 import Hummingbird
 import SyncGateCore
+import SyncGateWire
 import SyncGateServer
 
 struct ServeCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
 

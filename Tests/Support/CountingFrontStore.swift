@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The front's view of a store, counting every call by name; optionally with a notifier that
@@ -42,7 +43,7 @@ public final class CountingFrontStore: FrontStore {
         return try await base.job(id: id, userID: userID)
     }
 
-    public func pull(_ query: PullQuery) async throws -> PullPage {
+    public func pull(_ query: PullQuery) async throws -> PullResult {
         record("pull")
         let page = try await base.pull(query)
         if let hook = afterPull.update({ hook in defer { hook = nil }; return hook }) {

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// A worker store that counts its calls and the jobs each claim asked for: tests of how often a

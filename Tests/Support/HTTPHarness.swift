@@ -7,6 +7,7 @@ public import Logging
 import NIOCore
 import NIOHTTP1
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateHTTP
 public import SyncGateServer
 public import SyncGateStorage

@@ -4,6 +4,7 @@ import NIOCore
 public import NIOHTTP1
 public import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 import Synchronization
 

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 public import SyncGateCore
+public import SyncGateWire
 
 /// Many concurrent requests to a server on a real socket (HummingbirdTesting's live client runs
 /// one request at a time on one connection), each on a connection of its own.

@@ -3,6 +3,7 @@ import GRDB
 public import Logging
 import PostgresNIO
 public import SyncGateCore
+public import SyncGateWire
 import SyncGatePostgres
 import SyncGateSQLite
 public import SyncGateStorage
@@ -144,7 +145,7 @@ public struct StoreHarness: Sendable {
     /// Pages through the user's feeds from `cursor` until `has_more` is false.
     public func pullAll(
         user: String = "alice", device: String = "d1", from cursor: SyncCursor? = nil, limit: Int = 500, types: Set<String>? = nil
-    ) async throws -> (changes: [FeedChange], last: PullPage) {
+    ) async throws -> (changes: [FeedChange], last: PullResult) {
         var cursor = cursor
         var changes: [FeedChange] = []
         while true {

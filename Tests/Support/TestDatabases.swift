@@ -2,6 +2,7 @@ import Foundation
 public import Logging
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGatePostgres
 public import SyncGateStorage
 public import Testing

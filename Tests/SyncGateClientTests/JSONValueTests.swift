@@ -3,68 +3,9 @@ import Testing
 
 @testable import SyncGateClient
 
-@Suite("JSON values", .timeLimit(.minutes(10)))
+/// The SDK's bridge between JSON values and an app's `Codable` models.
+@Suite("JSON values and app models", .timeLimit(.minutes(10)))
 struct JSONValueTests {
-    @Test("integers stay exact, integral doubles keep their fraction, both round-trip")
-    func numbers() throws {
-        let text = #"{"a":9007199254740993,"b":2.0,"c":-0.5,"d":1e3,"e":-12}"#
-        let value = try JSONValue(parsing: text)
-        #expect(value["a"] == .int(9_007_199_254_740_993))
-        #expect(value["b"] == .double(2))
-        #expect(value["c"] == .double(-0.5))
-        #expect(value["d"] == .double(1000))
-        #expect(value["e"] == .int(-12))
-        #expect(value.serialized() == #"{"a":9007199254740993,"b":2.0,"c":-0.5,"d":1000.0,"e":-12}"#)
-        #expect(try JSONValue(parsing: value.serialized()) == value)
-    }
-
-    @Test("keys are written sorted, so equal objects encode equally")
-    func sortedKeys() {
-        let value: JSONValue = ["z": 1, "a": ["y": true, "b": nil], "m": [1, "two"]]
-        #expect(value.serialized() == #"{"a":{"b":null,"y":true},"m":[1,"two"],"z":1}"#)
-    }
-
-    @Test("strings: escapes, control characters, surrogate pairs and non-ASCII survive a round trip")
-    func strings() throws {
-        let parsed = try JSONValue(parsing: #""q\"b\\s\/n\n t\t u\u00e9 e\ud83d\ude00 x""#)
-        #expect(parsed == .string("q\"b\\s/n\n t\t u\u{e9} e😀 x"))
-        let tricky = JSONValue.string("line\nnul\u{0}bell\u{7}ünï😀\"\\")
-        #expect(try JSONValue(parsing: tricky.serialized()) == tricky)
-        #expect(tricky.serialized().contains("\\u0000"))
-    }
-
-    @Test("a string's runs between escapes are read whole: ASCII, UTF-8 and escapes in any order")
-    func runsBetweenEscapes() throws {
-        let text = #"{"kéy\n":"abc","k":"é\tx\u00e9ü😀\\","":"","e":"\n"}"#
-        #expect(try JSONValue(parsing: text) == ["kéy\n": "abc", "k": "é\tx\u{e9}ü😀\\", "": "", "e": "\n"])
-    }
-
-    /// Runs of ASCII bytes skip validation; a run with any other byte must still be UTF-8.
-    @Test("invalid UTF-8 is refused at the start of its run: after ASCII, either side of an escape, in a key", arguments: [
-        ([0x22, 0x61, 0x62, 0xFF, 0x22], 1),
-        ([0x22, 0x61, 0xC3, 0x5C, 0x6E, 0x22], 1),
-        ([0x22, 0x5C, 0x6E, 0x61, 0xC3, 0x28, 0x22], 3),
-        ([0x7B, 0x22, 0x6B, 0xED, 0xA0, 0x80, 0x22, 0x3A, 0x31, 0x7D], 2),
-    ] as [([UInt8], Int)])
-    func invalidUTF8(bytes: [UInt8], offset: Int) {
-        #expect(throws: JSONValue.ParseError(offset: offset, reason: "expected valid UTF-8")) { try JSONValue(parsing: bytes) }
-    }
-
-    @Test("invalid text is refused with its position", arguments: [
-        "", "{", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"abc", "\"\\x\"", "\"\\ud800\"", "{\"a\":1}x", "nan", "\"a\u{1}\"",
-    ])
-    func invalid(_ text: String) {
-        #expect(throws: JSONValue.ParseError.self) { try JSONValue(parsing: text) }
-    }
-
-    @Test("nesting deeper than the limit is refused instead of overflowing the stack")
-    func depth() throws {
-        let deep = String(repeating: "[", count: JSONTextParser.maximumDepth + 1) + String(repeating: "]", count: JSONTextParser.maximumDepth + 1)
-        #expect(throws: JSONValue.ParseError.self) { try JSONValue(parsing: deep) }
-        let fine = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
-        #expect(try JSONValue(parsing: fine).arrayValue != nil)
-    }
-
     @Test("app models encode to and decode from JSON values")
     func codable() throws {
         struct Item: Codable, Equatable {

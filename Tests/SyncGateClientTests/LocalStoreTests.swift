@@ -19,8 +19,8 @@ struct LocalStoreTests {
         return try await store.record(change, on: key, at: time, newKey: { counter.next() })
     }
 
-    func page(_ changes: [PullChange], cursor: String = "c", hasMore: Bool = false, added: [String] = [], removed: [String] = []) -> PullPage {
-        PullPage(changes: changes, cursor: cursor, hasMore: hasMore, scopesAdded: added, scopesRemoved: removed, deviceWatermark: "5")
+    func page(_ changes: [PulledChange], cursor: String = "c", hasMore: Bool = false, added: [String] = [], removed: [String] = []) -> PullPage {
+        PullPage(changes: changes, envelope: .init(cursor: cursor, hasMore: hasMore, scopesAdded: added, scopesRemoved: removed, deviceWatermark: 5))
     }
 
     @Test("writes show in reads at once and survive reopening the file, outbox and all")
@@ -79,7 +79,7 @@ struct LocalStoreTests {
         let start = try await store.beginPull()
         let cabin = EntityKey(entityType: "inventory", entityID: "wood", householdID: "cabin")
         var effect = try await store.apply(
-            page([PullChange(key: .milk, data: ["q": 1], version: 3), PullChange(key: cabin, data: ["q": 9], version: 1)], added: ["home", "cabin"]),
+            page([PulledChange(key: .milk, data: ["q": 1], version: 3), PulledChange(key: cabin, data: ["q": 9], version: 1)], added: ["home", "cabin"]),
             epoch: start.epoch
         )
         #expect(effect.joined == ["cabin", "home"])
@@ -104,11 +104,11 @@ struct LocalStoreTests {
     @Test("an answer that arrives after its household was left does not bring the household's data back")
     func answerAfterLeaving() async throws {
         let start = try await store.beginPull()
-        _ = try await store.apply(page([PullChange(key: .eggs, data: ["q": 1], version: 1)], added: ["home"]), epoch: start.epoch)
+        _ = try await store.apply(page([PulledChange(key: .eggs, data: ["q": 1], version: 1)], added: ["home"]), epoch: start.epoch)
         try await _ = write(.patch(["q": 2]), .eggs)
         _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
         _ = try await store.apply(page([], cursor: "d", removed: ["home"]), epoch: start.epoch)
-        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .eggs, .serverWins, version: 3, serverData: ["q": 7])])
+        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .eggs, .conflict(.serverWins), version: 3, serverData: ["q": 7])])
         #expect(settlement.outcomes.map(\.result) == [.serverWins(version: 3, data: ["q": 7])])
         #expect(try await store.entity(.eggs) == nil)
         #expect(try await store.serverRecords().isEmpty)
@@ -119,7 +119,7 @@ struct LocalStoreTests {
     func resync() async throws {
         let first = try await store.beginPull()
         _ = try await store.apply(
-            page([PullChange(key: .milk, data: ["q": 5], version: 5), PullChange(key: .eggs, data: ["q": 12], version: 2)], added: ["home", "old"]),
+            page([PulledChange(key: .milk, data: ["q": 5], version: 5), PulledChange(key: .eggs, data: ["q": 12], version: 2)], added: ["home", "old"]),
             epoch: first.epoch
         )
         try await _ = write(.put(["kg": 80]), .weight)
@@ -127,7 +127,7 @@ struct LocalStoreTests {
         #expect(try await store.pullState() == .init(cursor: nil, resyncing: true, epoch: first.epoch, deviceWatermark: "5"))
         let second = try await store.beginPull()
         // The id was purged and created again: version 1 replaces the stale version 5.
-        var effect = try await store.apply(page([PullChange(key: .milk, data: ["q": 1], version: 1)], cursor: "r1", hasMore: true, added: ["home"]), epoch: second.epoch)
+        var effect = try await store.apply(page([PulledChange(key: .milk, data: ["q": 1], version: 1)], cursor: "r1", hasMore: true, added: ["home"]), epoch: second.epoch)
         #expect(!effect.finishedResync)
         #expect(try await store.entity(.eggs) != nil)
         effect = try await store.apply(page([], cursor: "r2"), epoch: second.epoch)
@@ -164,7 +164,7 @@ struct LocalStoreTests {
         try await _ = write(.put(["q": 1]), .milk)
         #expect(try await iterator.next()?.map(\.data) == [["q": 1]])
         let pull = try await store.beginPull()
-        _ = try await store.apply(page([PullChange(key: .eggs, data: ["q": 6], version: 1)]), epoch: pull.epoch)
+        _ = try await store.apply(page([PulledChange(key: .eggs, data: ["q": 6], version: 1)]), epoch: pull.epoch)
         #expect(try await iterator.next()?.map(\.key) == [.eggs, .milk])
     }
 

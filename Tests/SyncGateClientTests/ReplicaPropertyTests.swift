@@ -16,16 +16,16 @@ struct ReplicaPropertyTests {
         var seen: [String: Int64] = [:]
         var wrongBases: [String] = []
 
-        mutating func apply(_ entry: OutboxEntry) -> WireResult {
+        mutating func apply(_ entry: OutboxEntry) -> OperationResult {
             let key = entry.key
-            func answer(_ status: WireResult.Status, _ version: Int64?, serverData: JSONValue? = nil) -> WireResult {
-                WireResult(idempotencyKey: entry.idempotencyKey, entityType: key.entityType, entityID: key.entityID, status: status, version: version, serverData: serverData)
+            func answer(_ status: OperationResult.Status, _ version: Int64?, serverData: JSONObject? = nil) -> OperationResult {
+                OperationResult(idempotencyKey: entry.idempotencyKey, entityType: key.entityType, entityID: key.entityID, status: status, version: version, serverData: serverData)
             }
             if let version = seen[entry.idempotencyKey] { return answer(.duplicate, version) }
             guard let current = documents[key] else {
                 guard entry.intent == .create, entry.baseVersion == 0 else {
                     wrongBases.append("\(entry.intent) of absent \(key) at base \(entry.baseVersion)")
-                    return answer(.rejected(code: "ENTITY_NOT_FOUND", message: "", retryable: false), nil)
+                    return answer(.rejected(errorCode: "ENTITY_NOT_FOUND", message: "", retryable: false), nil)
                 }
                 documents[key] = (1, entry.data ?? [:])
                 seen[entry.idempotencyKey] = 1
@@ -33,16 +33,16 @@ struct ReplicaPropertyTests {
             }
             if current.data == nil {
                 seen[entry.idempotencyKey] = current.version
-                return answer(.serverWins, current.version, serverData: .null)
+                return answer(.conflict(.serverWins), current.version, serverData: nil)
             }
             guard entry.baseVersion == current.version else {
                 wrongBases.append("\(entry.intent) of \(key) at base \(entry.baseVersion), server at \(current.version)")
-                return answer(.rejected(code: "VALIDATION_ERROR", message: "", retryable: false), nil)
+                return answer(.rejected(errorCode: "VALIDATION_ERROR", message: "", retryable: false), nil)
             }
             let next: JSONObject?
             switch entry.intent {
             case .create: next = entry.data ?? [:]
-            case .update: next = LocalView.patched(current.data ?? [:], with: entry.data ?? [:])
+            case .update: next = (current.data ?? [:]).patched(with: entry.data ?? [:])
             case .delete: next = nil
             }
             documents[key] = (current.version + 1, next)
@@ -51,8 +51,8 @@ struct ReplicaPropertyTests {
         }
 
         /// The latest change of every entity, as a pull from the beginning delivers it.
-        var feed: [PullChange] {
-            documents.map { PullChange(key: $0.key, data: $0.value.data, version: $0.value.version) }
+        var feed: [PulledChange] {
+            documents.map { PulledChange(key: $0.key, data: $0.value.data, version: $0.value.version) }
         }
     }
 
@@ -110,7 +110,7 @@ struct ReplicaPropertyTests {
                 let expected: JSONObject?
                 switch change {
                 case .put(let document): expected = document
-                case .patch(let fields): expected = LocalView.patched(before!, with: fields)
+                case .patch(let fields): expected = before!.patched(with: fields)
                 case .delete: expected = nil
                 }
                 #expect(slice.view(of: key).data == expected, "seed \(seed): a write must show at once")

@@ -21,17 +21,17 @@ struct ReplicaSettleTests {
         #expect(settlement.retryable.isEmpty)
         #expect(slice.outbox.first?.state == .acknowledged(version: 3, epoch: 7))
         #expect(slice.view(of: .milk) == .init(data: ["name": "Milk", "quantity": 3], version: 2, hasPendingWrites: false))
-        slice.apply([PullChange(key: .milk, data: ["name": "Milk", "quantity": 3], version: 3)])
+        slice.apply([PulledChange(key: .milk, data: ["name": "Milk", "quantity": 3], version: 3)])
         #expect(slice.outbox.isEmpty)
         #expect(slice.view(of: .milk) == .init(data: ["name": "Milk", "quantity": 3], version: 3, hasPendingWrites: false))
     }
 
     @Test("client_wins and duplicate are acknowledged like applied")
     func clientWinsAndDuplicate() throws {
-        for status in [WireResult.Status.clientWins, .duplicate] {
+        for status in [OperationResult.Status.conflict(.clientWins), .duplicate] {
             var (slice, _) = try sentUpdate()
             let settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, status, version: 5)], pullEpoch: 1)
-            #expect(settlement.outcomes.first?.result == (status == .clientWins ? .clientWins(version: 5) : .duplicate(version: 5)))
+            #expect(settlement.outcomes.first?.result == (status == .conflict(.clientWins) ? .clientWins(version: 5) : .duplicate(version: 5)))
             #expect(slice.outbox.first?.state == .acknowledged(version: 5, epoch: 1))
         }
     }
@@ -39,13 +39,13 @@ struct ReplicaSettleTests {
     @Test("server_wins: the server's document replaces the write, or its deletion removes the entity")
     func serverWins() throws {
         var (slice, _) = try sentUpdate()
-        var settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .serverWins, version: 4, serverData: ["name": "Oat milk"])], pullEpoch: 1)
+        var settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .conflict(.serverWins), version: 4, serverData: ["name": "Oat milk"])], pullEpoch: 1)
         #expect(settlement.outcomes.first?.result == .serverWins(version: 4, data: ["name": "Oat milk"]))
         #expect(slice.outbox.isEmpty)
         #expect(slice.view(of: .milk) == .init(data: ["name": "Oat milk"], version: 4, hasPendingWrites: false))
 
         (slice, _) = try sentUpdate()
-        settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .serverWins, version: 5, serverData: .null)], pullEpoch: 1)
+        settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .conflict(.serverWins), version: 5, serverData: nil)], pullEpoch: 1)
         #expect(settlement.outcomes.first?.result == .serverWins(version: 5, data: nil))
         #expect(slice.server[.milk] == nil)
         #expect(slice.view(of: .milk).data == nil)
@@ -54,7 +54,7 @@ struct ReplicaSettleTests {
     @Test("merged: the merged document is the state at its version")
     func merged() throws {
         var (slice, _) = try sentUpdate()
-        let settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .merged, version: 6, merged: ["name": "Milk", "quantity": 3, "unit": "l"])], pullEpoch: 1)
+        let settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .conflict(.merged), version: 6, merged: ["name": "Milk", "quantity": 3, "unit": "l"])], pullEpoch: 1)
         #expect(settlement.outcomes.first?.result == .merged(version: 6, data: ["name": "Milk", "quantity": 3, "unit": "l"]))
         #expect(slice.outbox.isEmpty)
         #expect(slice.server[.milk] == ServerRecord(version: 6, data: ["name": "Milk", "quantity": 3, "unit": "l"]))
@@ -62,7 +62,7 @@ struct ReplicaSettleTests {
 
     @Test("server_wins and merged for a household the device no longer reads: the document is not adopted")
     func unreadableHousehold() throws {
-        for status in [WireResult.Status.serverWins, .merged] {
+        for status in [OperationResult.Status.conflict(.serverWins), .conflict(.merged)] {
             var slice = ReplicaSlice()
             try record(.put(["name": "Milk"]), on: .milk, in: &slice, keys: KeyMaker())
             markSent(["k1"], in: &slice)
@@ -77,7 +77,7 @@ struct ReplicaSettleTests {
         }
         // Another household, or the user's own scope, is unaffected.
         var (slice, _) = try sentUpdate()
-        _ = slice.settle(batch: ["k1"], results: [result("k1", .milk, .serverWins, version: 4, serverData: ["name": "Oat milk"])], pullEpoch: 1, unreadable: ["cabin"])
+        _ = slice.settle(batch: ["k1"], results: [result("k1", .milk, .conflict(.serverWins), version: 4, serverData: ["name": "Oat milk"])], pullEpoch: 1, unreadable: ["cabin"])
         #expect(slice.server[.milk]?.version == 4)
     }
 
@@ -85,7 +85,7 @@ struct ReplicaSettleTests {
     func rejected() throws {
         var (slice, _) = try sentUpdate()
         let settlement = slice.settle(
-            batch: ["k1"], results: [result("k1", .milk, .rejected(code: "PERMISSION_DENIED", message: "not a member", retryable: false))], pullEpoch: 1
+            batch: ["k1"], results: [result("k1", .milk, .rejected(errorCode: "PERMISSION_DENIED", message: "not a member", retryable: false))], pullEpoch: 1
         )
         #expect(settlement.outcomes == [WriteOutcome(idempotencyKey: "k1", key: .milk, result: .rejected(code: "PERMISSION_DENIED", message: "not a member"))])
         #expect(slice.outbox.isEmpty)
@@ -98,7 +98,7 @@ struct ReplicaSettleTests {
         try record(.put(["name": "Eggs"]), on: .eggs, in: &slice, keys: keys)
         markSent(["k2"], in: &slice)
         let settlement = slice.settle(
-            batch: ["k1", "k2"], results: [result("k1", .milk, .rejected(code: "INTERNAL", message: "job died", retryable: true))], pullEpoch: 1
+            batch: ["k1", "k2"], results: [result("k1", .milk, .rejected(errorCode: "INTERNAL", message: "job died", retryable: true))], pullEpoch: 1
         )
         #expect(settlement.outcomes.isEmpty)
         #expect(settlement.retryable == ["k1", "k2"])
@@ -109,7 +109,7 @@ struct ReplicaSettleTests {
 
     @Test("the write that followed takes the resulting version as its base when the first took effect")
     func rebase() throws {
-        for (status, expectedBase) in [(WireResult.Status.applied, Int64(3)), (.duplicate, 3), (.clientWins, 3), (.merged, 3)] {
+        for (status, expectedBase) in [(OperationResult.Status.applied, Int64(3)), (.duplicate, 3), (.conflict(.clientWins), 3), (.conflict(.merged), 3)] {
             var (slice, keys) = try sentUpdate()
             try record(.patch(["quantity": 4]), on: .milk, in: &slice, keys: keys)
             #expect(slice.outbox[1].followsPending)
@@ -122,7 +122,7 @@ struct ReplicaSettleTests {
 
     @Test("after a loss or a rejection, the write that followed keeps the base version it was made on")
     func noRebase() throws {
-        for status in [WireResult.Status.serverWins, .rejected(code: "VALIDATION_ERROR", message: "", retryable: false)] {
+        for status in [OperationResult.Status.conflict(.serverWins), .rejected(errorCode: "VALIDATION_ERROR", message: "", retryable: false)] {
             var (slice, keys) = try sentUpdate()
             try record(.patch(["quantity": 4]), on: .milk, in: &slice, keys: keys)
             _ = slice.settle(batch: ["k1"], results: [result("k1", .milk, status, version: 9, serverData: ["quantity": 1])], pullEpoch: 1)

@@ -125,7 +125,7 @@ struct ReplicaWriteTests {
         #expect(slice.outbox[1].baseVersion == 3)
         #expect(!slice.outbox[1].followsPending)
         // Once the server record has moved past it, the acknowledgement no longer counts.
-        slice.apply([PullChange(key: .milk, data: ["quantity": 8, "unit": "l"], version: 5)])
+        slice.apply([PulledChange(key: .milk, data: ["quantity": 8, "unit": "l"], version: 5)])
         #expect(slice.outbox.map(\.idempotencyKey) == ["k2"])
         #expect(slice.view(of: .milk).data == ["quantity": 4, "unit": "l"])
     }

@@ -175,7 +175,7 @@ struct SyncEngineTests {
             }
         }
         // A first pull leaves the cursor "old" and one record ("kept"); the server will refuse that cursor.
-        _ = try await client.engine.store.apply(PullPage(changes: [PullChange(key: EntityKey(entityType: "weightLogs", entityID: "gone"), data: ["kg": 9], version: 4)], cursor: "old"), epoch: 0)
+        _ = try await client.engine.store.apply(PullPage(changes: [PulledChange(key: EntityKey(entityType: "weightLogs", entityID: "gone"), data: ["kg": 9], version: 4)], envelope: .init(cursor: "old")), epoch: 0)
         try await client.write(type: "weightLogs", id: "mine", data: ["kg": 2])
         let events = client.events()
         // Pushing fails (503) but the cycle's pull is what this test is about: pull directly.

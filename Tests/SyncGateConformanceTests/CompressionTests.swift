@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import SyncGateCore
+import SyncGateWire
 @testable import SyncGateHTTP
 import SyncGateTestSupport
 import Testing

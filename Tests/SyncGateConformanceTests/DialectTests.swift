@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateTestSupport
 import Testing

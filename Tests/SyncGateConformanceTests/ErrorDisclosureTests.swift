@@ -1,5 +1,6 @@
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 @testable import SyncGatePostgres
 import SyncGateStorage
 import SyncGateTestSupport

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport

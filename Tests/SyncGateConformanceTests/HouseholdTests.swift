@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import ServiceLifecycle
 import Synchronization
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport

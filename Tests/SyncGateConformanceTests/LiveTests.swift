@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport

@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport

@@ -3,6 +3,7 @@ import GRDB
 import HTTPTypes
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGatePostgres
 import SyncGateSQLite
 import SyncGateStorage
@@ -104,6 +105,7 @@ import Testing
     @Test(arguments: Driver.selected)
     func upgradingFromVersionOneFilesStoredLogsUnderTheirDay(_ driver: Driver) async throws {
         let url = try await Self.databaseAtVersionOne(driver)
+        defer { if case .sqlite(let path) = url { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) } }
         let log = #"{"loggedDate":"2026-01-15","mealType":"lunch","items":[{"id":"a","calories":100}]}"#
         let insert = """
             INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at)

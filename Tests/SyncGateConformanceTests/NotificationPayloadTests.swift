@@ -1,5 +1,6 @@
 @testable import SyncGatePostgres
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import Testing
 

@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport

@@ -3,6 +3,7 @@ import HTTPTypes
 import InMemoryTracing
 import Logging
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
 import SyncGateStorage

@@ -1,6 +1,7 @@
 import PostgresNIO
 @testable import SyncGatePostgres
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing

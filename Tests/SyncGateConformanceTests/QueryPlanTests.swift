@@ -1,6 +1,7 @@
 import PostgresNIO
 import SyncGatePostgres
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import SyncGateCore
+import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
 import SyncGateTestSupport

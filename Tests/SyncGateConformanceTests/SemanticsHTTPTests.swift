@@ -1,5 +1,6 @@
 import Foundation
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing

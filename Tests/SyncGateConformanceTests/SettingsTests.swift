@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
 import SyncGateStorage

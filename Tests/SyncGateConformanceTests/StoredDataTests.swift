@@ -1,5 +1,6 @@
 import Foundation
 import SyncGateCore
+import SyncGateWire
 import SyncGatePostgres
 import SyncGateStorage
 import SyncGateWorker

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SyncGateCore
+import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
 import Testing

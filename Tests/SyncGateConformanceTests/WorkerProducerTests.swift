@@ -1,4 +1,5 @@
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 @testable import SyncGateWorker

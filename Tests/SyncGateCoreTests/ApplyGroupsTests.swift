@@ -1,4 +1,5 @@
 import SyncGateCore
+import SyncGateWire
 import Testing
 
 /// Which claimed jobs share a transaction: only jobs whose feeds do not overlap, every job once,

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct CollectionsTests {
     @Test func theDefaultServesTheReferenceApps() throws {

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// Every row of PROTOCOL.md's conflict-policy list, for every policy it applies to.
 @Suite(.timeLimit(.minutes(10))) struct ConflictResolverTests {

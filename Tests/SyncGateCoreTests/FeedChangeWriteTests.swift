@@ -1,9 +1,10 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// A pull page writes each change straight to bytes, its document as stored: what it writes
-/// must read back as the change's JSON shape (`FeedChange.json`), for every kind of change.
+/// must read back as the change's JSON shape (`PulledChange.json`), for every kind of change.
 @Suite(.timeLimit(.minutes(10))) struct FeedChangeWriteTests {
     static let at = Timestamp(rfc3339: "2026-01-15T10:00:00.123Z")!
 
@@ -23,10 +24,10 @@ import Testing
     func aWrittenChangeReadsBackAsItsJSON(_ change: FeedChange) throws {
         var bytes: [UInt8] = []
         change.write(to: &bytes)
-        #expect(try JSONParser().parse(bytes) == change.json)
+        #expect(try JSONParser().parse(bytes) == change.pulled.json)
         if change.document == nil || change.document == DocumentText(change.data ?? [:]) && change.sequence != 5 {
             // Written from an object, the bytes are the tree's own serialization.
-            #expect(bytes == change.json.serializedBytes())
+            #expect(bytes == change.pulled.json.serializedBytes())
         }
     }
 }

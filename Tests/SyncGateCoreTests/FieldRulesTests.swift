@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct FieldRulesTests {
     typealias FieldType = EntityTypeConfig.FieldType

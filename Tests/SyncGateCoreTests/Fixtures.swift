@@ -1,4 +1,5 @@
 @testable import SyncGateCore
+import SyncGateWire
 
 /// Shared builders for the pure tests.
 enum Fixture {

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// The storage format of queued jobs: versioned, readable across releases, and refusing what it
 /// cannot read with a message instead of guessing.

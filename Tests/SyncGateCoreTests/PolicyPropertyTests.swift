@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// Properties of the conflict policies over seeded random histories: nested documents, timestamp
 /// ties, clocks far ahead of the server, items with and without `updatedAt`, and base versions
@@ -99,7 +100,7 @@ import Testing
                 switch intent {
                 case .delete: #expect(next.isDeleted, "seed \(seed)")
                 case .create: if policy != .itemsMerge { #expect(next.data == data, "seed \(seed)") }
-                case .update: #expect(next.data == ConflictResolver.applyPatch(data, to: current.data ?? [:]), "seed \(seed)")
+                case .update: #expect(next.data == (current.data ?? [:]).patched(with: data), "seed \(seed)")
                 }
                 state = next
             }
@@ -209,7 +210,7 @@ import Testing
                 writes.append(F.operation(.update, base: 1, data: document, at: index * 60 - 3000, key: "k\(index)"))
             }
             let latest = writes.max { $0.clientTimestamp < $1.clientTimestamp }!
-            let expected = ConflictResolver.applyPatch(latest.data!, to: [:])
+            let expected = JSONObject().patched(with: latest.data!)
             for _ in 0..<4 {
                 writes.shuffle(using: &random)
                 var state: EntityState? = created

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct PushRequestTests {
     let now = Timestamp(rfc3339: "2026-01-15T10:00:00.000Z")!

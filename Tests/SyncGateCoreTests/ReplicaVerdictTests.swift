@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// When a standby's pull may go to the client, and when a page is older than a known head.
 @Suite(.timeLimit(.minutes(10))) struct ReplicaVerdictTests {
@@ -10,8 +11,8 @@ import Testing
     static func page(
         positions: [Scope: Int64] = [user: 5, home: 3], hasMore: Bool = false, forceResync: Bool = false,
         added: [String] = [], removed: [String] = []
-    ) -> PullPage {
-        PullPage(
+    ) -> PullResult {
+        PullResult(
             changes: [], cursor: SyncCursor(userID: "alice", resyncEpoch: 0, positions: positions), hasMore: hasMore,
             forceResync: forceResync, scopesAdded: added, scopesRemoved: removed, deviceWatermark: 0
         )

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct RetryPolicyTests {
     let policy = RetryPolicy(maximumAttempts: 5, baseDelayMilliseconds: 1000, maximumDelayMilliseconds: 6000)

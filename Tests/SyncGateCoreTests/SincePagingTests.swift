@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// Where a page read by time ends: never inside a run of equal times, whatever the run's length.
 @Suite(.timeLimit(.minutes(10))) struct SincePagingTests {

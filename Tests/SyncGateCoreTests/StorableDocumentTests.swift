@@ -1,6 +1,7 @@
 import Testing
 
 @testable import SyncGateCore
+import SyncGateWire
 
 /// What no driver can store is refused per operation, in the decision both drivers share.
 @Suite(.timeLimit(.minutes(10))) struct StorableDocumentTests {

@@ -1,4 +1,5 @@
 import SyncGateCore
+import SyncGateWire
 import Testing
 
 @Suite struct TimerSlotsTests {

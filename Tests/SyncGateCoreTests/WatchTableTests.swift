@@ -1,4 +1,5 @@
 import SyncGateCore
+import SyncGateWire
 import Testing
 
 /// The live waiters' table: whom a head, a scopes version or a resync wakes, with no I/O.

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
 import SyncGateCore
+import SyncGateWire
 import SyncGateTestSupport
 import Testing
 

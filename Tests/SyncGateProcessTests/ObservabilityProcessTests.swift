@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport

@@ -3,6 +3,7 @@ import Foundation
 import NIOHTTP1
 import PostgresNIO
 import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateServer

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import SyncGateCore
+import SyncGateWire
 import SyncGateTestSupport
 import Testing
 

@@ -1,3 +1,4 @@
+import SyncGateWire
 import Synchronization
 
 /// Mutual exclusion across suspension points, in arrival order: one sync cycle at a time.

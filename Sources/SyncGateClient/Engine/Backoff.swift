@@ -1,3 +1,4 @@
+import SyncGateWire
 /// How long to wait before trying again after a failure: exponential, jittered, and never
 /// sooner than the server's `Retry-After`.
 public struct Backoff: Sendable, Hashable {

@@ -1,3 +1,4 @@
+import SyncGateWire
 import Logging
 
 /// The sync cycle: push the outbox (following 202s), then pull until `has_more` is false,
@@ -87,9 +88,10 @@ final class SyncEngine: Sendable {
                     if try await settle(keys, results, into: &report) { return }
                     continue
                 }
-                try await store.recordJob(answer.jobID, for: keys)
-                guard let followed = try await follow(answer.jobID) else {
-                    try await store.forgetJob(answer.jobID)
+                let jobID = String(answer.jobID)
+                try await store.recordJob(jobID, for: keys)
+                guard let followed = try await follow(jobID) else {
+                    try await store.forgetJob(jobID)
                     continue
                 }
                 guard let results = followed.results else { return }
@@ -110,7 +112,7 @@ final class SyncEngine: Sendable {
     }
 
     /// Applies results; returns whether some writes must wait for a later attempt.
-    private func settle(_ keys: [String], _ results: [WireResult], into report: inout SyncReport) async throws -> Bool {
+    private func settle(_ keys: [String], _ results: [OperationResult], into report: inout SyncReport) async throws -> Bool {
         let settlement = try await store.settle(batch: keys, results: results)
         for outcome in settlement.outcomes {
             events.emit(.writeSettled(outcome))

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Names one entity: its type, its id, and the household it belongs to (`nil` for the user's own).
 ///
 /// The server keeps one entity per household for the same type and id, so the household is part

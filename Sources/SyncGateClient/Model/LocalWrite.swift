@@ -1,3 +1,4 @@
+import SyncGateWire
 /// What a local write did, returned by ``SyncClient/write(type:id:data:household:)`` and friends.
 public struct LocalWrite: Sendable, Hashable {
     /// The entity written.

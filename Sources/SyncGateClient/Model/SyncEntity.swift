@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// An entity as the app sees it: the server's document with the device's pending writes applied.
 public struct SyncEntity: Sendable, Hashable, Identifiable {
     /// The entity's type, id and household.

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Something the app may want to react to, reported by ``SyncClient/events()``.
 public enum SyncEvent: Sendable, Hashable {
     /// The server decided one of the device's writes. Rejections are the ones to show the user.

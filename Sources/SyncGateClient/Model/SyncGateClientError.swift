@@ -1,3 +1,4 @@
+import SyncGateWire
 /// An error of the SyncGate client.
 ///
 /// Sync errors say whether trying again later can help (``isRetryable``) and how long the server

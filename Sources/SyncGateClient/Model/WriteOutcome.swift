@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// How the server decided one of the device's writes, once it did.
 ///
 /// Every write the app makes ends in exactly one outcome (writes merged into an unsent one share

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// The optimistic document of an entity: the server's, with the device's unconfirmed writes applied in order.
 ///
 /// Pending and sent entries always apply, and make the document pending. An acknowledged entry
@@ -31,33 +32,8 @@ enum LocalView {
     static func applying(_ entry: OutboxEntry, to data: JSONObject?) -> JSONObject? {
         switch entry.intent {
         case .create: return entry.data ?? [:]
-        case .update: return data.map { patched($0, with: entry.data ?? [:]) }
+        case .update: return data.map { $0.patched(with: entry.data ?? [:]) }
         case .delete: return nil
         }
-    }
-
-    /// A top-level patch: a `null` value removes the field.
-    static func patched(_ document: JSONObject, with patch: JSONObject) -> JSONObject {
-        var result = document
-        for (field, value) in patch {
-            if value.isNull {
-                result.removeValue(forKey: field)
-            } else {
-                result[field] = value
-            }
-        }
-        return result
-    }
-
-    /// The update patch that turns `old` into `new`: changed and added fields, and `null` for removed ones.
-    static func patch(from old: JSONObject, to new: JSONObject) -> JSONObject {
-        var patch: JSONObject = [:]
-        for (field, value) in new where old[field] != value {
-            patch[field] = value
-        }
-        for field in old.keys where new[field] == nil {
-            patch[field] = .null
-        }
-        return patch
     }
 }

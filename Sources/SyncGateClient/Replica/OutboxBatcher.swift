@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Chooses the next batch to push from the outbox.
 enum OutboxBatcher {
     /// How much one push may carry.

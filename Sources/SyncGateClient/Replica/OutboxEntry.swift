@@ -1,9 +1,6 @@
+import SyncGateWire
 /// What a pushed operation asks for (`intent` on the wire).
-enum WriteIntent: String, Sendable, Hashable {
-    case create
-    case update
-    case delete
-}
+typealias WriteIntent = SyncOperation.Intent
 
 /// One operation waiting in the outbox, and where it stands.
 ///

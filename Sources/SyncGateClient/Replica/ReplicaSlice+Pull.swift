@@ -1,9 +1,7 @@
-/// One change of a pulled page (`changes[]`).
-struct PullChange: Sendable, Hashable {
-    var key: EntityKey
-    /// `nil` for a delete.
-    var data: JSONObject?
-    var version: Int64
+import SyncGateWire
+extension PulledChange {
+    /// The entity it changes.
+    var key: EntityKey { EntityKey(entityType: entityType, entityID: entityID, householdID: householdID) }
 }
 
 extension ReplicaSlice {
@@ -11,7 +9,7 @@ extension ReplicaSlice {
     /// is higher (a change may arrive more than once), or the local record is stale because a
     /// resync is under way (the feed from its beginning is the truth, even where versions went
     /// back after a purge). A delete removes the record.
-    mutating func apply(_ changes: [PullChange]) {
+    mutating func apply(_ changes: [PulledChange]) {
         for change in changes {
             let record = server[change.key]
             let newer = record.map { $0.stale || change.version > $0.version } ?? true

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// What the push of a batch came to, for the engine.
 struct PushSettlement: Sendable, Hashable {
     /// One per entry the server decided, in batch order.
@@ -24,9 +25,9 @@ extension ReplicaSlice {
     ///   them while the batch was in flight, or has not pulled them yet). A server document
     ///   for one of them is not adopted: the device may no longer see it, and nothing would
     ///   remove it again; a pull brings the household's state if the user is a member.
-    mutating func settle(batch: [String], results: [WireResult], pullEpoch: Int64, unreadable: Set<String> = []) -> PushSettlement {
+    mutating func settle(batch: [String], results: [OperationResult], pullEpoch: Int64, unreadable: Set<String> = []) -> PushSettlement {
         var settlement = PushSettlement()
-        var byKey: [String: WireResult] = [:]
+        var byKey: [String: OperationResult] = [:]
         for result in results { byKey[result.idempotencyKey] = result }
         var leaving: Set<String> = []
 
@@ -44,20 +45,20 @@ extension ReplicaSlice {
             case .applied:
                 outcome = .applied(version: version)
                 acknowledge(at: index, version: version, epoch: pullEpoch)
-            case .clientWins:
+            case .conflict(.clientWins):
                 outcome = .clientWins(version: version)
                 acknowledge(at: index, version: version, epoch: pullEpoch)
             case .duplicate:
                 outcome = .duplicate(version: version)
                 acknowledge(at: index, version: version, epoch: pullEpoch)
-            case .merged:
+            case .conflict(.merged):
                 let data = result.mergedData ?? [:]
                 outcome = .merged(version: version, data: data)
                 if !entry.key.isIn(unreadable) { adopt(data, version: version, for: entry.key) }
                 rebaseFollower(of: index, on: version)
                 leaving.insert(idempotencyKey)
-            case .serverWins:
-                let data = result.serverData?.objectValue
+            case .conflict(.serverWins):
+                let data = result.serverData
                 outcome = .serverWins(version: version, data: data)
                 if !entry.key.isIn(unreadable) { adopt(data, version: version, for: entry.key) }
                 rebaseFollower(of: index, on: nil)

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// A change the app makes to one entity.
 enum LocalChange: Sendable, Hashable {
     /// The whole document: created if the entity is absent, else updated with the fields that differ.
@@ -52,7 +53,7 @@ extension ReplicaSlice {
         switch change {
         case .put(let document):
             if let current {
-                let patch = LocalView.patch(from: current, to: document)
+                let patch = current.patch(to: document)
                 guard !patch.isEmpty else { return .unchanged }
                 (intent, data) = (.update, patch)
             } else {
@@ -71,7 +72,7 @@ extension ReplicaSlice {
         if let last = outbox.lastIndex(where: { $0.key == key }), outbox[last].state == .pending {
             switch (outbox[last].intent, intent) {
             case (.create, .update):
-                outbox[last].data = LocalView.patched(outbox[last].data ?? [:], with: data ?? [:])
+                outbox[last].data = (outbox[last].data ?? [:]).patched(with: data ?? [:])
                 outbox[last].clientTimestamp = timestamp
                 return .merged(idempotencyKey: outbox[last].idempotencyKey)
             case (.update, .update):

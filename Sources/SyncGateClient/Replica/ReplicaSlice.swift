@@ -1,3 +1,4 @@
+import SyncGateWire
 /// The local state of a few entities — their server records and their outbox entries — with
 /// every decision the client makes about them, as pure functions.
 ///

@@ -1,3 +1,4 @@
+import SyncGateWire
 import GRDB
 
 extension LocalStore {
@@ -60,7 +61,7 @@ extension LocalStore {
     }
 
     /// Applies a batch's results (see ``ReplicaSlice/settle(batch:results:pullEpoch:)``).
-    func settle(batch: [String], results: [WireResult]) async throws -> PushSettlement {
+    func settle(batch: [String], results: [OperationResult]) async throws -> PushSettlement {
         try await database.write { db in
             let epoch = try Self.pullState(db).epoch
             let keys = try Self.entityKeys(db, idempotencyKeys: batch)

@@ -1,3 +1,4 @@
+import SyncGateWire
 import GRDB
 
 extension LocalStore {
@@ -38,7 +39,7 @@ extension LocalStore {
 
             try db.execute(
                 sql: "UPDATE sync_state SET cursor = ?, device_watermark = coalesce(?, device_watermark) WHERE id = 1",
-                arguments: [page.cursor, page.deviceWatermark]
+                arguments: [page.cursor, String(page.deviceWatermark)]
             )
             if !page.hasMore {
                 if state.resyncing {

@@ -1,3 +1,4 @@
+import SyncGateWire
 import GRDB
 
 extension LocalStore {

@@ -1,3 +1,4 @@
+import SyncGateWire
 public import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// One server-sent event.
 struct ServerSentEvent: Sendable, Hashable {
     /// The `event:` field, `message` when absent.

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// The HTTP exchange the client needs, as a seam: the client speaks the protocol through it, so
 /// an app can bring its own networking and tests can drop, repeat or delay exchanges.
 ///

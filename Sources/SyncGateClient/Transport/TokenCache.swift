@@ -1,3 +1,4 @@
+import SyncGateWire
 import Synchronization
 
 /// The bearer token: asked from the app's provider when there is none, and again when the

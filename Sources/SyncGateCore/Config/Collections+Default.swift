@@ -1,3 +1,4 @@
+import SyncGateWire
 extension Collections {
     /// The built-in entity types: `Resources/collections.yaml`, embedded in the binary (and linked
     /// from `config/collections.yaml` as the example to start a deployment's own file from).

@@ -1,3 +1,4 @@
+import SyncGateWire
 import Yams
 
 /// A configuration file that cannot be served; the message names the file, the type and the key.

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// How one entity type syncs: its scope, conflict policy and field rules.
 public struct EntityTypeConfig: Sendable, Hashable {
     public enum ScopeKind: String, Sendable, CaseIterable {

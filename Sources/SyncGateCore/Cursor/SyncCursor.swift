@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// The opaque pull cursor: how far a client has read each feed it reads.
 ///
 /// Wire form: `v1.<base64url(JSON payload)>.<checksum>`. The payload names the user it belongs to,

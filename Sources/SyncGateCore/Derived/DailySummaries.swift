@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// Server-derived daily nutrition totals (`dailySummaries`, entity id `YYYY-MM-DD`), fed by `foodLogs`.
 ///
 /// A day's summary sums `calories`, `protein`, `carbs` and `fat` over the non-deleted items of the

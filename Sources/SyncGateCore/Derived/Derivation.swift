@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// Entities the server derives from the documents of one source type, written in the same
 /// transaction as the changes that affect them (daily summaries from food logs).
 ///

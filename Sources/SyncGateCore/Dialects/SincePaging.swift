@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Where a page of changes read by time (`since`, the seed apps' dialects) ends.
 ///
 /// The store reads the changes whose time lies in `(since, horizon]` — a set no later commit can

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// A household and its memberships, as the apply step checks permissions against them.
 public struct HouseholdState: Sendable, Hashable {
     public enum Role: String, Sendable, Hashable, CaseIterable {

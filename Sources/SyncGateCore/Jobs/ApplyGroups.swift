@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Which claimed jobs a worker applies together, in one transaction.
 ///
 /// Jobs whose feeds do not overlap can share a transaction: each is decided from its own feeds'

@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// How a queued job's operations and a finished job's results are stored.
 ///
 /// The payload has a storage format of its own, versioned apart from the wire format, so a later
@@ -80,8 +81,11 @@ public enum JobCodec {
         var results: [OperationResult] = []
         results.reserveCapacity(array.count)
         for (index, value) in array.enumerated() {
-            guard let result = OperationResult(json: value) else { throw JobPayloadError("stored result \(index) is not a result") }
-            results.append(result)
+            do {
+                results.append(try OperationResult(json: value))
+            } catch {
+                throw JobPayloadError("stored result \(index): \(error)")
+            }
         }
         return results
     }

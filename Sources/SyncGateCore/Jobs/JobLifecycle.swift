@@ -1,21 +1,4 @@
-/// The states of a push job (see docs/job-states.md):
-///
-/// ```
-/// queued ──claim──▶ running ──commit──▶ done
-///   ▲                 │  │
-///   │        failure  │  └─ lease expired ─┐
-///   │                 ▼                    ▼
-///   └──── run_at ── retrying ◀─────────────┘   (attempts left)
-///                     │
-///                     └── attempts exhausted ──▶ dead
-/// ```
-public enum JobState: String, Sendable, CaseIterable {
-    case queued, running, retrying, done, dead
-
-    /// `done` and `dead` are final: the job answers with results.
-    public var isFinished: Bool { self == .done || self == .dead }
-}
-
+public import SyncGateWire
 /// Capped exponential backoff with jitter, and the attempt budget.
 public struct RetryPolicy: Sendable, Hashable {
     public var maximumAttempts: Int

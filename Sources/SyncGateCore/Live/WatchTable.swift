@@ -1,3 +1,4 @@
+import SyncGateWire
 /// The in-memory table a front keeps of what its live waiters (long-polls and event streams)
 /// read, and the decisions of whom to wake: a value-type state machine whose mutating methods
 /// return the wake-ups to deliver, with no I/O.

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// One device of one user (device ids are the client's, unique per user only).
 public struct DeviceKey: Sendable, Hashable {
     public var userID: String

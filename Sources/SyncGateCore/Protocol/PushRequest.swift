@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// Limits the front enforces on a push body; all configurable.
 public struct PushLimits: Sendable, Hashable {
     public var maximumOperations: Int

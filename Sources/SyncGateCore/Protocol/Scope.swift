@@ -1,3 +1,4 @@
+import SyncGateWire
 /// A feed owner: one user's private data or one household's shared data.
 ///
 /// Its storage key is `u:<user id>` or `h:<household id>`; the fixed two-character prefix keeps

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Turns a pull request into feed reads and the reads into a page: the cursor rules of PROTOCOL.md,
 /// free of I/O so both drivers serve cursors identically.
 ///
@@ -141,9 +142,9 @@ public struct PullPlan: Sendable {
 
     /// Builds the page from the rows read per feed and the floors as of that read. Feeds without
     /// an entry in `pages` were not read because the page was already full.
-    public func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullPage {
+    public func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullResult {
         if forceResync, let cursor = query.cursor {
-            return PullPage(
+            return PullResult(
                 changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [],
                 deviceWatermark: deviceWatermark, scopesVersion: scopesVersion
             )
@@ -176,7 +177,7 @@ public struct PullPlan: Sendable {
                 positions[read.scope] = max(read.after, head, taken.last?.sequence ?? 0)
             }
         }
-        return PullPage(
+        return PullResult(
             changes: changes,
             cursor: SyncCursor(userID: query.userID, resyncEpoch: resyncEpoch, positions: positions, floors: floorsSeen),
             hasMore: hasMore,

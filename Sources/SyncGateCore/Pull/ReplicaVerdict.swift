@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Whether a pull answered by a hot standby may go to the client, or the primary must answer.
 ///
 /// A standby replays the primary's WAL a little behind it. Its pages never move a cursor
@@ -22,7 +23,7 @@ public enum ReplicaVerdict: Sendable, Hashable {
         case failed
     }
 
-    public static func of(_ result: Result<PullPage, any Error>) -> ReplicaVerdict {
+    public static func of(_ result: Result<PullResult, any Error>) -> ReplicaVerdict {
         switch result {
         case .success(let page):
             return page.scopesRemoved.isEmpty ? .answer : .askPrimary(.behind)
@@ -34,7 +35,7 @@ public enum ReplicaVerdict: Sendable, Hashable {
     }
 }
 
-extension PullPage {
+extension PullResult {
     /// Whether this complete page stops short of a head known to be committed (`heads`, from the
     /// primary's notifications): a standby's page read before it replayed that change. A page
     /// with more to read, or one asking for a resync, is never behind.

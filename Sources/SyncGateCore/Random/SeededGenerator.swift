@@ -1,3 +1,4 @@
+import SyncGateWire
 /// SplitMix64: a small seeded random generator, for reproducible property tests, fuzzing and
 /// load workloads (the same seed replays the same sequence).
 public struct SeededGenerator: RandomNumberGenerator, Sendable {

@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// Decides a whole job in memory, operation by operation, in push order.
 ///
 /// The storage orchestration applies a job in one transaction with a constant number of round trips:

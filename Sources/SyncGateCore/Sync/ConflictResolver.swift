@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// What a policy decided for one operation against one entity.
 public enum PolicyDecision: Sendable, Hashable {
     /// Store `state` (the next version) and answer `status`.
@@ -109,7 +110,7 @@ public enum ConflictResolver {
             return .write(next, status: status)
         case .create, .update:
             let incoming = operation.data ?? [:]
-            var document = operation.intent == .create ? incoming : applyPatch(incoming, to: current.data ?? [:])
+            var document = operation.intent == .create ? incoming : (current.data ?? [:]).patched(with: incoming)
             if let items = type.items, type.policy == .itemsMerge, operation.intent == .create || incoming[items.path] != nil {
                 switch ItemsMerge.replace(in: &document, items: items, meta: &next.meta, timestamp: timestamp) {
                 case .success: break
@@ -198,7 +199,7 @@ public enum ConflictResolver {
         if clientWinsTopLevel {
             var topLevel = incoming
             topLevel.removeValue(forKey: items.path)
-            document = applyPatch(topLevel, to: document)
+            document = document.patched(with: topLevel)
         }
         if let incomingItems = incoming[items.path] {
             switch ItemsMerge.merge(
@@ -232,18 +233,5 @@ public enum ConflictResolver {
 
     static func clientIsLater(_ client: Timestamp, than server: Timestamp, ties: EntityTypeConfig.TieBreak) -> Bool {
         client > server || (client == server && ties == .client)
-    }
-
-    /// Top-level patch: a `null` value removes the field.
-    public static func applyPatch(_ patch: JSONObject, to document: JSONObject) -> JSONObject {
-        var result = document
-        for (field, value) in patch {
-            if value.isNull {
-                result.removeValue(forKey: field)
-            } else {
-                result[field] = value
-            }
-        }
-        return result
     }
 }

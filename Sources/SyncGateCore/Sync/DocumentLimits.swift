@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// How large a stored entity may grow, and how long its merge bookkeeping is kept.
 ///
 /// Merges (field_merge, items_merge, client_wins patches) grow a stored document beyond any one

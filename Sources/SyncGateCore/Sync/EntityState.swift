@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// The stored state of one entity: its document (or tombstone), version and merge metadata.
 public struct EntityState: Sendable, Hashable {
     public var key: EntityKey

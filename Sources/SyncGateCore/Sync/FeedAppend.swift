@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Appending entity states to their feeds: each state becomes the next change of its scope's feed.
 ///
 /// Sequence numbers continue from the feed heads read under the feeds' row locks, so within a

@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// Checks a document, as it would be stored, against its type's field rules.
 public enum FieldRules {
     /// The first violated rule as a client-facing message, or `nil` when the document passes.

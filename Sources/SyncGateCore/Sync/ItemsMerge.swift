@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Item-level merging of the array an `items_merge` type names.
 ///
 /// Items are matched by their id field; per item the copy with the later updated-at timestamp wins.

@@ -1,3 +1,4 @@
+public import SyncGateWire
 /// What a stored document may hold, checked in the decision every driver shares, so an operation
 /// one database could not store is refused on all of them alike — per operation, never failing
 /// the rest of its job.

@@ -1,3 +1,4 @@
+import SyncGateWire
 /// Human durations for the CLI and environment: `500ms`, `45s`, `90m`, `12h`, `30d`, or a plain
 /// number of seconds.
 public enum DurationText {

@@ -2,6 +2,7 @@ import HTTPTypes
 public import Hummingbird
 public import HummingbirdAuth
 import SyncGateCore
+import SyncGateWire
 
 /// Authenticates every request of the group it guards from `Authorization: Bearer <JWT>`, once,
 /// before any route runs: a request without a valid token never reaches a route (401).

@@ -2,6 +2,7 @@ public import Foundation
 import JWTKit
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 
 /// Verifies the bearer tokens of the protocol: HS256 with the server's secret (which it also
 /// signs, for development and `syncgate token`), and RS256/ES256/EdDSA (and the other asymmetric

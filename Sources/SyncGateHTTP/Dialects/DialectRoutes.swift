@@ -2,6 +2,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// The seed apps' own sync routes (`../shared/DIALECTS.md`): thin translations onto the same

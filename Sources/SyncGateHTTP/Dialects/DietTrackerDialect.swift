@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The diet tracker's sync dialect (`../shared/DIALECTS.md`): its push body becomes the

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 /// PantryPal's sync dialect (`../shared/DIALECTS.md`): a household's changes with the document
 /// as a JSON string. Pure translation; ``DialectRoutes`` does the I/O.

@@ -2,6 +2,7 @@ public import Logging
 public import ServiceLifecycle
 import Synchronization
 public import SyncGateCore
+public import SyncGateWire
 public import SyncGateStorage
 
 /// The live waiters of one front process — long-polls and event streams — woken from memory.
@@ -47,7 +48,7 @@ public final class FeedWatcher: Service, Sendable {
 
     struct Lingering {
         var waiter: LiveWaiter
-        var page: PullPage
+        var page: PullResult
     }
 
     /// How long a long-poll that answered with nothing new stays armed for the device's next poll.
@@ -194,7 +195,7 @@ public final class FeedWatcher: Service, Sendable {
     /// A long-poll answered `page`, with nothing new, at the deadline: its waiter stays armed
     /// (lingers) for ``lingerFor``, for the device's next poll, `next`, to ``adopt(_:retryAfterSeconds:)``.
     /// `false` if it cannot linger (then unregister it).
-    func linger(_ waiter: LiveWaiter, answered page: PullPage, next: PullQuery) -> Bool {
+    func linger(_ waiter: LiveWaiter, answered page: PullResult, next: PullQuery) -> Bool {
         let (lingers, replaced) = state.withLock { state -> (Bool, [LiveWaiter]) in
             guard !state.closed, state.table.linger(waiter.id, since: .now) else { return (false, []) }
             // The same poll answered twice (one device, two identical long-polls): keep the newer.
@@ -210,8 +211,8 @@ public final class FeedWatcher: Service, Sendable {
     /// The lingering waiter of the poll that `query` follows, and the page it answered (with the
     /// device's newest finished job), if nothing passed it since: the poll may wait on it without
     /// reading. `nil` if there is none (the poll registers and reads).
-    func adopt(_ query: PullQuery, retryAfterSeconds: Int) throws(ProtocolError) -> (LiveWaiter, PullPage)? {
-        let (adopted, dropped, refusal) = state.withLock { state -> ((LiveWaiter, PullPage)?, [LiveWaiter], WatchTable.Refusal?) in
+    func adopt(_ query: PullQuery, retryAfterSeconds: Int) throws(ProtocolError) -> (LiveWaiter, PullResult)? {
+        let (adopted, dropped, refusal) = state.withLock { state -> ((LiveWaiter, PullResult)?, [LiveWaiter], WatchTable.Refusal?) in
             guard let entry = state.lingering[query] else { return (nil, [], nil) }
             do throws(WatchTable.Refusal) {
                 guard try state.table.adopt(entry.waiter.id) else { return (nil, state.dropLingering([entry.waiter.id]), nil) }

@@ -1,5 +1,6 @@
 import ServiceLifecycle
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// Waiting for something to commit: a job to finish, a feed to advance.
@@ -56,7 +57,7 @@ struct LiveUpdates: Sendable {
     }
 
     /// The job as its finishing notification describes it, the results as stored (an answer
-    /// checks them as it writes them: ``SyncRoutes/jobBody(_:)``).
+    /// checks them as it writes them: ``SyncRoutes/finishedAnswer(_:)``).
     static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot {
         let now = Timestamp.now()
         var job = JobSnapshot(
@@ -70,7 +71,7 @@ struct LiveUpdates: Sendable {
     /// One page, not older than the heads this process has heard of: a read replica's page that
     /// stops short of one (a device pulling on an event-stream poke before the standby replayed
     /// the change) is read again from the primary. Without replicas a page is never behind.
-    func pull(_ query: PullQuery) async throws -> PullPage {
+    func pull(_ query: PullQuery) async throws -> PullResult {
         let page = try await store.pull(query)
         guard page.isBehind(watcher.heads(of: page.cursor.positions.keys)) else { return page }
         return try await store.pullLatest(query)
@@ -89,7 +90,7 @@ struct LiveUpdates: Sendable {
     /// cursor, takes it over and waits without reading if nothing passed it meanwhile. So an idle
     /// long-poll, re-polling every `wait`, costs no store call, and neither does a device's poll
     /// right after one that brought it changes.
-    func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullPage {
+    func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullResult {
         let deadline = ContinuousClock.now + timeout
         let device = DeviceKey(userID: query.userID, deviceID: query.deviceID)
         let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
@@ -98,7 +99,7 @@ struct LiveUpdates: Sendable {
         var lingers = false
         defer { if !lingers { waiter.unregister() } }
         return try await withGracefulShutdownHandler {
-            var page: PullPage
+            var page: PullResult
             if let adopted { page = adopted.1 } else { page = try await store.pull(query) }
             while true {
                 // A first page that reads households not registered yet has news anyway (scopes added).
@@ -133,7 +134,7 @@ struct LiveUpdates: Sendable {
     /// Leaves the waiter of a poll that answered `page`, with news, armed at its cursor for the
     /// device's next poll to take over (answering `quiet` if nothing passed it); `false` if it
     /// cannot (something newer is known already: that poll reads).
-    private func linger(_ waiter: LiveWaiter, answered page: PullPage, quiet: PullPage, query: PullQuery) -> Bool {
+    private func linger(_ waiter: LiveWaiter, answered page: PullResult, quiet: PullResult, query: PullQuery) -> Bool {
         guard watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion, wakeIfBehind: false) else { return false }
         var next = query
         next.cursor = page.cursor
@@ -142,7 +143,7 @@ struct LiveUpdates: Sendable {
 
     /// The page after `previous` when only feeds advanced: each advanced feed is read once after
     /// its position (shared), the others keep theirs.
-    private func continuation(_ query: PullQuery, after previous: PullPage, device: DeviceKey) async throws -> PullPage {
+    private func continuation(_ query: PullQuery, after previous: PullResult, device: DeviceKey) async throws -> PullResult {
         guard let cursor = query.cursor else { return try await store.pull(query) }
         let heads = watcher.heads(of: cursor.positions.keys)
         let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)

@@ -1,5 +1,6 @@
 import Synchronization
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// Feed reads shared by the waiters a change wakes together: when a household's members all wait

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import ServiceLifecycle
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// `GET /v1/sync/events`: server-sent `poke` events whenever a feed the caller reads advances,

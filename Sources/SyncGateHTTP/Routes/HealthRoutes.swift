@@ -1,5 +1,6 @@
 import Hummingbird
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers and this release can

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import Tracing
 
@@ -28,12 +29,11 @@ struct SyncRoutes: Sendable {
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
         let (jobID, job) = try await enqueue(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger)
         if let job, job.state.isFinished {
-            return .json(bytes: try Self.finishedJobBody(job))
+            return .json(bytes: try Self.finishedAnswer(job))
         }
-        let statusURL = "/v1/jobs/\(jobID)"
-        var accepted = Self.jobBody(job ?? Self.queued(jobID, userID: userID, deviceID: deviceID)).objectValue ?? [:]
-        accepted["status_url"] = .string(statusURL)
-        return .json(.object(accepted), status: .accepted, headers: [.location: statusURL])
+        let statusURL = JobAnswer.statusURL(of: jobID)
+        let accepted = JobAnswer(jobID: jobID, state: job?.state ?? .queued, statusURL: statusURL)
+        return .json(accepted.json, status: .accepted, headers: [.location: statusURL])
     }
 
     /// The body of a push, refused with 413 past the configured size.
@@ -101,7 +101,7 @@ struct SyncRoutes: Sendable {
             ? try await live.waitForJob(id: id, userID: userID, timeout: .milliseconds(wait))
             : try await store.job(id: id, userID: userID)
         guard let job else { throw ProtocolError(.notFound, "no such job") }
-        return job.state.isFinished ? .json(bytes: try Self.finishedJobBody(job)) : .json(Self.jobBody(job))
+        return job.state.isFinished ? .json(bytes: try Self.finishedAnswer(job)) : .json(JobAnswer(jobID: job.id, state: job.state).json)
     }
 
     func pull(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -124,7 +124,7 @@ struct SyncRoutes: Sendable {
             cursor = try SyncCursor.decode(text, expectedUserID: userID)
         }
         let query = PullQuery(userID: userID, deviceID: deviceID, cursor: cursor, limit: limit, entityTypes: types)
-        let page: PullPage
+        let page: PullResult
         if wait > 0 {
             LiveConnectionGauge.longPolls.increment()
             defer { LiveConnectionGauge.longPolls.decrement() }
@@ -135,74 +135,35 @@ struct SyncRoutes: Sendable {
         return .json(bytes: Self.pageBody(page))
     }
 
-    // MARK: - Bodies
+    // MARK: - Answers
 
-    static func queued(_ id: Int64, userID: String, deviceID: String) -> JobSnapshot {
-        JobSnapshot(
-            id: id, userID: userID, deviceID: deviceID, state: .queued, attempts: 0, maximumAttempts: 0,
-            operationCount: 0, results: nil, lastError: nil, createdAt: .now(), finishedAt: nil
-        )
-    }
-
-    /// The push response shape: results only once the job is `done` or `dead`.
-    static func jobBody(_ job: JobSnapshot) -> JSONValue {
-        var body: JSONObject = [
-            "job_id": .string(String(job.id)),
-            "status": .string(job.state.rawValue),
-            "server_time": .string(Timestamp.now().rfc3339),
-        ]
-        if job.state.isFinished {
-            body["results"] = .array((job.results ?? []).map(\.json))
+    /// A finished job's ``JobAnswer``, its stored results written as they are once the parser
+    /// has checked them (decoding a thousand results to write them again was most of a large
+    /// push's answer).
+    static func finishedAnswer(_ job: JobSnapshot) throws -> [UInt8] {
+        guard let stored = job.storedResults else {
+            return JobAnswer(jobID: job.id, state: job.state, results: job.results ?? []).json.serializedBytes()
         }
-        return .object(body)
-    }
-
-    /// ``jobBody(_:)`` of a finished job as bytes, its stored results written as they are once the
-    /// parser has checked them (decoding a thousand results to write them again was most of a
-    /// large push's answer); keys in the writer's (sorted) order.
-    static func finishedJobBody(_ job: JobSnapshot) throws -> [UInt8] {
-        guard let stored = job.storedResults else { return jobBody(job).serializedBytes() }
         guard let results = try? JSONParser(maximumDepth: 512).compacted(stored), results.first == UInt8(ascii: "[") else {
             throw StoredDataError("job \(job.id): the stored results are not a JSON array")
         }
-        var body: [UInt8] = []
-        body.reserveCapacity(results.count + 128)
-        body.append(contentsOf: #"{"job_id":""#.utf8)
-        body.append(contentsOf: String(job.id).utf8)
-        body.append(contentsOf: #"","results":"#.utf8)
-        body.append(contentsOf: results)
-        body.append(contentsOf: #","server_time":""#.utf8)
-        body.append(contentsOf: Timestamp.now().rfc3339.utf8)
-        body.append(contentsOf: #"","status":""#.utf8)
-        body.append(contentsOf: job.state.rawValue.utf8)
-        body.append(contentsOf: #""}"#.utf8)
-        return body
+        return JobAnswer.finishedBytes(jobID: job.id, state: job.state, results: results)
     }
 
-    /// The page as JSON bytes: the changes written one by one (their documents as stored), then
-    /// the rest of the envelope, whose keys all sort after "changes".
-    static func pageBody(_ page: PullPage) -> [UInt8] {
+    /// The page as the wire's ``PullPage``, its changes written one by one, their documents as stored.
+    static func pageBody(_ page: PullResult) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(256 + page.changes.reduce(0) { $0 + 160 + ($1.document?.bytes.count ?? 0) })
-        output.append(contentsOf: #"{"changes":["#.utf8)
-        for (position, change) in page.changes.enumerated() {
-            if position > 0 { output.append(UInt8(ascii: ",")) }
-            change.write(to: &output)
+        let envelope = PullPage.Envelope(
+            cursor: page.cursor.encoded(), hasMore: page.hasMore, forceResync: page.forceResync, scopesAdded: page.scopesAdded,
+            scopesRemoved: page.scopesRemoved, deviceWatermark: page.deviceWatermark
+        )
+        PullPage.write(envelope, to: &output) { output in
+            for (position, change) in page.changes.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                change.write(to: &output)
+            }
         }
-        output.append(contentsOf: "],".utf8)
-        output.append(contentsOf: pageEnvelope(page).serializedBytes().dropFirst())
         return output
-    }
-
-    /// Everything of a page but its changes.
-    static func pageEnvelope(_ page: PullPage) -> JSONValue {
-        [
-            "cursor": .string(page.cursor.encoded()),
-            "has_more": .bool(page.hasMore),
-            "force_resync": .bool(page.forceResync),
-            "scopes": ["added": .array(page.scopesAdded.map(JSONValue.string)), "removed": .array(page.scopesRemoved.map(JSONValue.string))],
-            "device_watermark": .string(String(page.deviceWatermark)),
-            "server_time": .string(Timestamp.now().rfc3339),
-        ]
     }
 }

@@ -1,5 +1,6 @@
 public import Logging
 public import SyncGateCore
+public import SyncGateWire
 
 /// A database as SyncGate uses it: single statements and transactions of statements, with SQL
 /// and row decoding only. Every sequence of steps and every decision lives above the driver, in

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 /// A stored row that does not decode: storage corruption, not bad input. It is never guessed
 /// around (an unreadable document is not a tombstone); the job that meets it fails for good.

@@ -1,5 +1,6 @@
 import Logging
 public import SyncGateCore
+public import SyncGateWire
 public import Tracing
 
 /// A claimed job to apply and the trace context its apply runs in (the worker's `apply` span):

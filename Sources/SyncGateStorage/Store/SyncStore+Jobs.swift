@@ -1,5 +1,6 @@
 import Logging
 public import SyncGateCore
+public import SyncGateWire
 
 extension SyncStore {
     public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 extension SyncStore {
     public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 extension SyncStore {
     /// A page of the user's feeds, from two reads:
@@ -8,7 +9,7 @@ extension SyncStore {
     /// 2. the planned reads, with the floors as of that read: a purge that raised a floor past a
     ///    resumed position (and past the floor the reader began under) in between may have
     ///    removed a tombstone the client has not seen, so that cursor is refused too.
-    public func pull(_ query: PullQuery) async throws -> PullPage {
+    public func pull(_ query: PullQuery) async throws -> PullResult {
         let extra = query.cursor.map { Array($0.positions.keys) } ?? []
         let context = try await driver.pullContext(userID: query.userID, deviceID: query.deviceID, extraScopes: extra)
         let plan = try PullPlanner.plan(

@@ -1,4 +1,5 @@
 public import SyncGateCore
+public import SyncGateWire
 
 /// A read of the feeds by time, for the seed apps' dialects.
 public struct SinceQuery: Sendable, Hashable {

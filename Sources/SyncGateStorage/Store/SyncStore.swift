@@ -1,5 +1,6 @@
 public import Logging
 public import SyncGateCore
+public import SyncGateWire
 public import Tracing
 
 /// The store: every role (``FrontStore``, ``WorkerStore``, ``MaintenanceStore``, ``SchemaStore``)

@@ -31,6 +31,13 @@ func markSent(_ keys: [String], in slice: inout ReplicaSlice) {
     }
 }
 
-func result(_ key: String, _ entity: EntityKey, _ status: WireResult.Status, version: Int64? = nil, serverData: JSONValue? = nil, merged: JSONObject? = nil) -> WireResult {
-    WireResult(idempotencyKey: key, entityType: entity.entityType, entityID: entity.entityID, status: status, version: version, serverData: serverData, mergedData: merged)
+func result(_ key: String, _ entity: EntityKey, _ status: OperationResult.Status, version: Int64? = nil, serverData: JSONObject? = nil, merged: JSONObject? = nil) -> OperationResult {
+    OperationResult(idempotencyKey: key, entityType: entity.entityType, entityID: entity.entityID, status: status, version: version, serverData: serverData, mergedData: merged)
+}
+
+extension PulledChange {
+    /// A pulled change of `key` (its time does not matter to the client).
+    init(key: EntityKey, data: JSONObject?, version: Int64) {
+        self.init(entityType: key.entityType, entityID: key.entityID, householdID: key.householdID, data: data, version: version, updatedAt: Timestamp(millisecondsSinceEpoch: 0))
+    }
 }

@@ -1,5 +1,6 @@
 import SyncGateClient
 import SyncGateCore
+import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 

@@ -87,33 +87,37 @@ public struct OperationResult: Sendable, Hashable {
         return .object(object)
     }
 
-    /// Reads a result back from its wire form (as stored on a job).
-    public init?(json: JSONValue) {
-        guard let object = json.objectValue,
-            let key = object["idempotency_key"]?.stringValue,
-            let type = object["entity_type"]?.stringValue,
-            let id = object["entity_id"]?.stringValue,
-            let status = object["status"]?.stringValue
-        else { return nil }
+    /// Reads a result from its wire form (a push's answer, or as stored on a job): the status's
+    /// required fields must be there (a version but for rejections, the data of a merge).
+    public init(json: JSONValue) throws(WireFormatError) {
+        guard let key = json["idempotency_key"]?.stringValue, let type = json["entity_type"]?.stringValue,
+            let id = json["entity_id"]?.stringValue, let status = json["status"]?.stringValue
+        else { throw WireFormatError("a result without idempotency_key, entity_type, entity_id or status") }
         self.idempotencyKey = key
         self.entityType = type
         self.entityID = id
-        self.version = object["version"]?.integerValue
-        self.serverData = object["server_data"]?.objectValue
-        self.mergedData = object["data"]?.objectValue
+        self.version = json["version"]?.integerValue
+        self.serverData = json["server_data"]?.objectValue
+        self.mergedData = json["data"]?.objectValue
         switch status {
         case "applied": self.status = .applied
         case "duplicate": self.status = .duplicate
         case "conflict":
-            guard let resolution = object["resolution"]?.stringValue.flatMap(Resolution.init(rawValue:)) else { return nil }
+            guard let resolution = json["resolution"]?.stringValue.flatMap(Resolution.init(rawValue:)) else {
+                throw WireFormatError("a conflict result with resolution \(json["resolution"]?.serialized() ?? "missing")")
+            }
             self.status = .conflict(resolution)
         case "rejected":
             self.status = .rejected(
-                errorCode: object["error_code"]?.stringValue ?? ErrorCode.internal.rawValue,
-                message: object["error_message"]?.stringValue ?? "",
-                retryable: object["retryable"]?.boolValue ?? false
+                errorCode: json["error_code"]?.stringValue ?? ErrorCode.internal.rawValue,
+                message: json["error_message"]?.stringValue ?? "",
+                retryable: json["retryable"]?.boolValue ?? false
             )
-        default: return nil
+            return
+        default:
+            throw WireFormatError("a result with status '\(status)'")
         }
+        guard version != nil else { throw WireFormatError("a '\(status)' result without a version") }
+        if self.status == .conflict(.merged), mergedData == nil { throw WireFormatError("a merged result without data") }
     }
 }

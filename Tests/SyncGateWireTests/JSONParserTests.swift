@@ -1,6 +1,7 @@
+import SyncGateCore
 import Testing
 
-@testable import SyncGateCore
+@testable import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct JSONParserTests {
     let parser = JSONParser(maximumDepth: 8)

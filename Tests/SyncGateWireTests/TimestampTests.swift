@@ -1,6 +1,7 @@
+import SyncGateCore
 import Testing
 
-@testable import SyncGateCore
+@testable import SyncGateWire
 
 @Suite(.timeLimit(.minutes(10))) struct TimestampTests {
     @Test(arguments: [
@@ -69,16 +70,4 @@ import Testing
 
     @Test(arguments: ["2026-1-15", "2023-02-29", "1900-02-29", "2026-00-10", "2026-01-32", "20260115", "2026-01-15T00:00:00Z", ""])
     func rejectsInvalidDates(_ text: String) { #expect(CalendarDate(iso8601: text) == nil) }
-}
-
-@Suite(.timeLimit(.minutes(10))) struct DurationTextTests {
-    @Test(arguments: [("500ms", 500 as Int64?), ("45s", 45_000), ("90m", 5_400_000), ("12h", 43_200_000), ("30d", 2_592_000_000), ("7", 7000), (" 2h ", 7_200_000)])
-    func parsesUnits(_ text: String, _ expected: Int64?) {
-        #expect(DurationText.milliseconds(text) == expected)
-    }
-
-    @Test(arguments: ["", "h", "1.5h", "-1d", "10w", "1e3s", "99999999999999999999d", "d30"])
-    func rejectsEverythingElse(_ text: String) {
-        #expect(DurationText.milliseconds(text) == nil)
-    }
 }

@@ -55,7 +55,9 @@ extension JSONValue {
         return value.description
     }
 
-    static func writeString(_ value: String, to output: inout [UInt8]) {
+    /// Appends `value` as a JSON string: quoted, escaped where JSON requires it (and U+2028,
+    /// U+2029, which JavaScript does not take raw).
+    public static func writeString(_ value: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { bytes in

@@ -1,3 +1,4 @@
+public import SyncGateWire
 // Pull model: what a client asks for and what a page of feed changes holds.
 
 
@@ -47,20 +48,24 @@ public struct FeedChange: Sendable, Hashable {
     /// The document; `nil` for a delete.
     public var data: JSONObject? { document?.object }
 
-    public var json: JSONValue {
-        [
-            "entity_type": .string(entityType),
-            "entity_id": .string(entityID),
-            "operation": data == nil ? "delete" : "upsert",
-            "data": data.map(JSONValue.object) ?? .null,
-            "version": .int(version),
-            "updated_at": .string(updatedAt.rfc3339),
-            "household_id": scope.householdID.map(JSONValue.string) ?? .null,
-        ]
+    /// The change as a pull page carries it.
+    public var pulled: PulledChange {
+        PulledChange(entityType: entityType, entityID: entityID, householdID: scope.householdID, data: data, version: version, updatedAt: updatedAt)
+    }
+
+    /// Appends the change as ``pulled`` serializes, its document written as the checked text it is.
+    public func write(to output: inout [UInt8]) {
+        PulledChange.write(
+            entityType: entityType, entityID: entityID, householdID: scope.householdID, document: document, version: version, updatedAt: updatedAt,
+            to: &output
+        )
     }
 }
 
-public struct PullPage: Sendable, Hashable {
+/// What a pull read: the changes of one page, the cursor past them, the household news, the
+/// device's watermark, and the scopes version it was read under. The route writes it as the
+/// wire's ``PullPage``.
+public struct PullResult: Sendable, Hashable {
     public var changes: [FeedChange]
     public var cursor: SyncCursor
     public var hasMore: Bool
@@ -96,9 +101,9 @@ public struct PullPage: Sendable, Hashable {
     /// nothing new, at the same cursor. `nil` when that pull has more to read than the feeds'
     /// heads tell (this page was one part of several) or must read its scopes again (this page
     /// changed them, or asked for a resync).
-    public var quietSuccessor: PullPage? {
+    public var quietSuccessor: PullResult? {
         guard !hasMore, !forceResync, scopesAdded.isEmpty, scopesRemoved.isEmpty else { return nil }
-        return PullPage(
+        return PullResult(
             changes: [], cursor: cursor, hasMore: false, forceResync: false, scopesAdded: [], scopesRemoved: [],
             deviceWatermark: deviceWatermark, scopesVersion: scopesVersion
         )

@@ -1,5 +1,3 @@
-public import Foundation
-
 extension JSONValue: Codable {
     /// Decodes any JSON value (a number without a fraction as ``int(_:)`` when it fits).
     public init(from decoder: any Decoder) throws {
@@ -33,15 +31,5 @@ extension JSONValue: Codable {
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
-    }
-
-    /// The JSON form of an `Encodable` value (an app's model type), through `JSONEncoder`.
-    public init(encoding value: some Encodable, encoder: JSONEncoder = JSONEncoder()) throws {
-        self = try JSONValue(parsing: try encoder.encode(value))
-    }
-
-    /// Decodes this value as `type` (an app's model type), through `JSONDecoder`.
-    public func decode<T: Decodable>(as type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()) throws -> T {
-        try decoder.decode(type, from: Data(serialized().utf8))
     }
 }
