@@ -47,6 +47,18 @@ let package = Package(
             name: "SyncGateWire",
             swiftSettings: swiftSettings
         ),
+        // Locks for async code, shared by the server and the SDK: no dependency.
+        .target(
+            name: "SyncGateConcurrency",
+            swiftSettings: swiftSettings
+        ),
+        // The process machinery of the server: a timer wheel on an event loop and the mailboxes
+        // waiters sleep in.
+        .target(
+            name: "SyncGateRuntime",
+            dependencies: ["SyncGateConcurrency", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         // The protocol's decisions (policies, cursors, validation, summaries): no I/O.
         .target(
             name: "SyncGateCore",
@@ -54,11 +66,14 @@ let package = Package(
             resources: [.embedInCode("Resources/collections.yaml")],
             swiftSettings: swiftSettings
         ),
-        // The storage driver interface and the in-process change notifier.
+        // The storage driver interface, the one orchestration of every store role, and the
+        // in-process change notifier.
         .target(
             name: "SyncGateStorage",
             dependencies: [
                 "SyncGateCore",
+                "SyncGateConcurrency",
+                "SyncGateRuntime",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -196,6 +211,7 @@ let package = Package(
             name: "SyncGateClient",
             dependencies: [
                 "SyncGateWire",
+                "SyncGateConcurrency",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -264,6 +280,23 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "CompressNIO", package: "compress-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The server's parts that need no database: the runtime's timers and mailboxes, the
+        // notifier, the worker's claim gate, token checks, settings, notification payloads.
+        .testTarget(
+            name: "SyncGateComponentTests",
+            dependencies: [
+                "SyncGateTestSupport",
+                "SyncGateServer",
+                "SyncGateRuntime",
+                "SyncGateConcurrency",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings
         ),

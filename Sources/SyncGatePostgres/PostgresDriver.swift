@@ -10,6 +10,8 @@ import Synchronization
 public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
+import SyncGateConcurrency
+import SyncGateRuntime
 
 /// The PostgreSQL driver: production and horizontally scaled deployments.
 ///

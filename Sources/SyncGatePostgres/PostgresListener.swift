@@ -3,6 +3,7 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 import SyncGateStorage
+import SyncGateConcurrency
 
 /// One LISTEN connection per process, fanned out in memory through the ``ChangeNotifier``.
 ///

@@ -4,6 +4,7 @@ import PostgresNIO
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
+import SyncGateRuntime
 
 // The statements of the hot paths — a push, a claim, an apply, a pull, a live wake-up — prepared
 // once per connection (PostgresNIO's named statements) and planned once (see

@@ -1,4 +1,5 @@
 import GRDB
+import SyncGateConcurrency
 import Synchronization
 public import SyncGateCore
 public import SyncGateWire

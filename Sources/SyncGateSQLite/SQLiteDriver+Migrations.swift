@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncGateConcurrency
 public import Logging
 import SyncGateCore
 import SyncGateWire

@@ -6,6 +6,7 @@ import Synchronization
 public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
+import SyncGateConcurrency
 
 /// The SQLite driver: the embedded default. One process, WAL, in-process change signals.
 ///

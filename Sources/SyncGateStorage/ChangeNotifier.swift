@@ -1,6 +1,7 @@
 public import SyncGateCore
 public import SyncGateWire
 import Synchronization
+import SyncGateRuntime
 
 /// Something that committed and that waiting requests or idle workers care about.
 public enum StoreEvent: Sendable, Hashable {

@@ -6,6 +6,7 @@ public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
 public import Tracing
+import SyncGateConcurrency
 
 /// Claims jobs and applies them in up to `concurrency` lanes at a time.
 ///

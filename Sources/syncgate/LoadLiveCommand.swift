@@ -16,6 +16,7 @@ import SyncGateStorage
 #if canImport(Glibc)
 import Glibc
 #endif
+import SyncGateConcurrency
 
 extension LoadCommand {
     /// Many idle live connections, then pushes to one household: what holding devices costs the

@@ -1,6 +1,7 @@
 public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
+import SyncGateConcurrency
 
 /// The front's view of a store, counting every call by name; optionally with a notifier that
 /// never hears anything (every notification lost), and a hook run once after a pull's read.

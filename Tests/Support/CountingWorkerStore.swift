@@ -1,6 +1,7 @@
 public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
+import SyncGateConcurrency
 
 /// A worker store that counts its calls and the jobs each claim asked for: tests of how often a
 /// worker touches the database.

@@ -12,6 +12,7 @@ public import SyncGateHTTP
 public import SyncGateServer
 public import SyncGateStorage
 public import SyncGateWorker
+import SyncGateConcurrency
 
 /// The production application (``buildApplication(_:store:logger:)``) on a fresh store, for HTTP tests.
 public struct HTTPHarness: Sendable {

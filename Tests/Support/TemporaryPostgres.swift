@@ -4,6 +4,7 @@ public import SyncGateStorage
 #if canImport(Glibc)
 import Glibc
 #endif
+import SyncGateConcurrency
 
 /// A PostgreSQL server of a test's own, for tests that stop and restart the database.
 /// Uses the binaries at `SYNCGATE_TEST_PG_BIN` (default /usr/lib/postgresql/15/bin); as root it

@@ -1,5 +1,6 @@
 import Synchronization
 public import SyncGateStorage
+import SyncGateConcurrency
 
 /// A one-shot signal between test tasks, waited on with a deadline: a test that waits for
 /// something that never happens fails with a message instead of hanging.

@@ -4,6 +4,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 import Testing
 import Tracing
+import SyncGateConcurrency
 
 /// Claimed jobs of different users applied together: jobs that share no feed commit in one
 /// transaction, each decided as if alone; jobs of one feed in claim order; one job's failure

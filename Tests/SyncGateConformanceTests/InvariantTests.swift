@@ -7,6 +7,7 @@ import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
 import Testing
+import SyncGateConcurrency
 
 /// DESIGN.md's invariants under concurrent workers, on every driver.
 @Suite(.timeLimit(.minutes(10))) struct InvariantTests {

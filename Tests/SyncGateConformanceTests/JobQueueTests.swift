@@ -5,6 +5,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWorker
 import Testing
+import SyncGateConcurrency
 
 /// The job queue's state machine (docs/job-states.md), on every driver.
 @Suite(.timeLimit(.minutes(10))) struct JobQueueTests {

@@ -11,6 +11,7 @@ import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing
+import SyncGateConcurrency
 
 /// Live connections at scale: waiters sleep in memory, wake only for news, share their reads,
 /// and hostile clients are bounded.

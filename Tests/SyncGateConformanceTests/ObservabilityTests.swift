@@ -10,6 +10,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 import Testing
 import Tracing
+import SyncGateConcurrency
 
 /// Traces and request logs, through the production application on every driver.
 @Suite(.timeLimit(.minutes(10))) struct ObservabilityTests {

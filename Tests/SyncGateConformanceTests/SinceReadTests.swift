@@ -4,6 +4,7 @@ import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing
+import SyncGateConcurrency
 
 /// Reads by `since` time (the seed apps' dialects) are exactly as safe as the cursor: DESIGN.md's
 /// invariant 3 ("no skipped changes"), proven the same ways, on both drivers.

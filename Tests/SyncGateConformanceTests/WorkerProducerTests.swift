@@ -4,6 +4,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 @testable import SyncGateWorker
 import Testing
+import SyncGateConcurrency
 
 /// One producer and one heartbeat per worker process: an idle worker costs one claim per poll
 /// interval whatever its lanes, one claim hands out every runnable job, a busy worker opens

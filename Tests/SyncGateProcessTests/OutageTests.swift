@@ -8,6 +8,7 @@ import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing
+import SyncGateConcurrency
 
 /// The database goes away mid-traffic and comes back: clients get 503 UNAVAILABLE with
 /// Retry-After, /readyz fails, everything recovers by itself, and no accepted push is lost.

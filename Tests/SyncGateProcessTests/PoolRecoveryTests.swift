@@ -6,6 +6,7 @@ import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
 import Testing
+import SyncGateConcurrency
 
 /// A front whose database restarts while requests arrive, then gets more requests at once than
 /// its pool still holds connections for.

@@ -1,5 +1,6 @@
 import SyncGateWire
 import Logging
+import SyncGateConcurrency
 
 /// The sync cycle: push the outbox (following 202s), then pull until `has_more` is false,
 /// starting over when the server asks. One cycle runs at a time.

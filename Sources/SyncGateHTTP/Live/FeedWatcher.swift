@@ -4,6 +4,7 @@ import Synchronization
 public import SyncGateCore
 public import SyncGateWire
 public import SyncGateStorage
+import SyncGateRuntime
 
 /// The live waiters of one front process — long-polls and event streams — woken from memory.
 ///

@@ -1,6 +1,7 @@
 import ServiceLifecycle
 import SyncGateCore
 import SyncGateWire
+import SyncGateRuntime
 import SyncGateStorage
 
 /// Waiting for something to commit: a job to finish, a feed to advance.

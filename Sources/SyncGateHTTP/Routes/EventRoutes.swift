@@ -5,6 +5,7 @@ import Hummingbird
 import ServiceLifecycle
 import SyncGateCore
 import SyncGateWire
+import SyncGateRuntime
 import SyncGateStorage
 
 /// `GET /v1/sync/events`: server-sent `poke` events whenever a feed the caller reads advances,

@@ -2,6 +2,7 @@ import Logging
 public import SyncGateCore
 public import SyncGateWire
 public import Tracing
+import SyncGateConcurrency
 
 /// A claimed job to apply and the trace context its apply runs in (the worker's `apply` span):
 /// the `notify` span of its commit joins it.

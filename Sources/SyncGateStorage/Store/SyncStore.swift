@@ -2,6 +2,7 @@ public import Logging
 public import SyncGateCore
 public import SyncGateWire
 public import Tracing
+import SyncGateConcurrency
 
 /// The store: every role (``FrontStore``, ``WorkerStore``, ``MaintenanceStore``, ``SchemaStore``)
 /// over one ``StorageDriver``.

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOPosix
 import Synchronization
-@testable import SyncGateStorage
+@testable import SyncGateRuntime
 import SyncGateTestSupport
 import Testing
 

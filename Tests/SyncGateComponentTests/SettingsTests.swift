@@ -116,7 +116,7 @@ import Testing
 
     /// docs/configuration.md's table names every setting's variable and file key.
     @Test func everySettingIsDocumented() throws {
-        let reference = try String(contentsOf: MigrationTests.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let reference = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         for setting in ServerConfiguration.Setting.all {
             #expect(reference.contains("`\(setting.environmentName)`"), "\(setting.environmentName) is not in docs/configuration.md")
             #expect(reference.contains("`\(setting.key)`"), "\(setting.key) is not in docs/configuration.md")

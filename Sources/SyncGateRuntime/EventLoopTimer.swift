@@ -1,8 +1,6 @@
 public import NIOCore
 import NIOPosix
 import Synchronization
-import SyncGateCore
-import SyncGateWire
 
 /// One-shot timers for the deadlines of waits and database calls: a timing wheel of
 /// ``resolution`` ticks, driven by one event loop, which wakes only at ticks that hold timers.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import SyncGateStorage
+@testable import SyncGatePostgres
 
 @Suite(.timeLimit(.minutes(10))) struct SQLScriptTests {
     @Test func splitsOnTopLevelSemicolonsOnly() {

@@ -1,6 +1,6 @@
 import SyncGateCore
-import SyncGateWire
 import Testing
+import SyncGateRuntime
 
 @Suite struct TimerSlotsTests {
     @Test func aTimerIsCollectedAtItsTickAndNotBefore() {

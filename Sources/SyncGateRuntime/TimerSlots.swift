@@ -1,4 +1,3 @@
-import SyncGateWire
 /// The bookkeeping of a hashed timing wheel, apart from any clock or event loop: timers sit in
 /// `slots` buckets by the tick they are due at, are removed in O(1), and are collected by
 /// ``advance(to:)``, which looks only at the buckets of the ticks it passes.
