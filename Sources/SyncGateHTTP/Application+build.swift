@@ -1,16 +1,16 @@
-public import Hummingbird
+package import Hummingbird
 import HummingbirdAuth
 import NIOCore
-public import Prometheus
-public import SyncGateStorage
-public import Tracing
+package import Prometheus
+package import SyncGateStorage
+package import Tracing
 
 /// Builds the router of the HTTP front: the public health routes, and every `/v1` route behind
 /// one ``BearerAuthenticator`` (a new route there cannot forget authentication). Long-polls and
 /// event streams wait on `watcher`, which the caller runs as a service. `GET /metrics` renders
 /// `metrics` (the registry the process's swift-metrics backend writes to), unless the
 /// configuration gives the metrics a port of their own.
-public func buildRouter(
+package func buildRouter(
     store: any FrontStore,
     watcher: FeedWatcher,
     authority: TokenAuthority,
@@ -59,7 +59,7 @@ public func buildRouter(
 
 extension Response {
     /// The registry in Prometheus' text format (version 0.0.4), unauthenticated like the probes.
-    public static func prometheus(_ registry: PrometheusCollectorRegistry) -> Response {
+    package static func prometheus(_ registry: PrometheusCollectorRegistry) -> Response {
         var bytes: [UInt8] = []
         registry.emit(into: &bytes)
         return Response(

@@ -1,17 +1,17 @@
-public import HTTPTypes
+package import HTTPTypes
 public import Hummingbird
 import Logging
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
+import SyncGateCore
+package import SyncGateWire
 import SyncGateStorage
 
 /// A protocol error renders itself: the status of its code and
 /// `{"error": {"code", "message", "retryable"}}`, with `Retry-After` for 429 and 503.
 extension ProtocolError: HTTPResponseError {
-    public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
+    package var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         response(to: request.headers)
     }
 
@@ -46,17 +46,17 @@ extension ProtocolError: HTTPResponseError {
 /// A known path asked with a method it does not take is `405 METHOD_NOT_ALLOWED` with `Allow`:
 /// Hummingbird's router answers both that and an unknown path with a 404, so the middleware looks
 /// the path up in `routes` (filled once the router has its routes).
-public struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let retryAfterSeconds: Int
     let routes: RouteMethods
     let unavailableLog = LogThrottle(interval: .seconds(10))
 
-    public init(retryAfterSeconds: Int, routes: RouteMethods = RouteMethods()) {
+    package init(retryAfterSeconds: Int, routes: RouteMethods = RouteMethods()) {
         self.retryAfterSeconds = retryAfterSeconds
         self.routes = routes
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
@@ -141,13 +141,13 @@ final class LogThrottle: Sendable {
 }
 
 /// The methods each route of a router answers, by path pattern: for `405` with `Allow`.
-public final class RouteMethods: Sendable {
+package final class RouteMethods: Sendable {
     private let table = Mutex<[(path: RouterPath, methods: Set<String>)]>([])
 
-    public init() {}
+    package init() {}
 
     /// Records a router's routes (`Router.routes`); a GET route answers HEAD too.
-    public func record(_ routes: [(path: RouterPath, method: HTTPRequest.Method)]) {
+    package func record(_ routes: [(path: RouterPath, method: HTTPRequest.Method)]) {
         var methods: [String: (path: RouterPath, methods: Set<String>)] = [:]
         for route in routes {
             methods[route.path.description, default: (route.path, [])].methods.insert(route.method.rawValue)
@@ -157,7 +157,7 @@ public final class RouteMethods: Sendable {
     }
 
     /// The `Allow` value for `path` (methods sorted, comma-separated), or `nil` for no route.
-    public func methods(forPath path: String) -> String? {
+    package func methods(forPath path: String) -> String? {
         let segments = path.split(separator: "/")
         let matching = table.withLock { routes in
             routes.filter { route in

@@ -1,40 +1,40 @@
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 /// Limits and timings of the HTTP front; every value is configurable.
-public struct FrontConfiguration: Sendable {
-    public var pushLimits: PushLimits
+package struct FrontConfiguration: Sendable {
+    package var pushLimits: PushLimits
     /// Bodies above this size get `413 PAYLOAD_TOO_LARGE`.
-    public var maximumBodyBytes: Int
-    public var queueLimits: QueueLimits
+    package var maximumBodyBytes: Int
+    package var queueLimits: QueueLimits
     /// Attempts a job gets before it is `dead`.
-    public var maximumAttempts: Int
-    public var defaultPushWaitMilliseconds: Int
-    public var maximumPushWaitMilliseconds: Int
-    public var defaultPullLimit: Int
-    public var maximumPullLimit: Int
-    public var maximumPullWaitMilliseconds: Int
+    package var maximumAttempts: Int
+    package var defaultPushWaitMilliseconds: Int
+    package var maximumPushWaitMilliseconds: Int
+    package var defaultPullLimit: Int
+    package var maximumPullLimit: Int
+    package var maximumPullWaitMilliseconds: Int
     /// The live waiters' safety net: once per interval the process reads the heads of every
     /// watched feed (one query, however many wait). A waiting push re-checks its job this often.
-    public var pollInterval: Duration
+    package var pollInterval: Duration
     /// SSE keep-alive comment interval.
-    public var keepAliveInterval: Duration
+    package var keepAliveInterval: Duration
     /// `Retry-After` seconds for 429 and 503 answers.
-    public var retryAfterSeconds: Int
+    package var retryAfterSeconds: Int
     /// Caps on live connections (long-polls and event streams) per user and per process.
-    public var liveLimits: WatchTable.Limits
+    package var liveLimits: WatchTable.Limits
     /// An event stream ends after this long even if its token is still valid.
-    public var maximumStreamLifetime: Duration
+    package var maximumStreamLifetime: Duration
     /// A request must arrive whole (head and body) within this long of its first line.
-    public var requestReadTimeout: Duration
+    package var requestReadTimeout: Duration
     /// A connection with no request in progress is closed after this long; it also bounds how
     /// long a request's head may take to arrive.
-    public var idleTimeout: Duration
+    package var idleTimeout: Duration
     /// `GET /metrics` on the public port; off when the metrics have a port of their own.
-    public var servesMetrics: Bool
+    package var servesMetrics: Bool
 
-    public init(
+    package init(
         pushLimits: PushLimits = .init(),
         maximumBodyBytes: Int = 4 * 1024 * 1024,
         queueLimits: QueueLimits = .init(),

@@ -1,5 +1,5 @@
-public import NIOCore
-public import NIOHTTPTypes
+package import NIOCore
+package import NIOHTTPTypes
 
 /// Bounds how much of an unwanted request body the server reads, and lets the client that sent
 /// it read the answer: nginx's lingering close, by bytes and by time.
@@ -16,11 +16,11 @@ public import NIOHTTPTypes
 ///   closes, `lingerBytes` more arrive or `lingerTime` passes; then it closes.
 ///
 /// Written by hand: Hummingbird bounds a body only where a route collects it, and closes at once.
-public final class OversizedBodyGuard: ChannelDuplexHandler, RemovableChannelHandler {
-    public typealias InboundIn = HTTPRequestPart
-    public typealias InboundOut = HTTPRequestPart
-    public typealias OutboundIn = HTTPResponsePart
-    public typealias OutboundOut = HTTPResponsePart
+package final class OversizedBodyGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
     private let cap: Int
     private let lingerTime: TimeAmount
@@ -30,13 +30,13 @@ public final class OversizedBodyGuard: ChannelDuplexHandler, RemovableChannelHan
     /// Closing once the body being discarded ends: the close's promise and the time bound.
     private var lingering: (promise: EventLoopPromise<Void>?, deadline: Scheduled<Void>)?
 
-    public init(maximumBodyBytes: Int, lingerBytes: Int = 8 << 20, lingerTime: TimeAmount = .seconds(10)) {
+    package init(maximumBodyBytes: Int, lingerBytes: Int = 8 << 20, lingerTime: TimeAmount = .seconds(10)) {
         let (sum, overflow) = maximumBodyBytes.addingReportingOverflow(lingerBytes)
         cap = overflow ? .max : sum
         self.lingerTime = lingerTime
     }
 
-    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         switch part {
         case .head:
@@ -60,12 +60,12 @@ public final class OversizedBodyGuard: ChannelDuplexHandler, RemovableChannelHan
         context.fireChannelRead(data)
     }
 
-    public func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         // Nothing above asks for more while lingering: keep reading until the body ends.
         if lingering != nil { context.read() } else { context.fireChannelReadComplete() }
     }
 
-    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         guard inBody, mode != .input else {
             context.close(mode: mode, promise: promise)
             return
@@ -90,7 +90,7 @@ public final class OversizedBodyGuard: ChannelDuplexHandler, RemovableChannelHan
         context.read()
     }
 
-    public func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         if let lingering {
             self.lingering = nil
             lingering.deadline.cancel()

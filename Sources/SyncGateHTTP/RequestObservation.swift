@@ -1,20 +1,20 @@
 import CoreMetrics
 import HTTPTypes
-public import Hummingbird
+package import Hummingbird
 import Logging
 import Metrics
 import Synchronization
 import SyncGateStorage
-public import Tracing
+package import Tracing
 
 /// What inner middleware learn about a request that the outer ones report: the context is a
 /// value passed inwards, so the authenticator's user reaches the request log through this box.
-public final class RequestNotes: Sendable {
+package final class RequestNotes: Sendable {
     private let user = Mutex<String?>(nil)
 
-    public init() {}
+    package init() {}
 
-    public var userID: String? {
+    package var userID: String? {
         get { user.withLock { $0 } }
         set { user.withLock { $0 = newValue } }
     }
@@ -29,8 +29,8 @@ public final class RequestNotes: Sendable {
 /// tracer (tests could not observe one app's trace beside others) and OpenTelemetry metric names
 /// with dots, which are not valid Prometheus names; this one middleware does the three with an
 /// injected tracer and the names of ``MetricName``.
-public struct RequestObservationMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct RequestObservationMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
     let tracer: any Tracer
     let requests = MetricHandles<RequestKey, Counter> { key in
         Counter(label: MetricName.httpRequests, dimensions: [("route", key.route), ("method", key.method), ("status", String(key.status))])
@@ -47,11 +47,11 @@ public struct RequestObservationMiddleware: RouterMiddleware {
         var status: Int = 0
     }
 
-    public init(tracer: any Tracer) {
+    package init(tracer: any Tracer) {
         self.tracer = tracer
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
         var parent = ServiceContext.current ?? .topLevel
         tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())

@@ -1,5 +1,5 @@
-public import NIOCore
-public import NIOHTTPTypes
+package import NIOCore
+package import NIOHTTPTypes
 
 /// Closes a connection whose request does not arrive whole within `timeout` of its head: a
 /// client that trickles a body byte by byte (slow loris) cannot hold a socket and a request task
@@ -9,20 +9,20 @@ public import NIOHTTPTypes
 /// Written by hand because Hummingbird's `HTTPConnectionStateHandler` restarts its idle timer on
 /// every body part, so a slow body keeps it alive, and NIO's `IdleStateHandler` measures silence
 /// rather than a request's total time.
-public final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
-    public typealias InboundIn = HTTPRequestPart
-    public typealias InboundOut = HTTPRequestPart
+package final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
 
     private let timeout: TimeAmount
     private var scheduled: Scheduled<Void>?
     /// When the head of a request whose end has not arrived yet came.
     private var headArrived: NIODeadline?
 
-    public init(timeout: TimeAmount) {
+    package init(timeout: TimeAmount) {
         self.timeout = timeout
     }
 
-    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
             headArrived = .now()
@@ -39,7 +39,7 @@ public final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableCh
     /// request that arrives whole (every GET, most pushes) costs none. (Cancelling a timer costs
     /// NIO 2.101 a linear search of the loop's scheduled tasks: 4 % of a front holding 16,000
     /// idle connections, for a timer per re-poll.)
-    public func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         if let since = headArrived, scheduled == nil {
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             scheduled = context.eventLoop.scheduleTask(deadline: since + timeout) {
@@ -49,11 +49,11 @@ public final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableCh
         context.fireChannelReadComplete()
     }
 
-    public func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
     }
 
-    public func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
         context.fireChannelInactive()
     }

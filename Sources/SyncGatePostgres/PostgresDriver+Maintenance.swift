@@ -1,14 +1,14 @@
 import Foundation
 import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 
 extension PostgresDriver {
     /// Session advisory lock held by the one process running periodic maintenance.
     static let maintenanceLockKey: Int64 = 0x5347_4D41_494E  // "SGMAIN"
 
-    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+    package func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
         let logger = self.logger
         return try await withConnection("maintenance lock", .maintenance) { connection in
             // A session lock on a connection held for the whole pass; the work uses other connections.
@@ -55,7 +55,7 @@ extension PostgresDriver {
         unsafeSQL: "SELECT " + hotPathSettings.filter { $0.0 != "plan_cache_mode" }.map { "set_config('\($0.0)', '\($0.1)', true)" }.joined(separator: ", ")
     )
 
-    public func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
+    package func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteCounting(
             "delete finished jobs",
             """
@@ -68,7 +68,7 @@ extension PostgresDriver {
         )
     }
 
-    public func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
+    package func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteCounting(
             "prune idempotency records",
             """
@@ -81,7 +81,7 @@ extension PostgresDriver {
         )
     }
 
-    public func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
+    package func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
         // One statement, planned by index: a batch costs what it compacts (with PostgreSQL's
         // defaults its plan read the whole `changes` table twice), so a small one holds its
         // feeds' writers briefly (README, Retention).
@@ -127,7 +127,7 @@ extension PostgresDriver {
         """
     }
 
-    public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
+    package func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
         try await query(
             "purge tombstones", .maintenance,
             "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch) ORDER BY 1",
@@ -135,7 +135,7 @@ extension PostgresDriver {
         ).compactMap(Scope.init(key:))
     }
 
-    public func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
+    package func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
         try await query(
             "derived data", .maintenance,
             "SELECT DISTINCT scope FROM entities WHERE entity_type = ANY(\(types)::text[]) ORDER BY 1",
@@ -143,7 +143,7 @@ extension PostgresDriver {
         ).compactMap(Scope.init(key:))
     }
 
-    public func stats(now: Timestamp?) async throws -> StoreStats {
+    package func stats(now: Timestamp?) async throws -> StoreStats {
         let logger = self.logger
         return try await withConnection("stats", .maintenance) { connection in
             var stats = StoreStats()
@@ -171,7 +171,7 @@ extension PostgresDriver {
         }
     }
 
-    public func queueStats(now: Timestamp?) async throws -> StoreStats {
+    package func queueStats(now: Timestamp?) async throws -> StoreStats {
         // Both read the partial indexes of unfinished jobs, however many finished jobs are kept.
         let rows = try await query(
             "queue stats", .maintenance,
@@ -191,7 +191,7 @@ extension PostgresDriver {
         return stats
     }
 
-    public func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+    package func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
         try await query(
             "list jobs", .maintenance,
             """
@@ -204,7 +204,7 @@ extension PostgresDriver {
         ).map(Self.jobRow)
     }
 
-    public func householdRows(userID: String?) async throws -> [HouseholdRow] {
+    package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await query(
             "list households", .maintenance,
             """

@@ -1,17 +1,17 @@
 import Foundation
-public import Logging
+package import Logging
 import PostgresNIO
 import SyncGatePostgresSchema
-public import SyncGateStorage
+package import SyncGateStorage
 
 extension PostgresDriver {
     /// The migrations of `sql/postgres/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    public static let migrations: [Migration] = PostgresSchema.files.map {
+    package static let migrations: [Migration] = PostgresSchema.files.map {
         Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
     }
 
-    public var migrations: [Migration] { Self.migrations }
+    package var migrations: [Migration] { Self.migrations }
 
     /// The table recording applied migrations. `compatible_from` is read by ``schemaStatus()``;
     /// rows from before the column have none (= their own version).
@@ -29,7 +29,7 @@ extension PostgresDriver {
     /// Session advisory lock serialising migrations across processes starting together.
     static let migrationLockKey: Int64 = 0x5347_4D49_4752  // "SGMIGR"
 
-    public func migrate(logger: Logger) async throws -> [Int] {
+    package func migrate(logger: Logger) async throws -> [Int] {
         try await withConnection("migrate", .maintenance) { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
             do {
@@ -69,7 +69,7 @@ extension PostgresDriver {
         return applied
     }
 
-    public func appliedMigrations() async throws -> [AppliedMigration] {
+    package func appliedMigrations() async throws -> [AppliedMigration] {
         let exists = try await query("applied migrations", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
         guard exists.first == true else { return [] }
         return try await query(
@@ -82,7 +82,7 @@ extension PostgresDriver {
         ).map { AppliedMigration(version: $0.0, name: $0.1, appliedAt: $0.2, compatibleFrom: $0.3) }
     }
 
-    public func migrationScript(_ pending: [Migration]) -> String {
+    package func migrationScript(_ pending: [Migration]) -> String {
         var script = "-- SyncGate PostgreSQL migrations, as `syncgate migrate` applies them (run with psql -v ON_ERROR_STOP=1).\n"
         script += Self.bookkeeping.map { $0 + ";\n" }.joined()
         for migration in pending {
@@ -93,7 +93,7 @@ extension PostgresDriver {
         return script
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         let latest = Self.migrations.last?.version ?? 0
         let exists = try await query("schema status", .request, "SELECT to_regclass('syncgate_migrations') IS NOT NULL", as: Bool.self)
         guard exists.first == true else { return SchemaStatus(applied: 0, latest: latest) }

@@ -1,7 +1,7 @@
 import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 extension PostgresDriver {
     static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at"
@@ -19,7 +19,7 @@ extension PostgresDriver {
         return HouseholdRow(householdID: id, ownerID: owner, archived: archived, memberID: member, role: role)
     }
 
-    public func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
+    package func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
         let logger = self.logger
         return try await withConnection("pull", .request) { connection in
             // One statement, one snapshot.
@@ -37,7 +37,7 @@ extension PostgresDriver {
         }
     }
 
-    public func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
+    package func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
         // One statement: the rows and the floors they are checked against share its snapshot.
         let rows = try await run("pull", .request, ReadChangesStatement(reads: reads, types: types?.sorted(), limit: limit))
         var page = FeedPage()
@@ -61,7 +61,7 @@ extension PostgresDriver {
         return page
     }
 
-    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+    package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         // One statement: the heads, the versions and the epoch share a snapshot.
         let rows = try await run("watch state", .request, WatchStateStatement(feeds: feeds.map(\.key), users: users))
         var state = WatchState()
@@ -75,7 +75,7 @@ extension PostgresDriver {
         return state
     }
 
-    public func activeHouseholds(userID: String) async throws -> [String] {
+    package func activeHouseholds(userID: String) async throws -> [String] {
         try await query(
             "readable scopes", .request,
             """

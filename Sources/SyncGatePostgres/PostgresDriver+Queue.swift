@@ -1,9 +1,9 @@
 import Foundation
 import PostgresNIO
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 
 extension PostgresDriver {
     static let unfinishedStates = "('queued', 'running', 'retrying')"
@@ -20,7 +20,7 @@ extension PostgresDriver {
         )
     }
 
-    public func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
+    package func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let depth = try await globalQueueDepth()
         if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
         // One statement: the user's queue limit (exact: counted under a per-user lock) and the
@@ -68,7 +68,7 @@ extension PostgresDriver {
         return depth
     }
 
-    public func job(id: Int64, userID: String) async throws -> JobRow? {
+    package func job(id: Int64, userID: String) async throws -> JobRow? {
         try await run("job status", .request, JobStatusStatement(id: id, userID: userID)).first.map(Self.jobRow)
     }
 
@@ -76,7 +76,7 @@ extension PostgresDriver {
     /// implicit transaction commit without waiting for the WAL flush.
     static let relaxedCommit = "set_config('synchronous_commit', 'off', true) AS synchronous_commit"
 
-    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
         let rows = try await run(
             "claim jobs", .job, ClaimStatement(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds, now: now.milliseconds)
         )
@@ -89,7 +89,7 @@ extension PostgresDriver {
         }
     }
 
-    public func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
+    package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
         try await run("extend leases", .job, ExtendLeasesStatement(leases: leases, leaseMilliseconds: leaseMilliseconds, now: now.milliseconds))
     }
 }

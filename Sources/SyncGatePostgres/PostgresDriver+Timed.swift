@@ -1,11 +1,11 @@
 import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0005, docs/dialects.md).
 extension PostgresDriver {
-    public func commitHorizon() async throws -> Int64 {
+    package func commitHorizon() async throws -> Int64 {
         // now() and the claims are the database's one clock. Running jobs are few (at most the
         // workers' lanes), found by the partial index of running leases.
         let rows = try await query(
@@ -22,7 +22,7 @@ extension PostgresDriver {
         return horizon
     }
 
-    public func latestCommitTimes(_ entities: [EntityKey]) async throws -> [EntityKey: Int64] {
+    package func latestCommitTimes(_ entities: [EntityKey]) async throws -> [EntityKey: Int64] {
         guard !entities.isEmpty else { return [:] }
         let rows = try await query(
             "latest commit times", .request,
@@ -45,7 +45,7 @@ extension PostgresDriver {
         return times
     }
 
-    public func readChanges(_ reads: [TimedRead], after: Int64, through: Int64, types: Set<String>?, limit: Int) async throws -> [TimedChangeRow] {
+    package func readChanges(_ reads: [TimedRead], after: Int64, through: Int64, types: Set<String>?, limit: Int) async throws -> [TimedChangeRow] {
         guard !reads.isEmpty, limit > 0 else { return [] }
         let typeList = types?.sorted()
         // Per feed one range of the (scope, committed_at) index: after `after`, or the whole feed
@@ -74,7 +74,7 @@ extension PostgresDriver {
         }
     }
 
-    public func liveEntities(scopes: [Scope], types: Set<String>?) async throws -> [StoredEntityRow] {
+    package func liveEntities(scopes: [Scope], types: Set<String>?) async throws -> [StoredEntityRow] {
         guard !scopes.isEmpty else { return [] }
         let typeList = types?.sorted()
         return try await query(

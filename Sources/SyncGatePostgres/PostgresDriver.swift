@@ -1,15 +1,15 @@
 import Foundation
-public import Logging
+package import Logging
 import NIOCore
 import NIOPosix
 import CoreMetrics
 import Metrics
 import PostgresNIO
-public import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 import SyncGateConcurrency
 import SyncGateRuntime
 
@@ -17,35 +17,35 @@ import SyncGateRuntime
 ///
 /// Run it as a `Service` (it owns the connection pool and the LISTEN connection); every front and
 /// worker process has one.
-public final class PostgresDriver: StorageDriver, Service {
-    public struct Configuration: Sendable {
-        public var location: DatabaseURL.PostgresLocation
-        public var maximumConnections: Int
+package final class PostgresDriver: StorageDriver, Service {
+    package struct Configuration: Sendable {
+        package var location: DatabaseURL.PostgresLocation
+        package var maximumConnections: Int
         /// How long the front waits for the database before answering `503 UNAVAILABLE`.
-        public var requestTimeout: Duration
+        package var requestTimeout: Duration
         /// How long a worker waits for one claim, heartbeat or transaction. It bounds how long a
         /// lane stays stuck on a request lost when the database restarts (the heartbeat keeps that
         /// job's lease alive meanwhile), so it is short: a 1,000-operation apply takes well under a
         /// second, and a job cut off by it is only retried.
-        public var jobTimeout: Duration
+        package var jobTimeout: Duration
         /// How long a migration, retention or administration statement may take.
-        public var maintenanceTimeout: Duration
+        package var maintenanceTimeout: Duration
         /// How long the global queue depth (the `OVERLOADED` check) may be reused before it is read again.
-        public var queueDepthCacheDuration: Duration
+        package var queueDepthCacheDuration: Duration
         /// The first wait before the LISTEN connection reconnects (doubling up to 2 s).
-        public var listenerReconnectDelay: Duration
+        package var listenerReconnectDelay: Duration
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
-        public var listens: Bool
+        package var listens: Bool
         /// Whether the request-and-job pool opens a connection at start and keeps it open
         /// (`serve`, `worker`); the others open on demand and close after a minute idle. Off
         /// (commands that do one thing, tests): none is kept. See `hotPool`.
-        public var keepsAConnection: Bool
+        package var keepsAConnection: Bool
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
-        public static let defaultRequestTimeout: Duration = .seconds(5)
+        package static let defaultRequestTimeout: Duration = .seconds(5)
 
-        public init(
+        package init(
             location: DatabaseURL.PostgresLocation,
             maximumConnections: Int = 20,
             requestTimeout: Duration = Configuration.defaultRequestTimeout,
@@ -68,8 +68,8 @@ public final class PostgresDriver: StorageDriver, Service {
         }
     }
 
-    public let name = "postgres"
-    public let notifier: ChangeNotifier
+    package let name = "postgres"
+    package let notifier: ChangeNotifier
     let configuration: Configuration
     /// Requests and jobs: their statements are prepared once per connection and planned once
     /// (``hotPathSettings``).
@@ -94,7 +94,7 @@ public final class PostgresDriver: StorageDriver, Service {
     /// The NOTIFY channel every event travels on.
     static let channel = "syncgate_events"
 
-    public init(configuration: Configuration, notifier: ChangeNotifier = ChangeNotifier(), logger: Logger) {
+    package init(configuration: Configuration, notifier: ChangeNotifier = ChangeNotifier(), logger: Logger) {
         self.configuration = configuration
         self.notifier = notifier
         self.logger = logger
@@ -215,7 +215,7 @@ public final class PostgresDriver: StorageDriver, Service {
     ///
     /// Put the store first in a `ServiceGroup`: services shut down in reverse order, so the
     /// connections close only after the HTTP server and the workers have drained.
-    public func run() async throws {
+    package func run() async throws {
         let listener = PostgresListener(
             configuration: Self.clientConfiguration(configuration.location), location: configuration.location, notifier: notifier, logger: logger,
             reconnectDelay: configuration.listenerReconnectDelay,
@@ -323,7 +323,7 @@ public final class PostgresDriver: StorageDriver, Service {
     }
 
     /// Runs `body` in a READ COMMITTED transaction on one connection; rolls back when it throws.
-    public func transaction<Result: Sendable>(
+    package func transaction<Result: Sendable>(
         now: Timestamp?,
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {

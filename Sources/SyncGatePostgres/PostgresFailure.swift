@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
+import SyncGateCore
+import SyncGateWire
 
 /// A PostgreSQL error as SyncGate logs and records it: the operation, the SQLSTATE and the
 /// server's message — never the values bound to the statement or the server's DETAIL.
@@ -10,15 +10,15 @@ public import SyncGateWire
 /// DETAIL quotes row values; its plain description says nothing at all. Logs, `500` answers and
 /// the `last_error` of dead jobs need the cause without the data, so the driver converts every
 /// `PSQLError` it passes on into this.
-public struct PostgresFailure: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible, ClassifiedFailure {
-    public var operation: String
+package struct PostgresFailure: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible, ClassifiedFailure {
+    package var operation: String
     /// The SQLSTATE (e.g. `22P02`), or the client-side error code when the server sent none.
-    public var code: String
+    package var code: String
     /// The server's message, cut before a `: ` that introduces a value (e.g. `invalid input
     /// syntax for type integer: "…"`).
-    public var message: String
+    package var message: String
 
-    public init(operation: String, code: String, message: String) {
+    package init(operation: String, code: String, message: String) {
         self.operation = operation
         self.code = code
         self.message = message
@@ -36,17 +36,17 @@ public struct PostgresFailure: Error, Sendable, CustomStringConvertible, CustomD
         }
     }
 
-    public var description: String {
+    package var description: String {
         message.isEmpty ? "\(operation) failed: \(code)" : "\(operation) failed: \(code) \(message)"
     }
 
-    public var debugDescription: String { description }
+    package var debugDescription: String { description }
 
     /// Classes retrying cannot fix: 22 (data exception: a value out of range, invalid text for a
     /// type) and 54 (program limit exceeded: a value too large to store). Integrity violations
     /// (23) may come from a race a retry resolves; the rest (connections, locks, resources,
     /// shutdown) are transient.
-    public var isPermanent: Bool { code.hasPrefix("22") || code.hasPrefix("54") }
+    package var isPermanent: Bool { code.hasPrefix("22") || code.hasPrefix("54") }
 
-    public var clientReason: String { message.isEmpty ? "SQLSTATE \(code)" : "SQLSTATE \(code): \(message)" }
+    package var clientReason: String { message.isEmpty ? "SQLSTATE \(code)" : "SQLSTATE \(code): \(message)" }
 }

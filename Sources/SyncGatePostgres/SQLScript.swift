@@ -2,8 +2,8 @@
 ///
 /// Semicolons inside quoted strings ('…'), quoted identifiers ("…"), dollar-quoted bodies
 /// ($tag$…$tag$), line comments (-- …) and block comments (/* … */) do not end a statement.
-public enum SQLScript {
-    public static func statements(_ script: String) -> [String] {
+package enum SQLScript {
+    package static func statements(_ script: String) -> [String] {
         let characters = Array(script.unicodeScalars)
         var statements: [String] = []
         var current = String.UnicodeScalarView()

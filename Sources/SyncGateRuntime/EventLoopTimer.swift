@@ -1,4 +1,4 @@
-public import NIOCore
+package import NIOCore
 import NIOPosix
 import Synchronization
 
@@ -12,16 +12,16 @@ import Synchronization
 /// Here a timer is added and cancelled in O(1) (``TimerSlots``), and the loop holds one task of
 /// ours (the next tick with timers; briefly another when an earlier timer came). A timer fires
 /// at the first tick at or after its deadline: up to one tick late, never early.
-public final class EventLoopTimer: Sendable {
+package final class EventLoopTimer: Sendable {
     /// The process's timers.
-    public static let shared = EventLoopTimer(eventLoop: MultiThreadedEventLoopGroup.singleton.next(), resolution: .milliseconds(10), slots: 1024)
+    package static let shared = EventLoopTimer(eventLoop: MultiThreadedEventLoopGroup.singleton.next(), resolution: .milliseconds(10), slots: 1024)
 
     /// A timer that has not fired yet is dropped by ``cancel()``.
-    public struct Timer: Sendable {
+    package struct Timer: Sendable {
         let wheel: EventLoopTimer
         let key: TimerSlots<@Sendable () -> Void>.Key?
 
-        public func cancel() {
+        package func cancel() {
             guard let key else { return }
             _ = wheel.state.withLock { $0.slots.remove(key) }
         }
@@ -48,7 +48,7 @@ public final class EventLoopTimer: Sendable {
     /// How often the loop woke for the wheel (for tests: it must not tick while nothing is due).
     let wakeUps = Atomic<Int>(0)
 
-    public init(eventLoop: any EventLoop, resolution: TimeAmount, slots: Int) {
+    package init(eventLoop: any EventLoop, resolution: TimeAmount, slots: Int) {
         self.eventLoop = eventLoop
         self.resolution = max(1, resolution.nanoseconds)
         self.origin = .now()
@@ -58,12 +58,12 @@ public final class EventLoopTimer: Sendable {
     /// Runs `action` on the wheel's event loop after `delay`, or at once when it is not positive
     /// (such a timer can no longer be cancelled: callers must tolerate a late-arriving action).
     @discardableResult
-    public static func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
+    package static func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
         shared.after(delay, action)
     }
 
     @discardableResult
-    public func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
+    package func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
         guard delay > .zero else {
             eventLoop.execute(action)
             return Timer(wheel: self, key: nil)
@@ -99,7 +99,7 @@ public final class EventLoopTimer: Sendable {
     }
 
     /// Runs `action` every `interval` until it returns `false` or the handle is cancelled.
-    public func every(_ interval: Duration, _ action: @escaping @Sendable () -> Bool) -> Repeating {
+    package func every(_ interval: Duration, _ action: @escaping @Sendable () -> Bool) -> Repeating {
         precondition(interval > .zero, "a repeating timer needs a positive interval")
         let repeating = Repeating(wheel: self)
         repeating.arm(interval, action)
@@ -107,7 +107,7 @@ public final class EventLoopTimer: Sendable {
     }
 
     /// A timer that re-arms itself after each run.
-    public final class Repeating: Sendable {
+    package final class Repeating: Sendable {
         let wheel: EventLoopTimer
         private let current = Mutex<(timer: Timer?, cancelled: Bool)>((nil, false))
 
@@ -127,7 +127,7 @@ public final class EventLoopTimer: Sendable {
             if cancelled { timer.cancel() }
         }
 
-        public func cancel() {
+        package func cancel() {
             let timer = current.withLock { current in
                 current.cancelled = true
                 defer { current.timer = nil }

@@ -1,4 +1,4 @@
-public import Synchronization
+package import Synchronization
 
 /// Where one task waits for news: deliveries accumulate in a `Pending` value until the task
 /// takes them, and a wait ends on a delivery, at its deadline, when the mailbox closes or when
@@ -12,8 +12,8 @@ public import Synchronization
 ///
 /// Inlinable, so a module that uses it (a live connection's wake-ups, in the HTTP front) gets it
 /// specialized for its `Pending` rather than through generic metadata on every call.
-public final class Mailbox<Pending: Sendable>: Sendable {
-    public enum Outcome: Sendable {
+package final class Mailbox<Pending: Sendable>: Sendable {
+    package enum Outcome: Sendable {
         /// Everything delivered since the last wait took it.
         case delivered(Pending)
         case timedOut
@@ -71,14 +71,14 @@ public final class Mailbox<Pending: Sendable>: Sendable {
     @usableFromInline let state: Mutex<State>
     @usableFromInline let timers: EventLoopTimer
 
-    @inlinable public init(timers: EventLoopTimer = .shared) {
+    @inlinable package init(timers: EventLoopTimer = .shared) {
         self.state = Mutex(State())
         self.timers = timers
     }
 
     /// Folds a delivery into the pending value (`merge` runs under the mailbox's lock: keep it
     /// short) and ends the current wait. Once closed, deliveries are dropped.
-    @inlinable public func deliver(_ merge: @Sendable (inout Pending?) -> Void) {
+    @inlinable package func deliver(_ merge: @Sendable (inout Pending?) -> Void) {
         let waiter = state.withLock { state -> Waiter? in
             guard !state.closed else { return nil }
             merge(&state.pending)
@@ -89,7 +89,7 @@ public final class Mailbox<Pending: Sendable>: Sendable {
     }
 
     /// Ends the current wait and every later one with ``Outcome/closed`` (idempotent).
-    @inlinable public func close() {
+    @inlinable package func close() {
         let waiter = state.withLock { state -> Waiter? in
             state.closed = true
             state.pending = nil
@@ -98,11 +98,11 @@ public final class Mailbox<Pending: Sendable>: Sendable {
         waiter?.resume()
     }
 
-    @inlinable public var isClosed: Bool { state.withLock { $0.closed } }
+    @inlinable package var isClosed: Bool { state.withLock { $0.closed } }
 
     /// Takes what was delivered, waiting for it until `deadline` if nothing was. One task waits
     /// at a time.
-    @inlinable public func wait(until deadline: ContinuousClock.Instant) async -> Outcome {
+    @inlinable package func wait(until deadline: ContinuousClock.Instant) async -> Outcome {
         if let outcome = state.withLock({ $0.take() }) { return outcome }
         if Task.isCancelled { return .closed }
         await sleep(until: deadline)

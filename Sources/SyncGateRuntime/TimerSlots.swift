@@ -4,9 +4,9 @@
 ///
 /// A timer due more than `slots` ticks ahead shares its bucket with nearer ones and is skipped
 /// until its own round comes.
-public struct TimerSlots<Action> {
+package struct TimerSlots<Action> {
     /// Names one timer, for ``remove(_:)``.
-    public struct Key: Hashable, Sendable {
+    package struct Key: Hashable, Sendable {
         let slot: Int
         let id: UInt64
     }
@@ -19,18 +19,18 @@ public struct TimerSlots<Action> {
     private var slots: [[UInt64: Entry]]
     private var nextID: UInt64 = 0
     /// Timers added and neither collected nor removed.
-    public private(set) var count = 0
+    package private(set) var count = 0
     /// The last tick collected: every timer due at or before it has been handed out.
-    public private(set) var tick: UInt64
+    package private(set) var tick: UInt64
 
-    public init(slots: Int, tick: UInt64 = 0) {
+    package init(slots: Int, tick: UInt64 = 0) {
         precondition(slots > 0, "a wheel needs a slot")
         self.slots = Array(repeating: [:], count: slots)
         self.tick = tick
     }
 
     /// Adds a timer due at tick `due`. One due at or before ``tick`` is due at the next tick.
-    public mutating func add(due: UInt64, _ action: Action) -> Key {
+    package mutating func add(due: UInt64, _ action: Action) -> Key {
         let due = max(due, tick + 1)
         let slot = Int(due % UInt64(slots.count))
         nextID += 1
@@ -41,7 +41,7 @@ public struct TimerSlots<Action> {
 
     /// Removes a timer not yet collected; `false` when it was collected or removed already.
     @discardableResult
-    public mutating func remove(_ key: Key) -> Bool {
+    package mutating func remove(_ key: Key) -> Bool {
         guard slots.indices.contains(key.slot), slots[key.slot].removeValue(forKey: key.id) != nil else { return false }
         count -= 1
         return true
@@ -49,7 +49,7 @@ public struct TimerSlots<Action> {
 
     /// The first tick after ``tick`` whose bucket holds a timer: no timer is due before it (one
     /// there may belong to a later round). `nil` when the wheel is empty.
-    public func firstOccupiedTick() -> UInt64? {
+    package func firstOccupiedTick() -> UInt64? {
         guard count > 0 else { return nil }
         for step in 1...UInt64(slots.count) where !slots[Int((tick + step) % UInt64(slots.count))].isEmpty {
             return tick + step
@@ -59,7 +59,7 @@ public struct TimerSlots<Action> {
 
     /// Collects every timer due at or before tick `now`, earliest first (added first among
     /// equals). A `now` at or before ``tick`` collects nothing.
-    public mutating func advance(to now: UInt64) -> [Action] {
+    package mutating func advance(to now: UInt64) -> [Action] {
         guard now > tick else { return [] }
         var due: [(tick: UInt64, id: UInt64, action: Action)] = []
         // Past a whole round every bucket has been passed once.

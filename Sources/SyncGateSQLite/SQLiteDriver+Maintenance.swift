@@ -1,12 +1,12 @@
 import GRDB
 import SyncGateConcurrency
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 
 extension SQLiteDriver {
-    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+    package func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
         let acquired = maintenanceRunning.withLock { running in
             defer { running = true }
             return !running
@@ -24,14 +24,14 @@ extension SQLiteDriver {
         }
     }
 
-    public func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
+    package func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteBatch(
             "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? LIMIT ?)",
             [cutoff.millisecondsSinceEpoch, limit]
         )
     }
 
-    public func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
+    package func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteBatch(
             """
             DELETE FROM applied_operations WHERE (user_id, idempotency_key) IN (
@@ -42,7 +42,7 @@ extension SQLiteDriver {
         )
     }
 
-    public func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
+    package func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
         // One write transaction (SQLite's one writer: no apply runs meanwhile). The newest change
         // of each entity among a feed's new ones deletes that entity's older changes, found by
         // the entity index: the work follows the new changes, not the table.
@@ -84,7 +84,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
+    package func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
         try await read { db in
             try String.fetchAll(
                 db, sql: "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < ? ORDER BY 1", arguments: [cutoff.millisecondsSinceEpoch]
@@ -92,7 +92,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
+    package func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope] {
         try await read { db in
             try String.fetchAll(
                 db, sql: "SELECT DISTINCT scope FROM entities WHERE entity_type IN (SELECT value FROM json_each(?)) ORDER BY 1",
@@ -101,7 +101,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func queueStats(now: Timestamp?) async throws -> StoreStats {
+    package func queueStats(now: Timestamp?) async throws -> StoreStats {
         let now = (now ?? .now()).millisecondsSinceEpoch
         return try await read { db in
             var stats = StoreStats()
@@ -115,7 +115,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func stats(now: Timestamp?) async throws -> StoreStats {
+    package func stats(now: Timestamp?) async throws -> StoreStats {
         let now = (now ?? .now()).millisecondsSinceEpoch
         return try await read { db in
             var stats = StoreStats()
@@ -143,7 +143,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+    package func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
         try await read { db in
             try Row.fetchAll(
                 db,
@@ -153,7 +153,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func householdRows(userID: String?) async throws -> [HouseholdRow] {
+    package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await read { db in
             try Row.fetchAll(
                 db,

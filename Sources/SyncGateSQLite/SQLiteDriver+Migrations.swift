@@ -1,20 +1,20 @@
 import Foundation
 import GRDB
 import SyncGateConcurrency
-public import Logging
+package import Logging
 import SyncGateCore
 import SyncGateWire
 import SyncGateSQLiteSchema
-public import SyncGateStorage
+package import SyncGateStorage
 
 extension SQLiteDriver {
     /// The migrations of `sql/sqlite/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    public static let migrations: [Migration] = SQLiteSchema.files.map {
+    package static let migrations: [Migration] = SQLiteSchema.files.map {
         Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
     }
 
-    public var migrations: [Migration] { Self.migrations }
+    package var migrations: [Migration] { Self.migrations }
 
     /// The table recording applied migrations (`applied_at` in milliseconds since the epoch).
     static let bookkeeping = """
@@ -23,7 +23,7 @@ extension SQLiteDriver {
         )
         """
 
-    public func migrate(logger: Logger) async throws -> [Int] {
+    package func migrate(logger: Logger) async throws -> [Int] {
         let now = Timestamp.now().millisecondsSinceEpoch
         return try await writer.withLock {
             try await onWriter { db in
@@ -51,7 +51,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func appliedMigrations() async throws -> [AppliedMigration] {
+    package func appliedMigrations() async throws -> [AppliedMigration] {
         try await read { db in
             guard try db.tableExists("syncgate_migrations") else { return [] }
             let compatibility = try Self.recordsCompatibility(db) ? "compatible_from" : "NULL AS compatible_from"
@@ -61,7 +61,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func migrationScript(_ pending: [Migration]) -> String {
+    package func migrationScript(_ pending: [Migration]) -> String {
         var script = "-- SyncGate SQLite migrations, as `syncgate migrate` applies them (run with sqlite3 -bail).\n"
         script += Self.bookkeeping + ";\n"
         for migration in pending {
@@ -73,7 +73,7 @@ extension SQLiteDriver {
         return script
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         let latest = Self.migrations.last?.version ?? 0
         return try await read { db in
             guard try db.tableExists("syncgate_migrations") else { return SchemaStatus(applied: 0, latest: latest) }

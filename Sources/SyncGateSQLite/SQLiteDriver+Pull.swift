@@ -1,7 +1,7 @@
 import GRDB
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 extension SQLiteDriver {
     static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data, e.meta, e.client_ts, e.updated_at"
@@ -57,7 +57,7 @@ extension SQLiteDriver {
         return (branches.joined(separator: " UNION ALL "), StatementArguments(arguments))
     }
 
-    public func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
+    package func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
         try await read { db in
             let households = try Self.activeHouseholds(of: userID, db)
             let epoch = try Int64.fetchOne(
@@ -81,7 +81,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
+    package func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
         let typeList = types.map { JSONValue.strings($0.sorted()) }
         return try await read { db in
             var page = FeedPage()
@@ -111,7 +111,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+    package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         let feedList = JSONValue.strings(feeds.map(\.key))
         let userList = JSONValue.strings(users)
         return try await read { db in
@@ -127,7 +127,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func activeHouseholds(userID: String) async throws -> [String] {
+    package func activeHouseholds(userID: String) async throws -> [String] {
         try await read { db in try Self.activeHouseholds(of: userID, db) }
     }
 

@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 
 extension SQLiteDriver {
     static let unfinished = "('queued', 'running', 'retrying')"
@@ -17,7 +17,7 @@ extension SQLiteDriver {
         )
     }
 
-    public func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
+    package func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let result = try await write { db -> EnqueueResult in
             // One writer at a time: the counts and the insert cannot interleave with another push.
@@ -38,14 +38,14 @@ extension SQLiteDriver {
         return result
     }
 
-    public func job(id: Int64, userID: String) async throws -> JobRow? {
+    package func job(id: Int64, userID: String) async throws -> JobRow? {
         try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRow)
         }
     }
 
     /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all finished.
-    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let token = UUID().uuidString
         return try await write { db in
@@ -76,7 +76,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
+    package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
         try await write { db in

@@ -1,7 +1,7 @@
 import GRDB
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0004, docs/dialects.md).
 extension SQLiteDriver {
@@ -9,7 +9,7 @@ extension SQLiteDriver {
     /// one SQL expression, so the horizon, the claims and the changes agree to the rounding.
     static let clockMilliseconds = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
-    public func commitHorizon() async throws -> Int64 {
+    package func commitHorizon() async throws -> Int64 {
         try await read { db in
             try Int64.fetchOne(
                 db,
@@ -20,7 +20,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func latestCommitTimes(_ entities: [EntityKey]) async throws -> [EntityKey: Int64] {
+    package func latestCommitTimes(_ entities: [EntityKey]) async throws -> [EntityKey: Int64] {
         guard !entities.isEmpty else { return [:] }
         let list = JSONValue.rows(entities.map { [.string($0.scope.key), .string($0.entityType), .string($0.entityID)] })
         return try await read { db in
@@ -44,7 +44,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func readChanges(_ reads: [TimedRead], after: Int64, through: Int64, types: Set<String>?, limit: Int) async throws -> [TimedChangeRow] {
+    package func readChanges(_ reads: [TimedRead], after: Int64, through: Int64, types: Set<String>?, limit: Int) async throws -> [TimedChangeRow] {
         guard !reads.isEmpty, limit > 0 else { return [] }
         let list = JSONValue.rows(reads.map { [.string($0.scope.key), .int($0.visibleFrom)] })
         let typeList = types.map { JSONValue.strings($0.sorted()) }
@@ -73,7 +73,7 @@ extension SQLiteDriver {
         }
     }
 
-    public func liveEntities(scopes: [Scope], types: Set<String>?) async throws -> [StoredEntityRow] {
+    package func liveEntities(scopes: [Scope], types: Set<String>?) async throws -> [StoredEntityRow] {
         guard !scopes.isEmpty else { return [] }
         let scopeList = JSONValue.strings(scopes.map(\.key))
         let typeList = types.map { JSONValue.strings($0.sorted()) }

@@ -1,20 +1,20 @@
 import Foundation
 import GRDB
-public import Logging
-public import ServiceLifecycle
+package import Logging
+import ServiceLifecycle
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 import SyncGateConcurrency
 
 /// The SQLite driver: the embedded default. One process, WAL, in-process change signals.
 ///
 /// Writes go through GRDB's single writer connection in IMMEDIATE transactions, one transaction at
 /// a time (``AsyncLock``); reads use WAL snapshots and never block writes.
-public final class SQLiteDriver: StorageDriver, Service {
-    public let name = "sqlite"
-    public let notifier: ChangeNotifier
+package final class SQLiteDriver: StorageDriver, Service {
+    package let name = "sqlite"
+    package let notifier: ChangeNotifier
     let pool: DatabasePool
     let path: String
     let logger: Logger
@@ -25,7 +25,7 @@ public final class SQLiteDriver: StorageDriver, Service {
     /// Opens (creating if needed) the database file at `path`.
     /// - Parameter busyTimeout: how long a statement waits for another process's lock on the file
     ///   (a `syncgate admin` command's transaction) before the store answers unavailable.
-    public init(path: String, notifier: ChangeNotifier = ChangeNotifier(), busyTimeout: Duration = .seconds(10), logger: Logger) throws {
+    package init(path: String, notifier: ChangeNotifier = ChangeNotifier(), busyTimeout: Duration = .seconds(10), logger: Logger) throws {
         self.path = path
         self.notifier = notifier
         self.logger = logger
@@ -47,7 +47,7 @@ public final class SQLiteDriver: StorageDriver, Service {
 
     /// The driver needs no background work of its own: it waits for shutdown, then closes the
     /// notifier so waiting requests end.
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         notifier.close()
     }
@@ -55,7 +55,7 @@ public final class SQLiteDriver: StorageDriver, Service {
     /// Sends jobs left `running` back to the rescuer at once: SQLite serves one process, so they
     /// belong to a previous run of it. Only the serving process calls this, at start; a command
     /// like `syncgate admin` opening the same file must not touch a live server's leases.
-    public func releaseLeasesOfEarlierRuns() async throws {
+    package func releaseLeasesOfEarlierRuns() async throws {
         try await write { db in
             if try db.tableExists("jobs") {
                 try db.execute(sql: "UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'")
@@ -107,7 +107,7 @@ public final class SQLiteDriver: StorageDriver, Service {
 
     /// A write transaction spanning several accesses: the writer lock keeps every other write out
     /// until it commits or rolls back; its announcements are published only after the commit.
-    public func transaction<Result: Sendable>(
+    package func transaction<Result: Sendable>(
         now: Timestamp?,
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {

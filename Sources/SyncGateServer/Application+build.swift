@@ -1,11 +1,11 @@
-public import Hummingbird
+package import Hummingbird
 import HummingbirdCore
 import NIOCore
-public import Logging
-public import ServiceLifecycle
-public import SyncGateHTTP
+package import Logging
+package import ServiceLifecycle
+package import SyncGateHTTP
 import SyncGateSQLite
-public import SyncGateStorage
+package import SyncGateStorage
 import SyncGateWorker
 import Tracing
 
@@ -22,7 +22,7 @@ import Tracing
 ///     or to cut off its notifications); `nil`: the store itself.
 ///   - watcher: receives the front's ``FeedWatcher`` once built (tests observe its waiters).
 ///   - services: more services to run, started first and stopped last (the trace exporter).
-public func buildApplication(
+package func buildApplication(
     _ configuration: ServerConfiguration,
     services: [any Service] = [],
     store given: SyncStore? = nil,
@@ -119,7 +119,7 @@ public func buildApplication(
 }
 
 /// The services of a `syncgate worker` process: the store, the worker lanes and maintenance.
-public func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
+package func buildWorkerServices(_ configuration: ServerConfiguration, logger: Logger) throws -> [any Service] {
     let opened = try OpenStore.open(
         configuration.database, maximumConnections: ServerConfiguration.workerConnections(lanes: configuration.workerConcurrency),
         keepsAConnection: true, hooks: configuration.storeHooks,

@@ -1,5 +1,5 @@
 import Foundation
-public import Logging
+package import Logging
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
@@ -11,25 +11,25 @@ import Tracing
 ///
 /// swift-log ships only the text handler and none of the mirrored packages has a JSON one; the
 /// line is built with SyncGateCore's serializer, which escapes whatever a message contains.
-public struct JSONLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JSONLogHandler: LogHandler {
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     let label: String
     let write: @Sendable (String) -> Void
 
-    public init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
+    package init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
         self.label = label
         self.metadataProvider = metadataProvider
         self.write = write
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var fields: JSONObject = [
             "time": .string(Timestamp.now().rfc3339),
             "level": .string(event.level.rawValue),
@@ -46,7 +46,7 @@ public struct JSONLogHandler: LogHandler {
         write(JSONValue.object(fields).serialized() + "\n")
     }
 
-    public static let standardError: @Sendable (String) -> Void = { line in
+    package static let standardError: @Sendable (String) -> Void = { line in
         FileHandle.standardError.write(Data(line.utf8))
     }
 }
@@ -54,7 +54,7 @@ public struct JSONLogHandler: LogHandler {
 extension Logger.MetadataProvider {
     /// `trace_id` and `span_id` of the current span, read from the W3C `traceparent` the
     /// process's tracer writes (nothing with the no-op tracer, or outside a span).
-    public static let traceIDs = Logger.MetadataProvider {
+    package static let traceIDs = Logger.MetadataProvider {
         guard let context = ServiceContext.current else { return [:] }
         // traceparent: version-traceid-spanid-flags
         let parts = InstrumentationSystem.tracer.carrier(of: context)["traceparent"]?.split(separator: "-") ?? []

@@ -1,29 +1,29 @@
 import CoreMetrics
-public import Hummingbird
-public import Logging
+import Hummingbird
+package import Logging
 import Metrics
 import Prometheus
-public import ServiceLifecycle
+package import ServiceLifecycle
 import SyncGateHTTP
 import SyncGateCore
 import SyncGateWire
-public import SyncGateStorage
+package import SyncGateStorage
 
 /// Samples the queue into ``MetricName/jobs``, ``MetricName/queueDepth`` and
 /// ``MetricName/queueOldestAge`` every `interval`, with one query that reads only the partial
 /// indexes of unfinished jobs (finished ones are counted by ``MetricName/jobAttempts``).
-public struct QueueSampler: Service {
+package struct QueueSampler: Service {
     let store: SyncStore
     let interval: Duration
     let logger: Logger
 
-    public init(store: SyncStore, interval: Duration = .seconds(10), logger: Logger) {
+    package init(store: SyncStore, interval: Duration = .seconds(10), logger: Logger) {
         self.store = store
         self.interval = interval
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let states: [JobState] = [.queued, .running, .retrying]
         let byState = Dictionary(uniqueKeysWithValues: states.map { ($0, Gauge(label: MetricName.jobs, dimensions: [("state", $0.rawValue)])) })
         let depth = Gauge(label: MetricName.queueDepth)
@@ -47,7 +47,7 @@ public struct QueueSampler: Service {
 
 /// An HTTP server with only `GET /metrics` (and `/healthz`): a worker's metrics port, or a
 /// front's when the metrics should not share the public port.
-public func buildMetricsServer(host: String, port: Int, logger: Logger) -> some Service {
+package func buildMetricsServer(host: String, port: Int, logger: Logger) -> some Service {
     let router = Router()
     router.get("/metrics") { _, _ in Response.prometheus(PrometheusMetricsFactory.defaultRegistry) }
     router.get("/healthz") { _, _ in HTTPResponse.Status.ok }

@@ -1,18 +1,18 @@
 import Foundation
-public import Logging
-public import ServiceLifecycle
+package import Logging
+package import ServiceLifecycle
 import SyncGatePostgres
 import SyncGateSQLite
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 /// A store and the service that keeps its driver running (connection pool and listener).
-public struct OpenStore: Sendable {
-    public let store: SyncStore
-    public let service: any Service
+package struct OpenStore: Sendable {
+    package let store: SyncStore
+    package let service: any Service
 
-    public init(store: SyncStore, service: any Service) {
+    package init(store: SyncStore, service: any Service) {
         self.store = store
         self.service = service
     }
@@ -21,7 +21,7 @@ public struct OpenStore: Sendable {
     /// - Parameter keepsAConnection: PostgreSQL: whether a pooled connection is opened at start
     ///   and kept, for long-running processes (`serve`, `worker`). The others open on demand and
     ///   close after a minute idle (`PostgresDriver.hotPool`).
-    public static func open(
+    package static func open(
         _ url: DatabaseURL, maximumConnections: Int = 20, keepsAConnection: Bool = false, clock: StoreClock = .database,
         hooks: StoreHooks = .init(), logger: Logger
     ) throws(ConfigurationError) -> OpenStore {
@@ -44,7 +44,7 @@ public struct OpenStore: Sendable {
 
     /// Opens a hot standby of a PostgreSQL primary, for reads only: no LISTEN connection (a
     /// server in recovery refuses it) and no migrations (the standby replays the primary's).
-    public static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, keepsAConnection: Bool, logger: Logger) -> OpenStore {
+    package static func replica(_ location: DatabaseURL.PostgresLocation, maximumConnections: Int, keepsAConnection: Bool, logger: Logger) -> OpenStore {
         let driver = PostgresDriver(
             configuration: .init(location: location, maximumConnections: maximumConnections, listens: false, keepsAConnection: keepsAConnection), logger: logger
         )
@@ -52,7 +52,7 @@ public struct OpenStore: Sendable {
     }
 
     /// Runs `body` against a running store, for commands that do one thing and exit.
-    public static func with<Result: Sendable>(
+    package static func with<Result: Sendable>(
         _ url: DatabaseURL,
         logger: Logger,
         _ body: @Sendable (SyncStore) async throws -> Result

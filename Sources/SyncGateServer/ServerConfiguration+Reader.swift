@@ -1,8 +1,8 @@
-public import Configuration
+package import Configuration
 import Foundation
-public import Logging
-public import SyncGateCore
-public import SyncGateWire
+package import Logging
+package import SyncGateCore
+import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateWorker
@@ -11,17 +11,17 @@ import SystemPackage
 extension ServerConfiguration {
     /// One setting: its key in a configuration file and, with the `SYNCGATE_` prefix, its
     /// environment variable (`queueLimitPerUser` ↔ `SYNCGATE_QUEUE_LIMIT_PER_USER`).
-    public struct Setting: Sendable, Hashable {
-        public var key: String
-        public var isSecret: Bool
+    package struct Setting: Sendable, Hashable {
+        package var key: String
+        package var isSecret: Bool
 
-        public init(_ key: String, isSecret: Bool = false) {
+        package init(_ key: String, isSecret: Bool = false) {
             self.key = key
             self.isSecret = isSecret
         }
 
         /// The environment variable that sets it.
-        public var environmentName: String {
+        package var environmentName: String {
             var name = "SYNCGATE_"
             for character in key {
                 if character.isUppercase { name += "_" }
@@ -30,47 +30,47 @@ extension ServerConfiguration {
             return name
         }
 
-        public static let databaseURL = Setting("databaseUrl", isSecret: true)
-        public static let readDatabaseURL = Setting("readDatabaseUrl", isSecret: true)
-        public static let jwtSecret = Setting("jwtSecret", isSecret: true)
-        public static let jwtMaxLifetime = Setting("jwtMaxLifetime")
-        public static let host = Setting("host")
-        public static let port = Setting("port")
-        public static let workers = Setting("workers")
-        public static let workerConcurrency = Setting("workerConcurrency")
-        public static let workerBatch = Setting("workerBatch")
-        public static let collections = Setting("collections")
-        public static let logLevel = Setting("logLevel")
-        public static let maxBodyBytes = Setting("maxBodyBytes")
-        public static let maxOperations = Setting("maxOperations")
-        public static let maxDataBytes = Setting("maxDataBytes")
-        public static let maxDataDepth = Setting("maxDataDepth")
-        public static let maxDocumentBytes = Setting("maxDocumentBytes")
-        public static let queueLimitPerUser = Setting("queueLimitPerUser")
-        public static let queueLimitTotal = Setting("queueLimitTotal")
-        public static let maxAttempts = Setting("maxAttempts")
-        public static let lease = Setting("lease")
-        public static let pollInterval = Setting("pollInterval")
-        public static let jobRetention = Setting("jobRetention")
-        public static let tombstoneRetention = Setting("tombstoneRetention")
-        public static let idempotencyRetention = Setting("idempotencyRetention")
-        public static let maintenanceInterval = Setting("maintenanceInterval")
-        public static let liveConnectionsPerUser = Setting("liveConnectionsPerUser")
-        public static let liveConnectionsTotal = Setting("liveConnectionsTotal")
-        public static let streamMaxLifetime = Setting("streamMaxLifetime")
-        public static let keepAliveInterval = Setting("keepAliveInterval")
-        public static let requestReadTimeout = Setting("requestReadTimeout")
-        public static let idleTimeout = Setting("idleTimeout")
-        public static let logFormat = Setting("logFormat")
-        public static let metricsPort = Setting("metricsPort")
-        public static let metricsHost = Setting("metricsHost")
-        public static let jwksUrl = Setting("jwksUrl")
-        public static let jwtIssuer = Setting("jwtIssuer")
-        public static let jwtAudience = Setting("jwtAudience")
-        public static let jwtUserClaim = Setting("jwtUserClaim")
+        package static let databaseURL = Setting("databaseUrl", isSecret: true)
+        package static let readDatabaseURL = Setting("readDatabaseUrl", isSecret: true)
+        package static let jwtSecret = Setting("jwtSecret", isSecret: true)
+        package static let jwtMaxLifetime = Setting("jwtMaxLifetime")
+        package static let host = Setting("host")
+        package static let port = Setting("port")
+        package static let workers = Setting("workers")
+        package static let workerConcurrency = Setting("workerConcurrency")
+        package static let workerBatch = Setting("workerBatch")
+        package static let collections = Setting("collections")
+        package static let logLevel = Setting("logLevel")
+        package static let maxBodyBytes = Setting("maxBodyBytes")
+        package static let maxOperations = Setting("maxOperations")
+        package static let maxDataBytes = Setting("maxDataBytes")
+        package static let maxDataDepth = Setting("maxDataDepth")
+        package static let maxDocumentBytes = Setting("maxDocumentBytes")
+        package static let queueLimitPerUser = Setting("queueLimitPerUser")
+        package static let queueLimitTotal = Setting("queueLimitTotal")
+        package static let maxAttempts = Setting("maxAttempts")
+        package static let lease = Setting("lease")
+        package static let pollInterval = Setting("pollInterval")
+        package static let jobRetention = Setting("jobRetention")
+        package static let tombstoneRetention = Setting("tombstoneRetention")
+        package static let idempotencyRetention = Setting("idempotencyRetention")
+        package static let maintenanceInterval = Setting("maintenanceInterval")
+        package static let liveConnectionsPerUser = Setting("liveConnectionsPerUser")
+        package static let liveConnectionsTotal = Setting("liveConnectionsTotal")
+        package static let streamMaxLifetime = Setting("streamMaxLifetime")
+        package static let keepAliveInterval = Setting("keepAliveInterval")
+        package static let requestReadTimeout = Setting("requestReadTimeout")
+        package static let idleTimeout = Setting("idleTimeout")
+        package static let logFormat = Setting("logFormat")
+        package static let metricsPort = Setting("metricsPort")
+        package static let metricsHost = Setting("metricsHost")
+        package static let jwksUrl = Setting("jwksUrl")
+        package static let jwtIssuer = Setting("jwtIssuer")
+        package static let jwtAudience = Setting("jwtAudience")
+        package static let jwtUserClaim = Setting("jwtUserClaim")
 
         /// Every setting, for the README's table and the tests that keep it complete.
-        public static let all: [Setting] = [
+        package static let all: [Setting] = [
             databaseURL, readDatabaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, workerBatch, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
@@ -84,7 +84,7 @@ extension ServerConfiguration {
     ///
     /// - Parameter accessLogger: logs every setting read, with its source, at debug level; secrets
     ///   (the database URL, the signing secret) appear as `<REDACTED>`.
-    public static func reader(
+    package static func reader(
         flags: [Setting: String], configFile: String? = nil, environment: [String: String]? = nil, accessLogger: Logger? = nil
     ) async throws -> ConfigReader {
         let environment = environment ?? ProcessInfo.processInfo.environment
@@ -108,7 +108,7 @@ extension ServerConfiguration {
     }
 
     /// Reads and checks every setting; a bad value names its setting and variable.
-    public init(reader: ConfigReader) throws(ConfigurationError) {
+    package init(reader: ConfigReader) throws(ConfigurationError) {
         self.init()
         let values = SettingValues(reader: reader)
         if let text = values.string(.databaseURL) {

@@ -1,76 +1,76 @@
 import Foundation
-public import SyncGateCore
-public import SyncGateWire
-public import Tracing
-public import SyncGateHTTP
-public import SyncGateStorage
-public import SyncGateWorker
+package import SyncGateCore
+import SyncGateWire
+package import Tracing
+package import SyncGateHTTP
+package import SyncGateStorage
+package import SyncGateWorker
 
 /// Everything a `serve` or `worker` process is configured with; defaults are the zero-setup
 /// embedded server. Read it from flags, environment and file with ``init(reader:)``.
-public struct ServerConfiguration: Sendable {
+package struct ServerConfiguration: Sendable {
     /// Where the data lives.
-    public var database: DatabaseURL = .defaultSQLite
+    package var database: DatabaseURL = .defaultSQLite
     /// Hot standbys of the PostgreSQL primary that serve the front's pulls (see
     /// ``ReplicatedFrontStore``); empty: the primary serves everything.
-    public var readDatabases: [DatabaseURL.PostgresLocation] = []
+    package var readDatabases: [DatabaseURL.PostgresLocation] = []
     /// The HS256 signing secret for bearer tokens; `nil` uses the development secret kept beside a
     /// SQLite database (refused for PostgreSQL).
-    public var jwtSecret: String?
+    package var jwtSecret: String?
     /// Tokens whose `exp` lies further ahead are refused.
-    public var jwtMaximumLifetimeSeconds = TokenAuthority.defaultMaximumLifetimeSeconds
-    public var host = "127.0.0.1"
-    public var port = 8080
+    package var jwtMaximumLifetimeSeconds = TokenAuthority.defaultMaximumLifetimeSeconds
+    package var host = "127.0.0.1"
+    package var port = 8080
     /// In-process worker lanes of `serve` (0: a front only).
-    public var workers = 2
+    package var workers = 2
     /// Lanes of a `syncgate worker` process.
-    public var workerConcurrency = 4
+    package var workerConcurrency = 4
     /// A front's pooled PostgreSQL connections (two more per in-process worker lane): a worker's
     /// commit answers a batch of pushes at once and their devices push again together, so a
     /// front's enqueues come in bursts as wide as the batch — at saturation with 20 users, a
     /// front that kept 4 open opened 6 more on demand.
-    public static let frontConnections = 10
+    package static let frontConnections = 10
 
     /// The most pooled connections a `syncgate worker` opens, for bursts.
-    public static func workerConnections(lanes: Int) -> Int { 2 * lanes + 4 }
+    package static func workerConnections(lanes: Int) -> Int { 2 * lanes + 4 }
 
-    public var front = FrontConfiguration()
+    package var front = FrontConfiguration()
     /// Leases, heartbeats, polling and retries of the workers; `concurrency` is set from ``workers``
     /// or ``workerConcurrency``.
-    public var worker = WorkerConfiguration(workerID: ServerConfiguration.defaultWorkerID())
-    public var retention = RetentionConfiguration()
-    public var maintenanceInterval: Duration = .seconds(60)
-    public var collections: Collections = .default
+    package var worker = WorkerConfiguration(workerID: ServerConfiguration.defaultWorkerID())
+    package var retention = RetentionConfiguration()
+    package var maintenanceInterval: Duration = .seconds(60)
+    package var collections: Collections = .default
     /// `trace` … `critical`.
-    public var logLevel = "info"
+    package var logLevel = "info"
     /// `text` (one line per event, for people) or `json` (one object per line, for log pipelines).
-    public var logFormat = LogFormat.text
+    package var logFormat = LogFormat.text
     /// The app's identity provider, whose RS256/ES256/EdDSA tokens are accepted beside HS256 ones.
-    public var identityProvider: IdentityProviderKeys.Configuration?
+    package var identityProvider: IdentityProviderKeys.Configuration?
     /// A port of its own for `GET /metrics` (a worker's only HTTP port; a front also serves it on its own port).
-    public var metricsPort: Int?
-    public var metricsHost = "127.0.0.1"
+    package var metricsPort: Int?
+    package var metricsHost = "127.0.0.1"
     /// Spans of requests, enqueues, claims and applies; `nil`: the process's tracer (OTLP when
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, otherwise a no-op). Tests set an in-memory one.
-    public var tracer: (any Tracer)?
+    package var tracer: (any Tracer)?
     /// Test seams run in the workers of this process.
-    public var workerHooks = WorkerHooks()
+    package var workerHooks = WorkerHooks()
     /// Test seams run inside the store's transactions (a store opened from ``database``).
-    public var storeHooks = StoreHooks()
+    package var storeHooks = StoreHooks()
 
-    public init() {}
+    package init() {}
 
-    public enum LogFormat: String, Sendable, CaseIterable {
+    package enum LogFormat: String, Sendable, CaseIterable {
         case text, json
     }
 
     /// `host-pid-random`: unique per process, readable in `syncgate admin jobs`.
-    public static func defaultWorkerID() -> String {
+    package static func defaultWorkerID() -> String {
         "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: .min ... .max))"
     }
 
     /// The worker configuration with `lanes` lanes.
-    public func worker(lanes: Int) -> WorkerConfiguration {
+    package func worker(lanes: Int) -> WorkerConfiguration {
         var worker = self.worker
         worker.concurrency = lanes
         return worker

@@ -1,25 +1,25 @@
 import Foundation
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 
 /// The HS256 signing secret and where it came from.
-public struct SigningSecret: Sendable {
-    public var value: String
+package struct SigningSecret: Sendable {
+    package var value: String
     /// Set when it is the generated development secret: the file that keeps it.
-    public var developmentFile: String?
+    package var developmentFile: String?
 
     /// A configured secret must have at least this many bytes (HS256 keys shorter than the hash
     /// are guessable offline from one token).
-    public static let minimumBytes = 32
+    package static let minimumBytes = 32
     /// The example values in `deploy/` (a test keeps this list complete): refused, so a copied
     /// manifest cannot go live with a secret everyone knows.
-    public static let placeholders: Set<String> = ["change-me-to-a-long-random-secret"]
+    package static let placeholders: Set<String> = ["change-me-to-a-long-random-secret"]
 
     /// The configured secret (checked: long enough, not a placeholder); without one, in embedded
     /// (SQLite) mode, a development secret generated once and kept beside the database, so `serve`
     /// and `token` agree across restarts.
-    public static func resolve(configured: String?, database: DatabaseURL) throws(ConfigurationError) -> SigningSecret {
+    package static func resolve(configured: String?, database: DatabaseURL) throws(ConfigurationError) -> SigningSecret {
         if let configured {
             guard !placeholders.contains(configured) else {
                 throw ConfigurationError("SYNCGATE_JWT_SECRET is the example value from deploy/: set a long random secret (e.g. `openssl rand -hex 32`)")

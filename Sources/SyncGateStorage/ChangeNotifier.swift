@@ -1,10 +1,10 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+package import SyncGateWire
 import Synchronization
 import SyncGateRuntime
 
 /// Something that committed and that waiting requests or idle workers care about.
-public enum StoreEvent: Sendable, Hashable {
+package enum StoreEvent: Sendable, Hashable {
     /// A job of `device` finished (`done` or `dead`); with how it ended when the announcement
     /// could carry it, so a push waiting for it answers without reading the job back.
     case jobFinished(Int64, device: DeviceKey, outcome: FinishedJob? = nil)
@@ -20,12 +20,12 @@ public enum StoreEvent: Sendable, Hashable {
 }
 
 /// How a job ended, as its finishing transaction announced it.
-public struct FinishedJob: Sendable, Hashable {
-    public var state: JobState
+package struct FinishedJob: Sendable, Hashable {
+    package var state: JobState
     /// The results in their stored form (``JobCodec/encodeResults(_:)``: the wire form).
-    public var results: String
+    package var results: String
 
-    public init(state: JobState, results: String) {
+    package init(state: JobState, results: String) {
         self.state = state
         self.results = results
     }
@@ -37,16 +37,16 @@ public struct FinishedJob: Sendable, Hashable {
 /// feeds it directly after each commit. Events are latency hints: the feed watcher and idle workers
 /// also re-check the database on an interval, so a lost notification delays an answer but never
 /// loses it.
-public final class ChangeNotifier: Sendable {
-    public struct Interest: Sendable, Hashable {
-        public var jobs: Set<Int64>
+package final class ChangeNotifier: Sendable {
+    package struct Interest: Sendable, Hashable {
+        package var jobs: Set<Int64>
         /// Every job of these devices that finishes (a push subscribes before its job exists).
-        public var devices: Set<DeviceKey>
-        public var jobsAvailable: Bool
+        package var devices: Set<DeviceKey>
+        package var jobsAvailable: Bool
         /// Every feed, scopes and job-finished event (the process's feed watcher).
-        public var feeds: Bool
+        package var feeds: Bool
 
-        public init(jobs: Set<Int64> = [], devices: Set<DeviceKey> = [], jobsAvailable: Bool = false, feeds: Bool = false) {
+        package init(jobs: Set<Int64> = [], devices: Set<DeviceKey> = [], jobsAvailable: Bool = false, feeds: Bool = false) {
             self.jobs = jobs
             self.devices = devices
             self.jobsAvailable = jobsAvailable
@@ -64,15 +64,15 @@ public final class ChangeNotifier: Sendable {
     private let state = Mutex(State())
     private let announcedJobs = Atomic<Int>(0)
 
-    public init() {}
+    package init() {}
 
     /// How many `jobsAvailable` events were ever published here: one per push enqueued (a
     /// requeue of many jobs counts once). A busy worker reads how many arrived since its last
     /// claim to tell a backlog from a trickle (``Worker``).
-    public var jobsAnnounced: Int { announcedJobs.load(ordering: .relaxed) }
+    package var jobsAnnounced: Int { announcedJobs.load(ordering: .relaxed) }
 
     /// Starts collecting events that match `interest`; call ``ChangeSubscription/cancel()`` when done.
-    public func subscribe(_ interest: Interest) -> ChangeSubscription {
+    package func subscribe(_ interest: Interest) -> ChangeSubscription {
         state.withLock { state in
             let id = state.nextID
             state.nextID += 1
@@ -87,7 +87,7 @@ public final class ChangeNotifier: Sendable {
         }
     }
 
-    public func publish(_ events: [StoreEvent]) {
+    package func publish(_ events: [StoreEvent]) {
         guard !events.isEmpty else { return }
         let announced = events.count { $0 == .jobsAvailable }
         if announced > 0 { announcedJobs.add(announced, ordering: .relaxed) }
@@ -97,12 +97,12 @@ public final class ChangeNotifier: Sendable {
         for (subscription, events) in deliveries { subscription.deliver(events) }
     }
 
-    public func publish(_ event: StoreEvent) {
+    package func publish(_ event: StoreEvent) {
         publish([event])
     }
 
     /// Ends every subscription (graceful shutdown): waiters return at once.
-    public func close() {
+    package func close() {
         let subscriptions = state.withLock { state in
             state.closed = true
             defer {
@@ -114,9 +114,9 @@ public final class ChangeNotifier: Sendable {
         subscriptions.forEach { $0.finish() }
     }
 
-    public var isClosed: Bool { state.withLock { $0.closed } }
+    package var isClosed: Bool { state.withLock { $0.closed } }
 
-    public var subscriberCount: Int { state.withLock { $0.subscriptions.count } }
+    package var subscriberCount: Int { state.withLock { $0.subscriptions.count } }
 
     func remove(_ id: Int) {
         state.withLock { state in
@@ -127,7 +127,7 @@ public final class ChangeNotifier: Sendable {
 }
 
 /// One waiter's view of the notifier: events buffer until it asks for them.
-public final class ChangeSubscription: Sendable {
+package final class ChangeSubscription: Sendable {
     /// The undelivered events, in order, each once.
     struct Buffer: Sendable {
         var events: [StoreEvent] = []
@@ -150,7 +150,7 @@ public final class ChangeSubscription: Sendable {
     static let bufferLimit = 1024
 
     let id: Int
-    public let interest: ChangeNotifier.Interest
+    package let interest: ChangeNotifier.Interest
     private weak let notifier: ChangeNotifier?
     private let mailbox = Mailbox<Buffer>()
 
@@ -164,17 +164,17 @@ public final class ChangeSubscription: Sendable {
         notifier?.remove(id)
     }
 
-    public func cancel() {
+    package func cancel() {
         notifier?.remove(id)
         finish()
     }
 
-    public var isFinished: Bool { mailbox.isClosed }
+    package var isFinished: Bool { mailbox.isClosed }
 
     /// Waits until events arrive or `timeout` passes. Returns the events (empty on timeout), or
     /// `nil` once the subscription is finished (shutdown) or the waiting task is cancelled: a
     /// loop over it ends instead of spinning.
-    public func next(timeout: Duration) async -> [StoreEvent]? {
+    package func next(timeout: Duration) async -> [StoreEvent]? {
         switch await mailbox.wait(until: .now + timeout) {
         case .delivered(let buffer): buffer.events
         case .timedOut: []

@@ -1,27 +1,27 @@
 /// Where the data lives: `postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`
 /// or `sqlite:PATH`.
-public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
+package enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     case postgres(PostgresLocation)
     case sqlite(path: String)
 
-    public struct PostgresLocation: Sendable, Hashable {
-        public var host: String
-        public var port: Int
-        public var user: String
-        public var password: String?
-        public var database: String
+    package struct PostgresLocation: Sendable, Hashable {
+        package var host: String
+        package var port: Int
+        package var user: String
+        package var password: String?
+        package var database: String
         /// As libpq's `sslmode`: `disable` (default), `prefer` and `require` (encrypted, the
         /// certificate not checked), `verify-ca` (signed by a trusted CA) or `verify-full` (and
         /// issued for the host).
-        public var tlsMode: String
+        package var tlsMode: String
         /// A PEM file of the CAs to trust (`?sslrootcert=/path`) instead of the system's.
-        public var tlsRootCertificate: String?
+        package var tlsRootCertificate: String?
         /// A directory holding the server's Unix socket (`?host=/path`), used instead of TCP.
-        public var socketDirectory: String?
+        package var socketDirectory: String?
 
-        public static let tlsModes = ["disable", "prefer", "require", "verify-ca", "verify-full"]
+        package static let tlsModes = ["disable", "prefer", "require", "verify-ca", "verify-full"]
 
-        public init(
+        package init(
             host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable",
             tlsRootCertificate: String? = nil, socketDirectory: String? = nil
         ) {
@@ -37,9 +37,9 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The embedded default.
-    public static let defaultSQLite = DatabaseURL.sqlite(path: "./data/syncgate.sqlite")
+    package static let defaultSQLite = DatabaseURL.sqlite(path: "./data/syncgate.sqlite")
 
-    public init(parsing text: String) throws(DatabaseURLError) {
+    package init(parsing text: String) throws(DatabaseURLError) {
         if text.hasPrefix("sqlite:") {
             var path = String(text.dropFirst("sqlite:".count))
             if path.hasPrefix("//") { path.removeFirst(2) }  // also accept sqlite://PATH
@@ -97,7 +97,7 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The URL with any password masked, for logs.
-    public var description: String {
+    package var description: String {
         switch self {
         case .sqlite(let path): return "sqlite:\(path)"
         case .postgres(let location):
@@ -129,8 +129,8 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-public struct DatabaseURLError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct DatabaseURLError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

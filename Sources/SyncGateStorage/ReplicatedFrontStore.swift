@@ -1,9 +1,9 @@
 import CoreMetrics
-public import Logging
+package import Logging
 import Metrics
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+import SyncGateWire
 
 /// The front's store when pulls read from PostgreSQL hot standbys (`SYNCGATE_READ_DATABASE_URL`).
 ///
@@ -16,9 +16,9 @@ public import SyncGateWire
 /// the primary answers (``ReplicaVerdict``): a cursor never goes backwards and a cursor the
 /// primary issued never gets `CURSOR_INVALID` from a standby. A standby that fails rests for
 /// `restAfterFailure` while the primary answers its share.
-public final class ReplicatedFrontStore: FrontStore {
-    public let primary: any FrontStore
-    public let replicas: [any FrontStore]
+package final class ReplicatedFrontStore: FrontStore {
+    package let primary: any FrontStore
+    package let replicas: [any FrontStore]
     let restAfterFailure: Duration
     private let logger: Logger
     private let turn = Atomic<Int>(0)
@@ -28,7 +28,7 @@ public final class ReplicatedFrontStore: FrontStore {
         Counter(label: MetricName.replicaPulls, dimensions: [("outcome", outcome)])
     }
 
-    public init(primary: any FrontStore, replicas: [any FrontStore], restAfterFailure: Duration = .seconds(5), logger: Logger) {
+    package init(primary: any FrontStore, replicas: [any FrontStore], restAfterFailure: Duration = .seconds(5), logger: Logger) {
         precondition(!replicas.isEmpty, "a replicated store needs at least one replica")
         self.primary = primary
         self.replicas = replicas
@@ -37,10 +37,10 @@ public final class ReplicatedFrontStore: FrontStore {
         self.resting = Mutex(Array(repeating: nil, count: replicas.count))
     }
 
-    public var driverName: String { primary.driverName }
-    public var notifier: ChangeNotifier { primary.notifier }
+    package var driverName: String { primary.driverName }
+    package var notifier: ChangeNotifier { primary.notifier }
 
-    public func pull(_ query: PullQuery) async throws -> PullResult {
+    package func pull(_ query: PullQuery) async throws -> PullResult {
         guard let index = nextReplica() else {
             outcomes[ReplicaVerdict.Reason.failed.rawValue].increment()
             return try await primary.pull(query)
@@ -64,7 +64,7 @@ public final class ReplicatedFrontStore: FrontStore {
         }
     }
 
-    public func pullLatest(_ query: PullQuery) async throws -> PullResult {
+    package func pullLatest(_ query: PullQuery) async throws -> PullResult {
         outcomes["latest"].increment()
         return try await primary.pull(query)
     }
@@ -99,35 +99,35 @@ public final class ReplicatedFrontStore: FrontStore {
 
     // MARK: - On the primary
 
-    public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+    package func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
         try await primary.enqueue(job, limits: limits)
     }
 
-    public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+    package func job(id: Int64, userID: String) async throws -> JobSnapshot? {
         try await primary.job(id: id, userID: userID)
     }
 
-    public func readableScopes(userID: String) async throws -> [Scope] {
+    package func readableScopes(userID: String) async throws -> [Scope] {
         try await primary.readableScopes(userID: userID)
     }
 
-    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+    package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         try await primary.watchState(feeds: feeds, users: users)
     }
 
-    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
         try await primary.readFeed(scope, after: position, types: types, limit: limit)
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         try await primary.schemaStatus()
     }
 
-    public func changesSince(_ query: SinceQuery) async throws -> SincePage {
+    package func changesSince(_ query: SinceQuery) async throws -> SincePage {
         try await primary.changesSince(query)
     }
 
-    public func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
+    package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
         try await primary.liveDocuments(userID: userID, household: household, types: types)
     }
 }

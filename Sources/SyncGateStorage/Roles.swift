@@ -1,13 +1,13 @@
-public import Logging
-public import SyncGateCore
-public import SyncGateWire
+package import Logging
+package import SyncGateCore
+package import SyncGateWire
 import Tracing
 
 // The store seen by each of its users, as PowerSync splits bucket storage and River its driver:
 // each consumer depends only on the role it uses. ``SyncStore`` plays every role.
 
 /// What the HTTP front needs: make pushes durable, answer job status, serve pulls.
-public protocol FrontStore: Sendable {
+package protocol FrontStore: Sendable {
     /// A short name for logs and `/readyz`: `postgres` or `sqlite`.
     var driverName: String { get }
     /// Where committed changes are announced (NOTIFY or in-process signals).
@@ -39,13 +39,13 @@ public protocol FrontStore: Sendable {
 }
 
 extension FrontStore {
-    public func pullLatest(_ query: PullQuery) async throws -> PullResult {
+    package func pullLatest(_ query: PullQuery) async throws -> PullResult {
         try await pull(query)
     }
 }
 
 /// What a worker needs: claim jobs, keep their leases, apply them, settle failures.
-public protocol WorkerStore: Sendable {
+package protocol WorkerStore: Sendable {
     var notifier: ChangeNotifier { get }
 
     /// Claims up to `limit` runnable jobs, at most one per user, oldest first, leased for `leaseMilliseconds`.
@@ -71,7 +71,7 @@ public protocol WorkerStore: Sendable {
 
 extension WorkerStore {
     /// One transaction per job (stores that cannot apply jobs together).
-    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
         var outcomes: [Result<ApplyOutcome, any Error>] = []
         for toApply in jobs {
             do {
@@ -85,7 +85,7 @@ extension WorkerStore {
 }
 
 /// Retention, repair and inspection: the periodic maintenance pass and `syncgate admin`.
-public protocol MaintenanceStore: Sendable {
+package protocol MaintenanceStore: Sendable {
     /// Runs `body` while holding the cluster-wide maintenance lock; `nil` if another process holds it.
     func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result?
     func deleteFinishedJobs(olderThanMilliseconds: Int64) async throws -> Int
@@ -101,7 +101,7 @@ public protocol MaintenanceStore: Sendable {
 }
 
 /// The schema: migrations and their status.
-public protocol SchemaStore: Sendable {
+package protocol SchemaStore: Sendable {
     /// Applies pending migrations (safe when several processes start together); returns the versions applied.
     @discardableResult
     func migrate(logger: Logger) async throws -> [Int]

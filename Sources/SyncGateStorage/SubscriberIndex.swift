@@ -1,5 +1,5 @@
-public import SyncGateCore
-public import SyncGateWire
+import SyncGateCore
+import SyncGateWire
 
 /// The notifier's subscriptions by what they listen for, so that publishing an event costs the
 /// subscriptions it reaches rather than a pass over every one: a front holds a subscription per

@@ -1,21 +1,21 @@
 import CoreMetrics
-public import Logging
+package import Logging
 import Metrics
-public import ServiceLifecycle
+import ServiceLifecycle
 import SyncGateCore
 import SyncGateWire
-public import SyncGateStorage
+package import SyncGateStorage
 
 /// Retention settings for the periodic maintenance loop and `syncgate admin prune`.
-public struct RetentionConfiguration: Sendable, Hashable {
+package struct RetentionConfiguration: Sendable, Hashable {
     /// Finished (`done`/`dead`) jobs are deleted after this long; their results are gone with them.
-    public var finishedJobsMilliseconds: Int64
+    package var finishedJobsMilliseconds: Int64
     /// Tombstones leave the feeds after this long; cursors older than the purge get `CURSOR_INVALID`.
-    public var tombstonesMilliseconds: Int64
+    package var tombstonesMilliseconds: Int64
     /// Idempotency records are forgotten after this long; a replay after it applies again.
-    public var idempotencyMilliseconds: Int64
+    package var idempotencyMilliseconds: Int64
 
-    public init(
+    package init(
         finishedJobsMilliseconds: Int64 = 24 * 3_600_000,
         tombstonesMilliseconds: Int64 = 30 * 86_400_000,
         idempotencyMilliseconds: Int64 = 30 * 86_400_000
@@ -27,18 +27,18 @@ public struct RetentionConfiguration: Sendable, Hashable {
 }
 
 /// What one maintenance pass did.
-public struct MaintenanceReport: Sendable, Hashable {
-    public var deletedJobs = 0
-    public var prunedIdempotencyRecords = 0
-    public var purge = PurgeReport()
-    public var compaction = CompactionReport()
+package struct MaintenanceReport: Sendable, Hashable {
+    package var deletedJobs = 0
+    package var prunedIdempotencyRecords = 0
+    package var purge = PurgeReport()
+    package var compaction = CompactionReport()
 
-    public init() {}
+    package init() {}
 }
 
 /// One maintenance pass: job and idempotency retention, compaction, then tombstone purge.
-public enum MaintenanceTasks {
-    public static func run(on store: any MaintenanceStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
+package enum MaintenanceTasks {
+    package static func run(on store: any MaintenanceStore, retention: RetentionConfiguration) async throws -> MaintenanceReport {
         var report = MaintenanceReport()
         report.deletedJobs = try await store.deleteFinishedJobs(olderThanMilliseconds: retention.finishedJobsMilliseconds)
         report.prunedIdempotencyRecords = try await store.pruneIdempotencyRecords(olderThanMilliseconds: retention.idempotencyMilliseconds)
@@ -50,20 +50,20 @@ public enum MaintenanceTasks {
 
 /// Runs ``MaintenanceTasks`` periodically in a worker process. Only the process holding the
 /// store's maintenance lock (a PostgreSQL advisory lock) runs a pass; the others skip it.
-public final class MaintenanceService: Service {
+package final class MaintenanceService: Service {
     let store: any MaintenanceStore
     let retention: RetentionConfiguration
     let interval: Duration
     let logger: Logger
 
-    public init(store: any MaintenanceStore, retention: RetentionConfiguration, interval: Duration = .seconds(60), logger: Logger) {
+    package init(store: any MaintenanceStore, retention: RetentionConfiguration, interval: Duration = .seconds(60), logger: Logger) {
         self.store = store
         self.retention = retention
         self.interval = interval
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let stop = StopSignal()
         await withGracefulShutdownHandler {
             while !stop.isTriggered, !Task.isCancelled {

@@ -1,11 +1,11 @@
 import CoreMetrics
 import Metrics
-public import Logging
-public import ServiceLifecycle
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
-public import Tracing
+package import Logging
+import ServiceLifecycle
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
+package import Tracing
 import SyncGateConcurrency
 
 /// Claims jobs and applies them in up to `concurrency` lanes at a time.
@@ -24,7 +24,7 @@ import SyncGateConcurrency
 /// returns jobs whose lease expired (their worker died) to the queue.
 ///
 /// On graceful shutdown (SIGTERM) lanes stop claiming and finish the jobs in hand.
-public final class Worker: Service {
+package final class Worker: Service {
     let store: any WorkerStore
     let collections: Collections
     let configuration: WorkerConfiguration
@@ -34,7 +34,7 @@ public final class Worker: Service {
     let tracer: any Tracer
     let metrics = WorkerMetrics()
 
-    public init(
+    package init(
         store: any WorkerStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(),
         tracer: (any Tracer)? = nil, logger: Logger
     ) {
@@ -48,7 +48,7 @@ public final class Worker: Service {
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let stop = StopSignal()
         try await withGracefulShutdownHandler {
             try await waitForSchema(stop: stop)

@@ -1,34 +1,34 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+import SyncGateWire
 
 /// How a worker process claims and applies jobs.
-public struct WorkerConfiguration: Sendable {
+package struct WorkerConfiguration: Sendable {
     /// Lanes: transactions applying jobs at the same time.
-    public var concurrency: Int
+    package var concurrency: Int
     /// The most jobs one lane takes at once. A busy worker claims this many per free lane and
     /// applies those that share no feed in one transaction (one lock, load, write and commit for
     /// all of them); an idle one finds one job at a time and applies it at once.
-    public var batchLimit: Int
+    package var batchLimit: Int
     /// A busy worker opens another lane at once for a backlog — half a lane's `batchLimit` of
     /// jobs announced since its last claim — and otherwise only after work has waited this long;
     /// below that its busy lanes take the jobs as they finish (``ClaimGate``).
-    public var backlogPatience: Duration
+    package var backlogPatience: Duration
     /// How long a claim is valid without a heartbeat; a killed worker's jobs are re-claimed after it.
-    public var leaseMilliseconds: Int64
-    public var heartbeatInterval: Duration
+    package var leaseMilliseconds: Int64
+    package var heartbeatInterval: Duration
     /// Idle workers re-check the queue this often even without a notification.
-    public var pollInterval: Duration
+    package var pollInterval: Duration
     /// How often expired leases are looked for.
-    public var rescueInterval: Duration
-    public var retryPolicy: RetryPolicy
+    package var rescueInterval: Duration
+    package var retryPolicy: RetryPolicy
     /// Identifies this worker in leases and logs.
-    public var workerID: String
+    package var workerID: String
 
     var claimGate: ClaimGate {
         ClaimGate(backlog: max(1, batchLimit / 2), patience: backlogPatience, pollInterval: pollInterval)
     }
 
-    public init(
+    package init(
         concurrency: Int = 4,
         batchLimit: Int = 16,
         backlogPatience: Duration = .milliseconds(10),
@@ -52,18 +52,18 @@ public struct WorkerConfiguration: Sendable {
 }
 
 /// Test seams: code run at points of a job's life, so tests can pause or fail a worker there.
-public struct WorkerHooks: Sendable {
+package struct WorkerHooks: Sendable {
     /// Runs after a job is claimed, before it is applied; throwing fails the attempt. `nil`: none.
-    public var beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)?
+    package var beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)?
 
-    public init(beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)? = nil) {
+    package init(beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)? = nil) {
         self.beforeApply = beforeApply
     }
 }
 
 /// What a hook learns about the job in hand.
-public struct ClaimedJobInfo: Sendable {
-    public var id: Int64
-    public var userID: String
-    public var attempts: Int
+package struct ClaimedJobInfo: Sendable {
+    package var id: Int64
+    package var userID: String
+    package var attempts: Int
 }

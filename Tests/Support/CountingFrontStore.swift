@@ -1,32 +1,32 @@
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+import SyncGateWire
+package import SyncGateStorage
 import SyncGateConcurrency
 
 /// The front's view of a store, counting every call by name; optionally with a notifier that
 /// never hears anything (every notification lost), and a hook run once after a pull's read.
-public final class CountingFrontStore: FrontStore {
-    public let base: any FrontStore
-    public let notifier: ChangeNotifier
+package final class CountingFrontStore: FrontStore {
+    package let base: any FrontStore
+    package let notifier: ChangeNotifier
     private let calls = Locked<[String: Int]>([:])
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
 
     /// - Parameter deaf: the front hears no notification at all: only the safety net wakes it.
-    public init(_ base: any FrontStore, deaf: Bool = false) {
+    package init(_ base: any FrontStore, deaf: Bool = false) {
         self.base = base
         self.notifier = deaf ? ChangeNotifier() : base.notifier
     }
 
-    public var driverName: String { base.driverName }
+    package var driverName: String { base.driverName }
 
     /// Calls per method name since the last ``reset()``.
-    public var counts: [String: Int] { calls.value }
-    public func count(_ name: String) -> Int { calls.value[name, default: 0] }
-    public func reset() { calls.update { $0 = [:] } }
+    package var counts: [String: Int] { calls.value }
+    package func count(_ name: String) -> Int { calls.value[name, default: 0] }
+    package func reset() { calls.update { $0 = [:] } }
 
     /// Runs `body` once, right after the next pull has read the store and before the waiter
     /// that made it arms: the window a lost wake-up would hide in.
-    public func onceAfterNextPull(_ body: @escaping @Sendable () async throws -> Void) {
+    package func onceAfterNextPull(_ body: @escaping @Sendable () async throws -> Void) {
         afterPull.update { $0 = body }
     }
 
@@ -34,17 +34,17 @@ public final class CountingFrontStore: FrontStore {
         calls.update { $0[name, default: 0] += 1 }
     }
 
-    public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+    package func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
         record("enqueue")
         return try await base.enqueue(job, limits: limits)
     }
 
-    public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+    package func job(id: Int64, userID: String) async throws -> JobSnapshot? {
         record("job")
         return try await base.job(id: id, userID: userID)
     }
 
-    public func pull(_ query: PullQuery) async throws -> PullResult {
+    package func pull(_ query: PullQuery) async throws -> PullResult {
         record("pull")
         let page = try await base.pull(query)
         if let hook = afterPull.update({ hook in defer { hook = nil }; return hook }) {
@@ -53,32 +53,32 @@ public final class CountingFrontStore: FrontStore {
         return page
     }
 
-    public func changesSince(_ query: SinceQuery) async throws -> SincePage {
+    package func changesSince(_ query: SinceQuery) async throws -> SincePage {
         record("changesSince")
         return try await base.changesSince(query)
     }
 
-    public func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
+    package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
         record("liveDocuments")
         return try await base.liveDocuments(userID: userID, household: household, types: types)
     }
 
-    public func readableScopes(userID: String) async throws -> [Scope] {
+    package func readableScopes(userID: String) async throws -> [Scope] {
         record("readableScopes")
         return try await base.readableScopes(userID: userID)
     }
 
-    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+    package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         record("watchState")
         return try await base.watchState(feeds: feeds, users: users)
     }
 
-    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
         record("readFeed")
         return try await base.readFeed(scope, after: position, types: types, limit: limit)
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         record("schemaStatus")
         return try await base.schemaStatus()
     }

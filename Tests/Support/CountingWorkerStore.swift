@@ -1,35 +1,35 @@
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 import SyncGateConcurrency
 
 /// A worker store that counts its calls and the jobs each claim asked for: tests of how often a
 /// worker touches the database.
-public final class CountingWorkerStore: WorkerStore {
-    public let base: any WorkerStore
+package final class CountingWorkerStore: WorkerStore {
+    package let base: any WorkerStore
     private let calls = Locked<[String: Int]>([:])
     private let limits = Locked<[Int]>([])
     private let handedOut = Locked<[[Int64]]>([])
     private let extended = Locked<[[Int64]]>([])
     private let together = Locked<[[Int64]]>([])
 
-    public init(_ base: any WorkerStore) {
+    package init(_ base: any WorkerStore) {
         self.base = base
     }
 
-    public var notifier: ChangeNotifier { base.notifier }
+    package var notifier: ChangeNotifier { base.notifier }
 
-    public var counts: [String: Int] { calls.value }
-    public func count(_ name: String) -> Int { calls.value[name, default: 0] }
+    package var counts: [String: Int] { calls.value }
+    package func count(_ name: String) -> Int { calls.value[name, default: 0] }
     /// The `limit` of every claim so far.
-    public var claimLimits: [Int] { limits.value }
+    package var claimLimits: [Int] { limits.value }
     /// The job ids each claim so far handed out, in claim order.
-    public var claims: [[Int64]] { handedOut.value }
+    package var claims: [[Int64]] { handedOut.value }
     /// The job ids of every heartbeat so far.
-    public var heartbeats: [[Int64]] { extended.value }
+    package var heartbeats: [[Int64]] { extended.value }
     /// The job ids of every call applying jobs together so far.
-    public var batches: [[Int64]] { together.value }
-    public func reset() {
+    package var batches: [[Int64]] { together.value }
+    package func reset() {
         calls.update { $0 = [:] }
         limits.update { $0 = [] }
         handedOut.update { $0 = [] }
@@ -41,7 +41,7 @@ public final class CountingWorkerStore: WorkerStore {
         calls.update { $0[name, default: 0] += 1 }
     }
 
-    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
         record("claimJobs")
         limits.update { $0.append(limit) }
         let claimed = try await base.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
@@ -49,35 +49,35 @@ public final class CountingWorkerStore: WorkerStore {
         return claimed
     }
 
-    public func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
+    package func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
         record("extendLeases")
         extended.update { $0.append(jobs.map(\.id)) }
         try await base.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds)
     }
 
-    public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+    package func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         record("apply")
         return try await base.apply(job, collections: collections, now: now)
     }
 
-    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
         record("applyTogether")
         together.update { $0.append(jobs.map(\.job.id)) }
         return await base.apply(jobs, collections: collections, now: now)
     }
 
     @discardableResult
-    public func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+    package func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
         record("fail")
         return try await base.fail(job, error: error, settlement: settlement)
     }
 
-    public func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+    package func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
         record("rescueExpiredLeases")
         return try await base.rescueExpiredLeases(policy: policy, jitter: jitter)
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         record("schemaStatus")
         return try await base.schemaStatus()
     }

@@ -2,13 +2,13 @@
 /// waiter woken, a process gone — before it calls the wait a hang. Far above what any of them
 /// takes on an idle machine (milliseconds to seconds), so that a busy CI runner only makes a test
 /// slower; only an event that never comes fails it.
-public let hangGuard: Duration = .seconds(120)
+package let hangGuard: Duration = .seconds(120)
 
 /// Polls `condition` until it holds, failing the test with `what` when `timeout` passes first.
 ///
 /// For conditions that depend on other processes: a fixed sleep followed by one check is flaky on
 /// a loaded machine, while a deadline only fails when the condition never holds.
-public func eventually(
+package func eventually(
     _ what: String, timeout: Duration = hangGuard, every interval: Duration = .milliseconds(100),
     _ condition: () async throws -> Bool
 ) async throws {

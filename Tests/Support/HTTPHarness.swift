@@ -1,30 +1,30 @@
 import AsyncHTTPClient
 import Foundation
-public import HTTPTypes
+package import HTTPTypes
 import Hummingbird
-public import HummingbirdTesting
-public import Logging
+package import HummingbirdTesting
+package import Logging
 import NIOCore
 import NIOHTTP1
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateHTTP
-public import SyncGateServer
-public import SyncGateStorage
-public import SyncGateWorker
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateHTTP
+package import SyncGateServer
+package import SyncGateStorage
+package import SyncGateWorker
 import SyncGateConcurrency
 
 /// The production application (``buildApplication(_:store:logger:)``) on a fresh store, for HTTP tests.
-public struct HTTPHarness: Sendable {
-    public static let secret = "test-secret-test-secret-test-secret-0123"
+package struct HTTPHarness: Sendable {
+    package static let secret = "test-secret-test-secret-test-secret-0123"
 
-    public let store: StoreHarness
-    public let authority: TokenAuthority
-    public let client: any TestClientProtocol
+    package let store: StoreHarness
+    package let authority: TokenAuthority
+    package let client: any TestClientProtocol
     /// `.live`: the server's requests go through this pool instead of `client`.
     let pooled: PooledRequests?
     /// The front's live waiters (long-polls and event streams).
-    public let watcher: FeedWatcher
+    package let watcher: FeedWatcher
 
     /// Runs `body` against the application: `.router` in memory, or `.live` on a real socket.
     /// - Parameters:
@@ -32,7 +32,7 @@ public struct HTTPHarness: Sendable {
     ///   - notificationsOnly: waiting requests and idle workers never re-check the database on
     ///     their own within a test, so whatever answers before its wait ends was woken by a
     ///     notification (NOTIFY or an in-process signal), not by the polling safety net.
-    public static func with<Result: Sendable>(
+    package static func with<Result: Sendable>(
         _ driver: Driver,
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
@@ -56,10 +56,10 @@ public struct HTTPHarness: Sendable {
 
     /// The polling safety net's interval when a test runs on notifications only: longer than any
     /// test, so that only a notification can wake a waiter or a worker.
-    public static let noSafetyNet: Duration = .seconds(3600)
+    package static let noSafetyNet: Duration = .seconds(3600)
 
     /// Runs `body` against the application on an existing store harness.
-    public static func run<Result: Sendable>(
+    package static func run<Result: Sendable>(
         store: StoreHarness,
         setup: TestingSetup = .router,
         configuration: FrontConfiguration = HTTPHarness.testConfiguration,
@@ -88,7 +88,7 @@ public struct HTTPHarness: Sendable {
     }
 
     /// The server configuration the tests run: the store's database, the test secret, short intervals.
-    public static func serverConfiguration(store: StoreHarness, front: FrontConfiguration, workers: Int) -> ServerConfiguration {
+    package static func serverConfiguration(store: StoreHarness, front: FrontConfiguration, workers: Int) -> ServerConfiguration {
         var configuration = ServerConfiguration()
         configuration.database = store.url
         configuration.jwtSecret = secret
@@ -99,11 +99,11 @@ public struct HTTPHarness: Sendable {
         return configuration
     }
 
-    public static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
+    package static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
 
     /// Waits until `count` more requests or streams than `baseline` wait: the signal that a
     /// long-poll or event stream is asleep, or a push waits for its job, instead of a sleep.
-    public func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = hangGuard) async throws {
+    package func waitForWaiters(_ count: Int, beyond baseline: Int, timeout: Duration = hangGuard) async throws {
         try await eventually("\(count) waiting request(s)", timeout: timeout, every: .milliseconds(5)) {
             waiters >= baseline + count
         }
@@ -111,20 +111,20 @@ public struct HTTPHarness: Sendable {
 
     /// Waiting requests now: armed live waiters (asleep until something to read), plus
     /// subscribers of the store's notifier (waiting pushes, worker lanes, the watcher itself).
-    public var waiters: Int { watcher.armedCount + store.store.notifier.subscriberCount }
+    package var waiters: Int { watcher.armedCount + store.store.notifier.subscriberCount }
 
-    public func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
+    package func token(_ user: String = "alice", ttl: Int = 3600) async throws -> String {
         try await authority.issue(userID: user, ttlSeconds: ttl)
     }
 
-    public func headers(_ user: String = "alice", device: String? = "d1") async throws -> HTTPFields {
+    package func headers(_ user: String = "alice", device: String? = "d1") async throws -> HTTPFields {
         var fields: HTTPFields = [.authorization: "Bearer \(try await token(user))", .contentType: "application/json"]
         if let device { fields[HTTPField.Name("X-Device-Id")!] = device }
         return fields
     }
 
     /// A request; the body is parsed as JSON when it is JSON.
-    public func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+    package func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
         if let pooled {
             let response = try await pooled.send(method, uri, headers: headers, body: body)
             return (response.status, try? JSONParser().parse(Array(response.body.readableBytesView)), response.headers)
@@ -134,18 +134,18 @@ public struct HTTPHarness: Sendable {
         return (Int(response.status.code), json, response.headers)
     }
 
-    public func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1", wait: Int? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+    package func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1", wait: Int? = nil) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
         let body = JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
         let query = wait.map { "?wait=\($0)" } ?? ""
         return try await send(.post, "/v1/sync/push\(query)", headers: try await headers(user, device: device), body: body)
     }
 
-    public func pull(user: String = "alice", device: String = "d1", query: String = "") async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+    package func pull(user: String = "alice", device: String = "d1", query: String = "") async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
         try await send(.get, "/v1/sync/pull\(query.isEmpty ? "" : "?" + query)", headers: try await headers(user, device: device))
     }
 
     /// Pushes and waits for the results (fails the test if the job does not finish).
-    public func results(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [JSONValue] {
+    package func results(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [JSONValue] {
         let response = try await push(operations, user: user, device: device, wait: 30_000)
         guard response.status == 200, let results = response.json?["results"]?.arrayValue else {
             throw TestEnvironmentError(description: "push answered \(response.status): \(String(describing: response.json))")
@@ -154,7 +154,7 @@ public struct HTTPHarness: Sendable {
     }
 
     /// The current change of each entity a user can pull, keyed `type/id`.
-    public func state(user: String = "alice") async throws -> [String: JSONValue] {
+    package func state(user: String = "alice") async throws -> [String: JSONValue] {
         var latest: [String: JSONValue] = [:]
         for change in try await pullAll(user: user, device: "state-reader").changes {
             let key = "\(change["entity_type"]?.stringValue ?? "")/\(change["entity_id"]?.stringValue ?? "")"
@@ -164,7 +164,7 @@ public struct HTTPHarness: Sendable {
     }
 
     /// Pulls until has_more is false; returns the changes and the last cursor.
-    public func pullAll(user: String = "alice", device: String = "d1", cursor: String? = nil) async throws -> (changes: [JSONValue], cursor: String, last: JSONValue) {
+    package func pullAll(user: String = "alice", device: String = "d1", cursor: String? = nil) async throws -> (changes: [JSONValue], cursor: String, last: JSONValue) {
         var cursor = cursor
         var changes: [JSONValue] = []
         while true {
@@ -182,9 +182,9 @@ public struct HTTPHarness: Sendable {
 
 extension JSONValue {
     /// `error.code` of a protocol error body.
-    public var errorCode: String? { self["error"]?["code"]?.stringValue }
+    package var errorCode: String? { self["error"]?["code"]?.stringValue }
 
-    public subscript(index: Int) -> JSONValue? {
+    package subscript(index: Int) -> JSONValue? {
         guard let array = arrayValue, array.indices.contains(index) else { return nil }
         return array[index]
     }

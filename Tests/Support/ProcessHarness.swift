@@ -1,11 +1,11 @@
 import AsyncHTTPClient
-public import Foundation
+package import Foundation
 import NIOCore
-public import NIOHTTP1
-public import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import NIOHTTP1
+package import PostgresNIO
+import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 import Synchronization
 
 #if canImport(Glibc)
@@ -13,12 +13,12 @@ import Glibc
 #endif
 
 /// A `syncgate` process started by a test.
-public final class SyncGateProcess: @unchecked Sendable {
-    public let process: Process
-    public let logPath: String
+package final class SyncGateProcess: @unchecked Sendable {
+    package let process: Process
+    package let logPath: String
 
     /// The binary under test: `SYNCGATE_BINARY` (set by scripts/test) or the debug build.
-    public static func binary() throws -> String {
+    package static func binary() throws -> String {
         if let path = ProcessInfo.processInfo.environment["SYNCGATE_BINARY"], !path.isEmpty {
             return path
         }
@@ -33,7 +33,7 @@ public final class SyncGateProcess: @unchecked Sendable {
 
     /// - Parameter replaceEnvironment: use `environment` as the whole environment instead of
     ///   adding it to the test process's.
-    public init(executable: String? = nil, _ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
+    package init(executable: String? = nil, _ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: try executable ?? Self.binary())
         process.arguments = arguments
@@ -50,7 +50,7 @@ public final class SyncGateProcess: @unchecked Sendable {
     }
 
     /// Runs a shell script (`bash`) with exactly `environment`, its output in ``log``.
-    public static func shell(_ script: String, in directory: String, environment: [String: String]) throws -> SyncGateProcess {
+    package static func shell(_ script: String, in directory: String, environment: [String: String]) throws -> SyncGateProcess {
         try SyncGateProcess(executable: "/bin/bash", [script], environment: environment, directory: directory, replaceEnvironment: true)
     }
 
@@ -58,7 +58,7 @@ public final class SyncGateProcess: @unchecked Sendable {
     /// tests), and returns its exit status and output. The exit is read from a status file the
     /// shell writes, not from Foundation's process monitor: that waits for EOF on a descriptor,
     /// and a server another test starts at the same moment can inherit it for its whole life.
-    public static func script(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration) async throws -> (status: String, log: String) {
+    package static func script(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration) async throws -> (status: String, log: String) {
         let stem = NSTemporaryDirectory() + "syncgate-script-\(UUID().uuidString.prefix(8))"
         let output = stem + ".out", statusFile = stem + ".status"
         defer { for file in [output, statusFile] { try? FileManager.default.removeItem(atPath: file) } }
@@ -84,16 +84,16 @@ public final class SyncGateProcess: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: logPath)
     }
 
-    public var isRunning: Bool { process.isRunning }
-    public var pid: Int32 { process.processIdentifier }
-    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    package var isRunning: Bool { process.isRunning }
+    package var pid: Int32 { process.processIdentifier }
+    package var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         kill(process.processIdentifier, number)
     }
 
     /// Waits for the process to exit; returns its status, or nil on timeout.
-    public func waitForExit(timeout: Duration) async -> Int32? {
+    package func waitForExit(timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now > deadline { return nil }
@@ -102,7 +102,7 @@ public final class SyncGateProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    public func stop() async {
+    package func stop() async {
         guard process.isRunning else { return }
         signal(SIGKILL)
         _ = await waitForExit(timeout: .seconds(5))
@@ -116,7 +116,7 @@ public final class SyncGateProcess: @unchecked Sendable {
     /// in EmbeddedModeTests). Below that range only these picks choose ports, and they check each;
     /// the scripts' own picks (`scripts/free-port`, used by `scripts/cluster` while tests run)
     /// take 20,000 and up, so the two never choose the same port before either binds it.
-    public static func freePort() -> Int {
+    package static func freePort() -> Int {
         for _ in 0..<1_000 {
             let port = Int.random(in: serverPorts)
             guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
@@ -146,14 +146,14 @@ public final class SyncGateProcess: @unchecked Sendable {
 }
 
 /// A tiny HTTP client for process tests.
-public struct ProcessClient: Sendable {
-    public let base: String
+package struct ProcessClient: Sendable {
+    package let base: String
 
-    public init(base: String) {
+    package init(base: String) {
         self.base = base
     }
 
-    public func request(
+    package func request(
         _ method: HTTPMethod, _ path: String, token: String? = nil, device: String? = "d1", body: String? = nil, headers: [(String, String)] = [],
         timeout: Duration = hangGuard
     ) async throws -> (status: Int, json: JSONValue?) {
@@ -162,7 +162,7 @@ public struct ProcessClient: Sendable {
     }
 
     /// A GET's body as text (`/metrics`).
-    public func text(_ path: String) async throws -> String {
+    package func text(_ path: String) async throws -> String {
         let (status, bytes) = try await raw(.GET, path, token: nil, device: nil, body: nil, headers: [], timeout: hangGuard)
         guard status == 200 else { throw TestEnvironmentError(description: "GET \(path) answered \(status)") }
         return String(buffer: bytes)
@@ -185,7 +185,7 @@ public struct ProcessClient: Sendable {
     }
 
     /// Polls `/readyz` until it answers 200.
-    public func waitUntilReady(_ process: SyncGateProcess, timeout: Duration = hangGuard) async throws {
+    package func waitUntilReady(_ process: SyncGateProcess, timeout: Duration = hangGuard) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             guard process.isRunning else { throw TestEnvironmentError(description: "syncgate exited: \(process.log)") }
@@ -195,17 +195,17 @@ public struct ProcessClient: Sendable {
         throw TestEnvironmentError(description: "syncgate did not become ready: \(process.log)")
     }
 
-    public static func pushBody(_ operations: [SyncOperation]) -> String {
+    package static func pushBody(_ operations: [SyncOperation]) -> String {
         JSONValue.object(["operations": .array(operations.map(\.json))]).serialized()
     }
 }
 
 extension DatabaseURL.PostgresLocation {
-    public var urlString: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+    package var urlString: String { "postgres://\(user)@\(host):\(port)/\(database)" }
 }
 
 /// A plain connection for tests that hold locks or inspect tables.
-public func withConnection<Result: Sendable>(_ location: DatabaseURL.PostgresLocation, _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+package func withConnection<Result: Sendable>(_ location: DatabaseURL.PostgresLocation, _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
     let configuration = location.socketDirectory.map {
         PostgresConnection.Configuration(unixSocketPath: "\($0)/.s.PGSQL.\(location.port)", username: location.user, password: location.password, database: location.database)
     } ?? PostgresConnection.Configuration(
@@ -224,7 +224,7 @@ public func withConnection<Result: Sendable>(_ location: DatabaseURL.PostgresLoc
 
 extension PostgresConnection {
     /// The first column of the first row, as an integer.
-    public func integer(_ sql: String) async throws -> Int {
+    package func integer(_ sql: String) async throws -> Int {
         for try await row in try await query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) {
             return try row.decode(Int.self)
         }

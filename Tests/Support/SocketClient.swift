@@ -1,18 +1,18 @@
-public import AsyncHTTPClient
+package import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-public import SyncGateCore
-public import SyncGateWire
+import SyncGateCore
+package import SyncGateWire
 
 /// Many concurrent requests to a server on a real socket (HummingbirdTesting's live client runs
 /// one request at a time on one connection), each on a connection of its own.
-public final class SocketClient: Sendable {
-    public let port: Int
+package final class SocketClient: Sendable {
+    package let port: Int
     let client: HTTPClient
 
-    public init(port: Int, connections: Int = 256) {
+    package init(port: Int, connections: Int = 256) {
         self.port = port
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
@@ -21,7 +21,7 @@ public final class SocketClient: Sendable {
     }
 
     /// Runs `body` with a client, and shuts it down after.
-    public static func with<Result: Sendable>(port: Int, _ body: (SocketClient) async throws -> Result) async throws -> Result {
+    package static func with<Result: Sendable>(port: Int, _ body: (SocketClient) async throws -> Result) async throws -> Result {
         let client = SocketClient(port: port)
         do {
             let result = try await body(client)
@@ -34,7 +34,7 @@ public final class SocketClient: Sendable {
     }
 
     /// A GET with a bearer token and device; the body parsed as JSON when it is JSON.
-    public func get(_ path: String, token: String, device: String = "d1") async throws -> (status: Int, json: JSONValue?, headers: [String: String]) {
+    package func get(_ path: String, token: String, device: String = "d1") async throws -> (status: Int, json: JSONValue?, headers: [String: String]) {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "X-Device-Id", value: device)
@@ -46,7 +46,7 @@ public final class SocketClient: Sendable {
     }
 
     /// Opens an event stream; read it with the returned response's body.
-    public func events(token: String, device: String = "watcher") async throws -> HTTPClientResponse {
+    package func events(token: String, device: String = "watcher") async throws -> HTTPClientResponse {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/sync/events")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "X-Device-Id", value: device)

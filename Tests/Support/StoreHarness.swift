@@ -1,29 +1,29 @@
 import Foundation
 import GRDB
-public import Logging
+package import Logging
 import PostgresNIO
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+package import SyncGateWire
 import SyncGatePostgres
 import SyncGateSQLite
-public import SyncGateStorage
-public import SyncGateWorker
+package import SyncGateStorage
+package import SyncGateWorker
 
 /// A running store on a fresh database, for one test.
-public struct StoreHarness: Sendable {
-    public let driver: Driver
-    public let store: SyncStore
-    public let url: DatabaseURL
-    public let collections: Collections
+package struct StoreHarness: Sendable {
+    package let driver: Driver
+    package let store: SyncStore
+    package let url: DatabaseURL
+    package let collections: Collections
     /// The store's clock when the test moves time by hand.
-    public let clock: ManualClock?
+    package let clock: ManualClock?
 
-    public static let logger = TestDatabases.logger
+    package static let logger = TestDatabases.logger
 
     /// Runs `body` with a fresh store of `driver`; tears it down afterwards.
     ///
     /// - Parameter clock: a clock the test moves instead of sleeping (claims, leases, backoff, retention).
-    public static func with<Result: Sendable>(
+    package static func with<Result: Sendable>(
         _ driver: Driver,
         collections: Collections = .default,
         clock: ManualClock? = nil,
@@ -46,7 +46,7 @@ public struct StoreHarness: Sendable {
     ///   - productionDeadlines: give PostgreSQL calls the server's own deadlines instead of the
     ///     tests' generous ones (for tests of what happens when the database goes away).
     ///   - requestDeadline: a request's deadline instead of either.
-    public static func withExisting<Result: Sendable>(
+    package static func withExisting<Result: Sendable>(
         _ url: DatabaseURL,
         collections: Collections = .default,
         clock: ManualClock? = nil,
@@ -78,11 +78,11 @@ public struct StoreHarness: Sendable {
 
     /// A second store on the same database: another process's view (PostgreSQL), or the file
     /// opened again as after a restart (SQLite).
-    public func sibling() throws -> (SyncStore, @Sendable () async throws -> Void) {
+    package func sibling() throws -> (SyncStore, @Sendable () async throws -> Void) {
         try Self.makeStore(url, clock: clock)
     }
 
-    public static func makeStore(
+    package static func makeStore(
         _ url: DatabaseURL, clock: ManualClock? = nil, productionDeadlines: Bool = false, requestDeadline: Duration? = nil,
         listenerReconnectDelay: Duration? = nil
     ) throws -> (SyncStore, @Sendable () async throws -> Void) {
@@ -111,7 +111,7 @@ public struct StoreHarness: Sendable {
 
     /// Enqueues a push without limits and returns its job id.
     @discardableResult
-    public func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> Int64 {
+    package func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> Int64 {
         let result = try await store.enqueue(
             NewJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 5),
             limits: .init(maximumQueuedPerUser: .max, maximumQueuedTotal: .max)
@@ -123,7 +123,7 @@ public struct StoreHarness: Sendable {
     /// Claims and applies jobs in this task until none is runnable, at `now` (default: the
     /// harness's clock, or the wall clock).
     @discardableResult
-    public func drain(worker: String = "test-worker", now: Timestamp? = nil) async throws -> [Int64: [OperationResult]] {
+    package func drain(worker: String = "test-worker", now: Timestamp? = nil) async throws -> [Int64: [OperationResult]] {
         let now = now ?? clock?.now ?? .now()
         var results: [Int64: [OperationResult]] = [:]
         while let job = try await store.claimJobs(workerID: worker, limit: 1, leaseMilliseconds: 30_000).first {
@@ -135,7 +135,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Pushes and applies one batch; returns its results.
-    public func apply(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [OperationResult] {
+    package func apply(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> [OperationResult] {
         let id = try await push(operations, user: user, device: device)
         let results = try await drain()
         guard let jobResults = results[id] else { throw TestEnvironmentError(description: "job \(id) was not applied") }
@@ -143,7 +143,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Pages through the user's feeds from `cursor` until `has_more` is false.
-    public func pullAll(
+    package func pullAll(
         user: String = "alice", device: String = "d1", from cursor: SyncCursor? = nil, limit: Int = 500, types: Set<String>? = nil
     ) async throws -> (changes: [FeedChange], last: PullResult) {
         var cursor = cursor
@@ -158,7 +158,7 @@ public struct StoreHarness: Sendable {
 
     /// A worker configuration with short intervals, for tests.
     /// - Parameter pollInterval: how often an idle worker re-checks the queue without a notification.
-    public static func workerConfiguration(
+    package static func workerConfiguration(
         concurrency: Int = 2, leaseMilliseconds: Int64 = 30_000, pollInterval: Duration = .milliseconds(100), id: String = "worker"
     ) -> WorkerConfiguration {
         WorkerConfiguration(
@@ -170,7 +170,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Runs `count` workers on this store while `body` runs.
-    public func withWorkers<Result: Sendable>(
+    package func withWorkers<Result: Sendable>(
         _ count: Int,
         concurrency: Int = 2,
         leaseMilliseconds: Int64 = 30_000,
@@ -194,7 +194,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Waits until the job is finished (polling), or fails after `timeout`.
-    public func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = hangGuard) async throws -> JobSnapshot {
+    package func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = hangGuard) async throws -> JobSnapshot {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let job = try await store.job(id: id, userID: user), job.state.isFinished { return job }
@@ -204,7 +204,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// The first column of every row of raw SQL, as text (cast it in the query).
-    public func queryTexts(_ sql: String) async throws -> [String] {
+    package func queryTexts(_ sql: String) async throws -> [String] {
         switch url {
         case .postgres(let location):
             return try await withConnection(location) {
@@ -216,7 +216,7 @@ public struct StoreHarness: Sendable {
     }
 
     /// Runs raw SQL on the harness's database (to plant rows no client could write).
-    public func execute(_ sql: String) async throws {
+    package func execute(_ sql: String) async throws {
         switch url {
         case .postgres(let location):
             _ = try await withConnection(location) { try await $0.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabases.logger) }
@@ -231,25 +231,25 @@ public struct StoreHarness: Sendable {
 }
 
 /// Operation builders for integration tests.
-public enum Op {
-    public static let clock = Timestamp(rfc3339: "2026-01-15T10:00:00.000Z")!
+package enum Op {
+    package static let clock = Timestamp(rfc3339: "2026-01-15T10:00:00.000Z")!
 
-    public static func create(_ type: String, _ id: String, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+    package static func create(_ type: String, _ id: String, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
         SyncOperation(idempotencyKey: key ?? "c-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .create, baseVersion: 0, data: data, clientTimestamp: at ?? .now(), householdID: household)
     }
 
-    public static func update(_ type: String, _ id: String, base: Int64, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+    package static func update(_ type: String, _ id: String, base: Int64, _ data: JSONObject, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
         SyncOperation(idempotencyKey: key ?? "u-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .update, baseVersion: base, data: data, clientTimestamp: at ?? .now(), householdID: household)
     }
 
-    public static func delete(_ type: String, _ id: String, base: Int64, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
+    package static func delete(_ type: String, _ id: String, base: Int64, key: String? = nil, household: String? = nil, at: Timestamp? = nil) -> SyncOperation {
         SyncOperation(idempotencyKey: key ?? "d-\(type)-\(id)-\(UUID().uuidString)", entityType: type, entityID: id, intent: .delete, baseVersion: base, clientTimestamp: at ?? .now(), householdID: household)
     }
 }
 
 extension OperationResult {
     /// `applied`, `duplicate`, a resolution, or the error code.
-    public var outcome: String {
+    package var outcome: String {
         switch status {
         case .applied: return "applied"
         case .duplicate: return "duplicate"
@@ -260,21 +260,21 @@ extension OperationResult {
 }
 
 extension ApplyOutcome {
-    public var isDone: Bool {
+    package var isDone: Bool {
         if case .done = self { return true }
         return false
     }
 }
 
 extension EnqueueResult {
-    public var isAccepted: Bool {
+    package var isAccepted: Bool {
         if case .accepted = self { return true }
         return false
     }
 }
 
 extension Sequence where Element: Sendable {
-    public func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+    package func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
         var results: [T] = []
         for element in self { results.append(try await transform(element)) }
         return results

@@ -1,5 +1,5 @@
 import Foundation
-public import SyncGateStorage
+package import SyncGateStorage
 
 #if canImport(Glibc)
 import Glibc
@@ -9,22 +9,22 @@ import SyncGateConcurrency
 /// A PostgreSQL server of a test's own, for tests that stop and restart the database.
 /// Uses the binaries at `SYNCGATE_TEST_PG_BIN` (default /usr/lib/postgresql/15/bin); as root it
 /// runs them as the `postgres` user, because PostgreSQL refuses to run as root.
-public final class TemporaryPostgres: @unchecked Sendable {
-    public let directory: String
-    public let port: Int
-    public let bin: String
+package final class TemporaryPostgres: @unchecked Sendable {
+    package let directory: String
+    package let port: Int
+    package let bin: String
 
-    public var location: DatabaseURL.PostgresLocation {
+    package var location: DatabaseURL.PostgresLocation {
         DatabaseURL.PostgresLocation(host: "127.0.0.1", port: port, user: "postgres", password: nil, database: "postgres", tlsMode: "disable", socketDirectory: nil)
     }
 
     /// The server over its Unix socket (never TLS).
-    public var socketLocation: DatabaseURL.PostgresLocation {
+    package var socketLocation: DatabaseURL.PostgresLocation {
         DatabaseURL.PostgresLocation(host: "", port: port, user: "postgres", database: "postgres", socketDirectory: directory)
     }
 
     /// The self-signed certificate of a server made with `tls: true` (for `sslrootcert`).
-    public var certificatePath: String { "\(directory)/server.crt" }
+    package var certificatePath: String { "\(directory)/server.crt" }
 
     /// Creates and starts a server; initdb and pg_ctl run off Swift's cooperative pool, whose
     /// two threads on a CI machine every other test in the process shares.
@@ -33,7 +33,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
     ///     writes), for crash tests; otherwise fsync is off, for speed.
     ///   - tls: serve TLS with a self-signed certificate for `localhost`, and refuse TCP clients
     ///     that do not use it (the Unix socket stays open without TLS).
-    public static func make(durable: Bool = false, tls: Bool = false) async throws -> TemporaryPostgres {
+    package static func make(durable: Bool = false, tls: Bool = false) async throws -> TemporaryPostgres {
         try await built { try TemporaryPostgres(durable: durable, tls: tls) }
     }
 
@@ -86,7 +86,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
 
     /// A hot standby of this server: `pg_basebackup -R` (streaming replication, `standby.signal`
     /// and `primary_conninfo` written for it), on a port and in a folder of its own, started.
-    public func makeStandby() async throws -> TemporaryPostgres {
+    package func makeStandby() async throws -> TemporaryPostgres {
         try await Self.built { try TemporaryPostgres(standbyOf: self) }
     }
 
@@ -102,7 +102,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
         try startNow()
     }
 
-    public func start() async throws {
+    package func start() async throws {
         try await Self.offThePool { try self.startNow() }
     }
 
@@ -113,13 +113,13 @@ public final class TemporaryPostgres: @unchecked Sendable {
     /// A fast shutdown: connected sessions are terminated, as in a crash or failover.
     /// `immediate`: no shutdown checkpoint at all, recovery from the WAL at the next start — what
     /// a power cut or `kill -9` of the postmaster leaves.
-    public func stop(immediate: Bool = false) async throws {
+    package func stop(immediate: Bool = false) async throws {
         let mode = immediate ? "immediate" : "fast"
         try await Self.offThePool { try self.runAsPostgres("\(self.bin)/pg_ctl", ["-D", "\(self.directory)/data", "-m", mode, "-w", "stop"]) }
     }
 
     /// Runs a blocking call on a thread of its own, never on Swift's cooperative pool.
-    public static func offThePool(_ body: @escaping @Sendable () throws -> Void) async throws {
+    package static func offThePool(_ body: @escaping @Sendable () throws -> Void) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             Thread.detachNewThread {
                 do {
@@ -135,7 +135,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
     /// Stops the server at once and removes its folder, on a thread of its own. The test process
     /// waits for these at exit: a filtered run that ends right after its test used to leave the
     /// server running.
-    public func destroyInBackground() {
+    package func destroyInBackground() {
         _ = Self.waitForDestroysAtExit
         Self.destroying.enter()
         Thread.detachNewThread {
@@ -149,7 +149,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
         atexit { _ = TemporaryPostgres.destroying.wait(timeout: .now() + 30) }
     }()
 
-    public func destroy() {
+    package func destroy() {
         try? runAsPostgres("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "stop"])
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -165,7 +165,7 @@ public final class TemporaryPostgres: @unchecked Sendable {
     /// Runs a command to completion with `posix_spawn` and `waitpid`. (Foundation's `Process`
     /// misses the exit of `runuser … pg_ctl start`, whose grandchild daemonizes.) Output goes to a
     /// file, not a pipe, because the server keeps the inherited descriptors.
-    public static func run(_ executable: String, _ arguments: [String]) throws {
+    package static func run(_ executable: String, _ arguments: [String]) throws {
         let outputPath = NSTemporaryDirectory() + "syncgate-cmd-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
         var actions = posix_spawn_file_actions_t()

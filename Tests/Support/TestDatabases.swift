@@ -1,20 +1,20 @@
 import Foundation
-public import Logging
+package import Logging
 import PostgresNIO
 import SyncGateCore
 import SyncGateWire
 import SyncGatePostgres
-public import SyncGateStorage
-public import Testing
+package import SyncGateStorage
+import Testing
 
 /// The storage drivers every conformance test runs against.
-public enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible {
+package enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case postgres
     case sqlite
 
-    public var testDescription: String { rawValue }
+    package var testDescription: String { rawValue }
 
-    public init(for url: DatabaseURL) {
+    package init(for url: DatabaseURL) {
         switch url {
         case .postgres: self = .postgres
         case .sqlite: self = .sqlite
@@ -23,25 +23,25 @@ public enum Driver: String, CaseIterable, Sendable, CustomTestStringConvertible 
 
     /// The drivers this run tests: `SYNCGATE_TEST_DRIVERS` (e.g. `sqlite` for a quick local loop),
     /// or all of them. Under `CI=true` a run without every driver fails (``Driver/checkCI()``).
-    public static var selected: [Driver] {
+    package static var selected: [Driver] {
         guard let list = ProcessInfo.processInfo.environment["SYNCGATE_TEST_DRIVERS"], !list.isEmpty else { return allCases }
         return allCases.filter { list.split(separator: ",").map(String.init).contains($0.rawValue) }
     }
 
     /// Whether this is a CI run, where nothing may be skipped.
-    public static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
+    package static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
 }
 
 /// Errors that make a test fail loudly instead of skipping.
-public struct TestEnvironmentError: Error, CustomStringConvertible {
-    public var description: String
-    public init(description: String) { self.description = description }
+package struct TestEnvironmentError: Error, CustomStringConvertible {
+    package var description: String
+    package init(description: String) { self.description = description }
 }
 
 /// Fresh, migrated databases for tests: one PostgreSQL database per test, cloned from a template
 /// migrated once per test process.
-public actor TestDatabases {
-    public static let shared = TestDatabases()
+package actor TestDatabases {
+    package static let shared = TestDatabases()
 
     /// Creating the template happens once; concurrent callers await the same task (an actor
     /// alone would let them interleave at every `await`).
@@ -49,7 +49,7 @@ public actor TestDatabases {
     private var counter = 0
 
     /// The server every PostgreSQL test uses, from `SYNCGATE_TEST_DATABASE_URL` (set by scripts/test).
-    public nonisolated static func adminLocation() throws -> DatabaseURL.PostgresLocation {
+    package nonisolated static func adminLocation() throws -> DatabaseURL.PostgresLocation {
         guard let text = ProcessInfo.processInfo.environment["SYNCGATE_TEST_DATABASE_URL"], !text.isEmpty else {
             throw TestEnvironmentError(
                 description: "SYNCGATE_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a throwaway PostgreSQL"
@@ -61,14 +61,14 @@ public actor TestDatabases {
         return location
     }
 
-    public static let logger: Logger = {
+    package static let logger: Logger = {
         var logger = Logger(label: "syncgate.tests")
         logger.logLevel = ProcessInfo.processInfo.environment["SYNCGATE_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return logger
     }()
 
     /// A new empty database with the current schema.
-    public func freshPostgres() async throws -> DatabaseURL.PostgresLocation {
+    package func freshPostgres() async throws -> DatabaseURL.PostgresLocation {
         let admin = try Self.adminLocation()
         if template == nil {
             template = Task { try await Self.makeTemplate(admin) }
@@ -92,7 +92,7 @@ public actor TestDatabases {
     }
 
     /// A new database without any schema (for tests of migrating).
-    public func freshEmptyPostgres() async throws -> DatabaseURL.PostgresLocation {
+    package func freshEmptyPostgres() async throws -> DatabaseURL.PostgresLocation {
         let admin = try Self.adminLocation()
         counter += 1
         var location = admin
@@ -106,7 +106,7 @@ public actor TestDatabases {
     /// for speed, as the test PostgreSQL does with `fsync = off` (process kills, which the crash
     /// tests make, lose nothing from the page cache either way). `SYNCGATE_TEST_SHM` (set by
     /// scripts/test) is a folder of the run's own there, removed with the run.
-    public nonisolated static func freshSQLitePath() throws -> String {
+    package nonisolated static func freshSQLitePath() throws -> String {
         let runs = ProcessInfo.processInfo.environment["SYNCGATE_TEST_SHM"].flatMap { $0.isEmpty ? nil : $0 + "/" }
         let base = runs ?? (FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory())
         let folder = base + "syncgate-test-\(UUID().uuidString.prefix(12))"
@@ -129,7 +129,7 @@ public actor TestDatabases {
         return name
     }
 
-    public static func execute(_ sql: String, on location: DatabaseURL.PostgresLocation) async throws {
+    package static func execute(_ sql: String, on location: DatabaseURL.PostgresLocation) async throws {
         var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,
             database: location.database, tls: .disable

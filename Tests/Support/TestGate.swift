@@ -1,25 +1,25 @@
 import Synchronization
-public import SyncGateStorage
+package import SyncGateStorage
 import SyncGateConcurrency
 
 /// A one-shot signal between test tasks, waited on with a deadline: a test that waits for
 /// something that never happens fails with a message instead of hanging.
-public final class TestGate: Sendable {
+package final class TestGate: Sendable {
     private struct State {
         var opened = false
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
-    public let name: String
+    package let name: String
 
-    public init(_ name: String) {
+    package init(_ name: String) {
         self.name = name
     }
 
-    public var isOpen: Bool { state.withLock { $0.opened } }
+    package var isOpen: Bool { state.withLock { $0.opened } }
 
-    public func open() {
+    package func open() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.opened = true
             defer { state.waiters = [] }
@@ -29,7 +29,7 @@ public final class TestGate: Sendable {
     }
 
     /// Waits until the gate opens; throws once `timeout` passes.
-    public func wait(timeout: Duration = hangGuard) async throws {
+    package func wait(timeout: Duration = hangGuard) async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
@@ -59,7 +59,7 @@ public final class TestGate: Sendable {
 
 /// The first element of an async sequence, or an error once `timeout` passes (a stream that never
 /// yields fails the test instead of hanging it).
-public func first<Stream: AsyncSequence & Sendable>(of stream: Stream, within timeout: Duration, _ what: String) async throws -> Stream.Element
+package func first<Stream: AsyncSequence & Sendable>(of stream: Stream, within timeout: Duration, _ what: String) async throws -> Stream.Element
 where Stream.Element: Sendable {
     try await withThrowingTaskGroup(of: Stream.Element?.self) { group in
         group.addTask {
@@ -81,17 +81,17 @@ where Stream.Element: Sendable {
 /// One job's apply held inside its transaction (at ``StoreHooks/midApply``, its writes numbered and
 /// its feeds locked) until the test releases it: pass ``hooks`` to the store, name the job with
 /// ``hold(_:)``, wait for ``held``, open ``release``.
-public final class HeldApply: Sendable {
-    public let held: TestGate
-    public let release: TestGate
+package final class HeldApply: Sendable {
+    package let held: TestGate
+    package let release: TestGate
     private let target = Locked<Int64?>(nil)
 
-    public init(_ what: String) {
+    package init(_ what: String) {
         held = TestGate(what)
         release = TestGate("\(what): its release")
     }
 
-    public var hooks: StoreHooks {
+    package var hooks: StoreHooks {
         StoreHooks(midApply: { [held, release, target] job in
             guard job.jobID == target.value else { return }
             held.open()
@@ -99,5 +99,5 @@ public final class HeldApply: Sendable {
         })
     }
 
-    public func hold(_ jobID: Int64) { target.update { $0 = jobID } }
+    package func hold(_ jobID: Int64) { target.update { $0 = jobID } }
 }

@@ -1,11 +1,11 @@
-public import Hummingbird
+package import Hummingbird
 import Logging
 import NIOCore
 import Synchronization
 
 /// Runs `router` on 127.0.0.1 at a free port for the duration of `body` (the stand-ins for
 /// services SyncGate calls: an identity provider's JWKS, an OpenTelemetry collector).
-public func withTestHTTPServer<Result: Sendable>(
+package func withTestHTTPServer<Result: Sendable>(
     _ router: Router<BasicRequestContext>, _ body: @Sendable (_ port: Int) async throws -> Result
 ) async throws -> Result {
     let port = Mutex<Int?>(nil)

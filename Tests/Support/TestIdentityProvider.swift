@@ -1,26 +1,25 @@
 import _CryptoExtras
-import Foundation
 import Hummingbird
 import JWTKit
 import NIOCore
 import Synchronization
-public import SyncGateHTTP
-public import struct Foundation.TimeInterval
+package import SyncGateHTTP
+package import Foundation
 
 /// An app's identity provider for tests: signing keys of its own (RS256, ES256, EdDSA), their public
 /// halves served as a JWKS on 127.0.0.1 (with a `Cache-Control` the test may change), and a switch that
 /// takes the endpoint down (503).
-public final class TestIdentityProvider: Sendable {
-    public static let issuer = "https://idp.test/"
-    public static let audience = "syncgate-tests"
+package final class TestIdentityProvider: Sendable {
+    package static let issuer = "https://idp.test/"
+    package static let audience = "syncgate-tests"
 
     /// One signing key: its id, and the JWK the provider publishes for it.
-    public struct Key: Sendable {
-        public let id: String
+    package struct Key: Sendable {
+        package let id: String
         let collection: JWTKeyCollection
         let jwk: [String: String]
 
-        public static func rs256(_ id: String) async throws -> Key {
+        package static func rs256(_ id: String) async throws -> Key {
             let key = try Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
             let (modulus, exponent) = try key.publicKey.getKeyPrimitives()
             let collection = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: id))
@@ -29,7 +28,7 @@ public final class TestIdentityProvider: Sendable {
             ])
         }
 
-        public static func eddsa(_ id: String) async throws -> Key {
+        package static func eddsa(_ id: String) async throws -> Key {
             let key = try EdDSA.PrivateKey(curve: .ed25519)
             let collection = await JWTKeyCollection().add(eddsa: key, kid: JWKIdentifier(string: id))
             return Key(id: id, collection: collection, jwk: [
@@ -37,7 +36,7 @@ public final class TestIdentityProvider: Sendable {
             ])
         }
 
-        public static func es256(_ id: String) async throws -> Key {
+        package static func es256(_ id: String) async throws -> Key {
             let key = ES256PrivateKey()
             guard let parameters = key.publicKey.parameters else { throw TestEnvironmentError(description: "no EC parameters") }
             let collection = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: id))
@@ -66,26 +65,26 @@ public final class TestIdentityProvider: Sendable {
     }
 
     private let state = Mutex(State())
-    public let url: String
+    package let url: String
 
     private init(url: String) {
         self.url = url
     }
 
     /// The keys the JWKS lists now (rotation: publish a new set).
-    public func publish(_ keys: [Key]) { state.withLock { $0.published = keys } }
-    public func setDown(_ down: Bool) { state.withLock { $0.down = down } }
-    public func setCacheControl(_ value: String) { state.withLock { $0.cacheControl = value } }
+    package func publish(_ keys: [Key]) { state.withLock { $0.published = keys } }
+    package func setDown(_ down: Bool) { state.withLock { $0.down = down } }
+    package func setCacheControl(_ value: String) { state.withLock { $0.cacheControl = value } }
     /// Requests the JWKS endpoint answered (or refused) so far.
-    public var fetches: Int { state.withLock { $0.fetches } }
+    package var fetches: Int { state.withLock { $0.fetches } }
 
     /// The provider configuration a server uses to trust this provider.
-    public func configuration(userClaim: String = "sub") -> IdentityProviderKeys.Configuration {
+    package func configuration(userClaim: String = "sub") -> IdentityProviderKeys.Configuration {
         .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim)
     }
 
     /// A token signed by `key`; by default valid for an hour, for this provider's issuer and audience.
-    public func token(
+    package func token(
         _ key: Key, user: String = "alice", userClaim: String = "sub", expiresIn: TimeInterval = 3600, issuer: String = TestIdentityProvider.issuer,
         audience: String = TestIdentityProvider.audience
     ) async throws -> String {
@@ -95,7 +94,7 @@ public final class TestIdentityProvider: Sendable {
     }
 
     /// Runs `body` with the provider's JWKS endpoint up on 127.0.0.1.
-    public static func with<Result: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> Result) async throws -> Result {
+    package static func with<Result: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> Result) async throws -> Result {
         let provider = Mutex<TestIdentityProvider?>(nil)
         let router = Router()
         router.get("/.well-known/jwks.json") { _, _ -> Response in

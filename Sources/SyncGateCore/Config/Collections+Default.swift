@@ -2,10 +2,10 @@ import SyncGateWire
 extension Collections {
     /// The built-in entity types: `Resources/collections.yaml`, embedded in the binary (and linked
     /// from `config/collections.yaml` as the example to start a deployment's own file from).
-    public static let defaultYAML = String(decoding: PackageResources.collections_yaml, as: UTF8.self)
+    package static let defaultYAML = String(decoding: PackageResources.collections_yaml, as: UTF8.self)
 
     /// The default registry: the five reference apps plus the built-in types.
-    public static let `default`: Collections = {
+    package static let `default`: Collections = {
         do {
             return try Collections.parse(yaml: defaultYAML, source: "built-in default")
         } catch {

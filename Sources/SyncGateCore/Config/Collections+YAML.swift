@@ -2,10 +2,10 @@ import SyncGateWire
 import Yams
 
 /// A configuration file that cannot be served; the message names the file, the type and the key.
-public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 extension Collections {
@@ -21,7 +21,7 @@ extension Collections {
     ///       minutes: {type: number, required: true}
     ///     parent: {type: projects, field: project_id, archived_field: archived, error_code: PROJECT_ARCHIVED}
     /// ```
-    public static func parse(yaml: String, source: String) throws(ConfigurationError) -> Collections {
+    package static func parse(yaml: String, source: String) throws(ConfigurationError) -> Collections {
         let document: Any?
         do {
             document = try Yams.load(yaml: yaml)

@@ -1,11 +1,11 @@
 import SyncGateWire
 /// How one entity type syncs: its scope, conflict policy and field rules.
-public struct EntityTypeConfig: Sendable, Hashable {
-    public enum ScopeKind: String, Sendable, CaseIterable {
+package struct EntityTypeConfig: Sendable, Hashable {
+    package enum ScopeKind: String, Sendable, CaseIterable {
         case user, household
     }
 
-    public enum Policy: String, Sendable, CaseIterable {
+    package enum Policy: String, Sendable, CaseIterable {
         case lww
         case clientWins = "client_wins"
         case serverWins = "server_wins"
@@ -14,18 +14,18 @@ public struct EntityTypeConfig: Sendable, Hashable {
     }
 
     /// Who wins when two timestamps are equal.
-    public enum TieBreak: String, Sendable, CaseIterable {
+    package enum TieBreak: String, Sendable, CaseIterable {
         case server, client
     }
 
     /// The array an `items_merge` type merges item by item.
-    public struct ItemsConfig: Sendable, Hashable {
-        public var path: String
-        public var idField: String
-        public var updatedAtField: String
-        public var deletedAtField: String
+    package struct ItemsConfig: Sendable, Hashable {
+        package var path: String
+        package var idField: String
+        package var updatedAtField: String
+        package var deletedAtField: String
 
-        public init(path: String = "items", idField: String = "id", updatedAtField: String = "updatedAt", deletedAtField: String = "deletedAt") {
+        package init(path: String = "items", idField: String = "id", updatedAtField: String = "updatedAt", deletedAtField: String = "deletedAt") {
             self.path = path
             self.idField = idField
             self.updatedAtField = updatedAtField
@@ -33,16 +33,16 @@ public struct EntityTypeConfig: Sendable, Hashable {
         }
     }
 
-    public enum FieldType: String, Sendable, CaseIterable {
+    package enum FieldType: String, Sendable, CaseIterable {
         case string, number, integer, boolean, object, array, date, timestamp
     }
 
-    public struct FieldRule: Sendable, Hashable {
-        public var name: String
-        public var type: FieldType
-        public var required: Bool
+    package struct FieldRule: Sendable, Hashable {
+        package var name: String
+        package var type: FieldType
+        package var required: Bool
 
-        public init(name: String, type: FieldType, required: Bool) {
+        package init(name: String, type: FieldType, required: Bool) {
             self.name = name
             self.type = type
             self.required = required
@@ -50,13 +50,13 @@ public struct EntityTypeConfig: Sendable, Hashable {
     }
 
     /// Writes are refused while the referenced parent entity is archived.
-    public struct ParentRule: Sendable, Hashable {
-        public var parentType: String
-        public var referenceField: String
-        public var archivedField: String
-        public var errorCode: String
+    package struct ParentRule: Sendable, Hashable {
+        package var parentType: String
+        package var referenceField: String
+        package var archivedField: String
+        package var errorCode: String
 
-        public init(parentType: String, referenceField: String, archivedField: String = "archived", errorCode: String = "PROJECT_ARCHIVED") {
+        package init(parentType: String, referenceField: String, archivedField: String = "archived", errorCode: String = "PROJECT_ARCHIVED") {
             self.parentType = parentType
             self.referenceField = referenceField
             self.archivedField = archivedField
@@ -65,23 +65,23 @@ public struct EntityTypeConfig: Sendable, Hashable {
     }
 
     /// Types whose behaviour the server implements itself.
-    public enum BuiltIn: String, Sendable, Hashable, CaseIterable {
+    package enum BuiltIn: String, Sendable, Hashable, CaseIterable {
         case households
         case householdMembers = "household_members"
         case dailySummaries
     }
 
-    public var name: String
-    public var scope: ScopeKind
-    public var policy: Policy
-    public var ties: TieBreak
-    public var items: ItemsConfig?
-    public var fields: [FieldRule]
-    public var parent: ParentRule?
-    public var readOnly: Bool
-    public var builtIn: BuiltIn?
+    package var name: String
+    package var scope: ScopeKind
+    package var policy: Policy
+    package var ties: TieBreak
+    package var items: ItemsConfig?
+    package var fields: [FieldRule]
+    package var parent: ParentRule?
+    package var readOnly: Bool
+    package var builtIn: BuiltIn?
 
-    public init(
+    package init(
         name: String,
         scope: ScopeKind = .user,
         policy: Policy = .lww,
@@ -105,22 +105,22 @@ public struct EntityTypeConfig: Sendable, Hashable {
 }
 
 /// The entity types one deployment serves.
-public struct Collections: Sendable, Hashable {
-    public private(set) var types: [String: EntityTypeConfig]
+package struct Collections: Sendable, Hashable {
+    package private(set) var types: [String: EntityTypeConfig]
     /// How large any stored entity may grow (the deployment's settings, not the types file).
-    public var documentLimits = DocumentLimits()
+    package var documentLimits = DocumentLimits()
 
     /// Builds a registry from declared types plus the built-in ones (households, memberships, summaries).
-    public init(declared: [EntityTypeConfig]) {
+    package init(declared: [EntityTypeConfig]) {
         var types: [String: EntityTypeConfig] = [:]
         for type in declared { types[type.name] = type }
         for type in Self.builtInTypes { types[type.name] = type }
         self.types = types
     }
 
-    public subscript(name: String) -> EntityTypeConfig? { types[name] }
+    package subscript(name: String) -> EntityTypeConfig? { types[name] }
 
-    public static let builtInTypes: [EntityTypeConfig] = [
+    package static let builtInTypes: [EntityTypeConfig] = [
         EntityTypeConfig(name: "households", scope: .household, policy: .lww, builtIn: .households),
         EntityTypeConfig(
             name: "household_members",
@@ -135,5 +135,5 @@ public struct Collections: Sendable, Hashable {
         EntityTypeConfig(name: "dailySummaries", scope: .user, policy: .serverWins, readOnly: true, builtIn: .dailySummaries),
     ]
 
-    public static var reservedNames: Set<String> { Set(builtInTypes.map(\.name)) }
+    package static var reservedNames: Set<String> { Set(builtInTypes.map(\.name)) }
 }

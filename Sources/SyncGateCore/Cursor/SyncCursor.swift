@@ -1,4 +1,4 @@
-public import SyncGateWire
+package import SyncGateWire
 /// The opaque pull cursor: how far a client has read each feed it reads.
 ///
 /// Wire form: `v1.<base64url(JSON payload)>.<checksum>`. The payload names the user it belongs to,
@@ -6,26 +6,26 @@ public import SyncGateWire
 /// per feed, and per feed the purge floor the reader is consistent with (omitted when 0). The
 /// version prefix lets later releases change the payload while still recognising (and
 /// rejecting with `CURSOR_INVALID`) cursors they can no longer serve.
-public struct SyncCursor: Sendable, Hashable {
-    public var userID: String
-    public var resyncEpoch: Int64
-    public var positions: [Scope: Int64]
+package struct SyncCursor: Sendable, Hashable {
+    package var userID: String
+    package var resyncEpoch: Int64
+    package var positions: [Scope: Int64]
     /// Per feed, the purge floor already in place when the reader read it: the tombstones up to
     /// it were gone before the reader could have seen their entities. Only a purge that raises
     /// the floor past this (and past the position) can have removed a delete the reader missed.
-    public var floors: [Scope: Int64]
+    package var floors: [Scope: Int64]
 
-    public init(userID: String, resyncEpoch: Int64, positions: [Scope: Int64], floors: [Scope: Int64] = [:]) {
+    package init(userID: String, resyncEpoch: Int64, positions: [Scope: Int64], floors: [Scope: Int64] = [:]) {
         self.userID = userID
         self.resyncEpoch = resyncEpoch
         self.positions = positions
         self.floors = floors.filter { $0.value > 0 }
     }
 
-    public static let maximumEncodedLength = 65_536
+    package static let maximumEncodedLength = 65_536
     static let prefix = "v1."
 
-    public func encoded() -> String {
+    package func encoded() -> String {
         var feeds: JSONObject = [:]
         for (scope, position) in positions { feeds[scope.key] = .int(position) }
         var payload: JSONObject = ["u": .string(userID), "e": .int(resyncEpoch), "p": .object(feeds)]
@@ -40,7 +40,7 @@ public struct SyncCursor: Sendable, Hashable {
     }
 
     /// Decodes a cursor and checks that it belongs to `userID`.
-    public static func decode(_ text: String, expectedUserID: String) throws(CursorError) -> SyncCursor {
+    package static func decode(_ text: String, expectedUserID: String) throws(CursorError) -> SyncCursor {
         guard text.utf8.count <= maximumEncodedLength else { throw .malformed("cursor is too long") }
         guard text.hasPrefix(prefix) else { throw .malformed("unknown cursor version") }
         let parts = text.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
@@ -91,7 +91,7 @@ public struct SyncCursor: Sendable, Hashable {
     }
 }
 
-public enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformed(String)
     case otherUser
     /// The cursor is older than a feed's purge floor (tombstones it has not seen were purged).
@@ -99,7 +99,7 @@ public enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The cursor claims a position the feed has not reached.
     case ahead(Scope)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .malformed(let reason): return "malformed cursor: \(reason)"
         case .otherUser: return "cursor belongs to another user"
@@ -108,7 +108,7 @@ public enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var protocolError: ProtocolError {
+    package var protocolError: ProtocolError {
         ProtocolError(.cursorInvalid, description)
     }
 }

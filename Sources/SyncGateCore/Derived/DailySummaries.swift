@@ -1,42 +1,42 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Server-derived daily nutrition totals (`dailySummaries`, entity id `YYYY-MM-DD`), fed by `foodLogs`.
 ///
 /// A day's summary sums `calories`, `protein`, `carbs` and `fat` over the non-deleted items of the
 /// user's non-deleted `foodLogs` whose `loggedDate` is that day; `meal_count` counts those logs and
 /// `item_count` their items. Totals are rounded to two decimals. A day with no logs has no summary.
-public struct DailySummaries: Derivation {
-    public static let sourceTypeName = "foodLogs"
-    public static let derivedTypeName = "dailySummaries"
-    public static let dateField = "loggedDate"
-    public static let nutrients = ["calories", "protein", "carbs", "fat"]
+package struct DailySummaries: Derivation {
+    package static let sourceTypeName = "foodLogs"
+    package static let derivedTypeName = "dailySummaries"
+    package static let dateField = "loggedDate"
+    package static let nutrients = ["calories", "protein", "carbs", "fat"]
 
     /// Where the items live in a food log (the `foodLogs` type's `items` setting).
-    public var items: EntityTypeConfig.ItemsConfig
+    package var items: EntityTypeConfig.ItemsConfig
 
-    public init(items: EntityTypeConfig.ItemsConfig = .init()) {
+    package init(items: EntityTypeConfig.ItemsConfig = .init()) {
         self.items = items
     }
 
-    public var sourceType: String { Self.sourceTypeName }
-    public var derivedType: String { Self.derivedTypeName }
+    package var sourceType: String { Self.sourceTypeName }
+    package var derivedType: String { Self.derivedTypeName }
 
     /// A food log counts towards its `loggedDate`, when that is a valid date.
-    public func groupKey(of document: JSONObject) -> String? {
+    package func groupKey(of document: JSONObject) -> String? {
         Self.day(of: document)
     }
 
-    public func derive(group: String, members: [JSONObject]) -> JSONObject? {
+    package func derive(group: String, members: [JSONObject]) -> JSONObject? {
         Self.summarize(date: group, logs: members, items: items)
     }
 
     /// The day a food log counts towards, if it has a valid `loggedDate`.
-    public static func day(of document: JSONObject?) -> String? {
+    package static func day(of document: JSONObject?) -> String? {
         guard let text = document?[dateField]?.stringValue, CalendarDate(iso8601: text) != nil else { return nil }
         return text
     }
 
     /// The summary document for `date` over the given live food-log documents; `nil` when there are none.
-    public static func summarize(date: String, logs: [JSONObject], items: EntityTypeConfig.ItemsConfig = .init()) -> JSONObject? {
+    package static func summarize(date: String, logs: [JSONObject], items: EntityTypeConfig.ItemsConfig = .init()) -> JSONObject? {
         guard !logs.isEmpty else { return nil }
         var totals = [Double](repeating: 0, count: nutrients.count)
         var itemCount: Int64 = 0

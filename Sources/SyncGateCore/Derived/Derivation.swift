@@ -1,4 +1,4 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Entities the server derives from the documents of one source type, written in the same
 /// transaction as the changes that affect them (daily summaries from food logs).
 ///
@@ -6,7 +6,7 @@ public import SyncGateWire
 /// has at most one derived entity, in the same scope, whose id is the group key. Every stored
 /// source entity carries its group key in an indexed column, so a group's members load with one
 /// indexed query: neither the drivers nor the schema know any particular derivation.
-public protocol Derivation: Sendable {
+package protocol Derivation: Sendable {
     /// The type whose documents feed the derivation.
     var sourceType: String { get }
     /// The (read-only) type of the derived entities.
@@ -18,29 +18,29 @@ public protocol Derivation: Sendable {
 }
 
 /// One group of one derivation.
-public struct DerivedGroup: Sendable, Hashable, Comparable {
-    public var scope: Scope
-    public var key: String
+package struct DerivedGroup: Sendable, Hashable, Comparable {
+    package var scope: Scope
+    package var key: String
 
-    public init(scope: Scope, key: String) {
+    package init(scope: Scope, key: String) {
         self.scope = scope
         self.key = key
     }
 
-    public static func < (lhs: DerivedGroup, rhs: DerivedGroup) -> Bool {
+    package static func < (lhs: DerivedGroup, rhs: DerivedGroup) -> Bool {
         (lhs.scope.key, lhs.key) < (rhs.scope.key, rhs.key)
     }
 }
 
 extension Derivation {
     /// The group key stored with an entity: only live documents of the source type have one.
-    public func storedGroupKey(of state: EntityState) -> String? {
+    package func storedGroupKey(of state: EntityState) -> String? {
         guard state.key.entityType == sourceType, let data = state.data else { return nil }
         return groupKey(of: data)
     }
 
     /// The groups a batch's writes touch: each written source entity's old and new group.
-    public func groupsTouched(by writes: [EntityState], original: [EntityKey: EntityState]) -> Set<DerivedGroup> {
+    package func groupsTouched(by writes: [EntityState], original: [EntityKey: EntityState]) -> Set<DerivedGroup> {
         var groups: Set<DerivedGroup> = []
         for state in writes where state.key.entityType == sourceType {
             for stored in [original[state.key], state].compactMap({ $0 }) {
@@ -52,7 +52,7 @@ extension Derivation {
 
     /// What ``plan(groups:stored:writes:now:)`` needs loaded for `groups`: their live members and
     /// their derived entities (live or tombstoned).
-    public func inputs(for groups: Set<DerivedGroup>) -> [EntityQuery] {
+    package func inputs(for groups: Set<DerivedGroup>) -> [EntityQuery] {
         let byScope = Dictionary(grouping: groups, by: \.scope)
         return byScope.keys.sorted().flatMap { scope -> [EntityQuery] in
             let keys = byScope[scope, default: []].map(\.key).sorted()
@@ -68,7 +68,7 @@ extension Derivation {
     /// - Parameters:
     ///   - stored: the groups' members and derived entities as stored before the batch.
     ///   - writes: the batch's writes, which replace stored members (a member may leave its group).
-    public func plan(groups: Set<DerivedGroup>, stored: [EntityState], writes: [EntityState] = [], now: Timestamp) -> [EntityState] {
+    package func plan(groups: Set<DerivedGroup>, stored: [EntityState], writes: [EntityState] = [], now: Timestamp) -> [EntityState] {
         var members: [EntityKey: EntityState] = [:]
         var existing: [DerivedGroup: EntityState] = [:]
         for state in stored {
@@ -108,7 +108,7 @@ extension Derivation {
     }
 
     /// What a rebuild of `scope` between two group keys (inclusive) loads.
-    public func rebuildInputs(scope: Scope, from lower: String?, through upper: String?) -> [EntityQuery] {
+    package func rebuildInputs(scope: Scope, from lower: String?, through upper: String?) -> [EntityQuery] {
         [
             .groupRange(scope: scope, type: sourceType, from: lower, through: upper),
             .idRange(scope: scope, type: derivedType, from: lower, through: upper),
@@ -119,7 +119,7 @@ extension Derivation {
     /// goes once its members are gone) is derived again.
     ///
     /// - Returns: how many groups were checked, and the writes for those whose document changed.
-    public func rebuild(stored: [EntityState], now: Timestamp) -> (groupsChecked: Int, writes: [EntityState]) {
+    package func rebuild(stored: [EntityState], now: Timestamp) -> (groupsChecked: Int, writes: [EntityState]) {
         var groups: Set<DerivedGroup> = []
         for state in stored {
             if state.key.entityType == derivedType, !state.isDeleted {
@@ -134,7 +134,7 @@ extension Derivation {
 
 /// A set of entities a driver loads in one query: the vocabulary of loads, so the orchestration
 /// can say what it needs without any SQL.
-public enum EntityQuery: Sendable, Hashable {
+package enum EntityQuery: Sendable, Hashable {
     /// These entities (live or tombstoned).
     case keys([EntityKey])
     /// The live entities of `type` in `scope` whose group key is one of `groups`.
@@ -147,12 +147,12 @@ public enum EntityQuery: Sendable, Hashable {
 
 extension Collections {
     /// The derivations this deployment runs: the daily summaries, fed by `foodLogs`.
-    public var derivations: [any Derivation] {
+    package var derivations: [any Derivation] {
         [DailySummaries(items: self[DailySummaries.sourceTypeName]?.items ?? .init())]
     }
 
     /// The derivation fed by `type`, if any.
-    public func derivation(fedBy type: String) -> (any Derivation)? {
+    package func derivation(fedBy type: String) -> (any Derivation)? {
         derivations.first { $0.sourceType == type }
     }
 }

@@ -5,8 +5,8 @@ import SyncGateWire
 /// add to (``SyncStore/changesSince(_:)``) — ordered by time, asking for one row more than the
 /// page holds. The page may only end between two different times: the next page starts after
 /// the time the client is given, so ending inside a run of equal times would skip the rest of it.
-public enum SincePaging {
-    public enum Cut: Sendable, Hashable {
+package enum SincePaging {
+    package enum Cut: Sendable, Hashable {
         /// Every row fits: the page is all of them, and the client's next `since` is the horizon.
         case complete
         /// The page is the first `count` rows; the next `since` is `time`, the last row's time.
@@ -19,7 +19,7 @@ public enum SincePaging {
     /// - Parameters:
     ///   - times: the times of the rows read, ascending; at most `limit + 1` of them.
     ///   - limit: the page size, at least 1.
-    public static func cut(times: [Int64], limit: Int) -> Cut {
+    package static func cut(times: [Int64], limit: Int) -> Cut {
         guard times.count > limit else { return .complete }
         let first = times[limit]
         // Rows before the first one that does not fit, without its equals.

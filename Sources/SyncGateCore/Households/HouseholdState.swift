@@ -1,16 +1,16 @@
 import SyncGateWire
 /// A household and its memberships, as the apply step checks permissions against them.
-public struct HouseholdState: Sendable, Hashable {
-    public enum Role: String, Sendable, Hashable, CaseIterable {
+package struct HouseholdState: Sendable, Hashable {
+    package enum Role: String, Sendable, Hashable, CaseIterable {
         case owner, member
     }
 
-    public var id: String
-    public var ownerID: String
-    public var archived: Bool
-    public var members: [String: Role]
+    package var id: String
+    package var ownerID: String
+    package var archived: Bool
+    package var members: [String: Role]
 
-    public init(id: String, ownerID: String, archived: Bool = false, members: [String: Role] = [:]) {
+    package init(id: String, ownerID: String, archived: Bool = false, members: [String: Role] = [:]) {
         self.id = id
         self.ownerID = ownerID
         self.archived = archived
@@ -18,25 +18,25 @@ public struct HouseholdState: Sendable, Hashable {
     }
 
     /// Whether `userID` may read and write this household's data.
-    public func isActiveMember(_ userID: String) -> Bool {
+    package func isActiveMember(_ userID: String) -> Bool {
         !archived && members[userID] != nil
     }
 }
 
 /// Ids of the built-in household entities.
-public enum HouseholdIDs {
+package enum HouseholdIDs {
     /// `household_members` ids are `<household_id>:<user_id>`.
-    public static func membershipID(household: String, user: String) -> String {
+    package static func membershipID(household: String, user: String) -> String {
         household + ":" + user
     }
 
     /// The `household_members` entity of `user` in `household`.
-    public static func membershipKey(household: String, user: String) -> EntityKey {
+    package static func membershipKey(household: String, user: String) -> EntityKey {
         EntityKey(scope: .household(household), entityType: "household_members", entityID: membershipID(household: household, user: user))
     }
 
     /// Splits a membership id; with a known household id, the rest is the user id.
-    public static func splitMembershipID(_ id: String, household: String?) -> (household: String, user: String)? {
+    package static func splitMembershipID(_ id: String, household: String?) -> (household: String, user: String)? {
         if let household {
             let prefix = household + ":"
             guard id.hasPrefix(prefix), id.count > prefix.count else { return nil }
@@ -52,14 +52,14 @@ public enum HouseholdIDs {
 
 /// One row of a household joined with one of its members (`nil` for a household without any):
 /// what drivers read, folded into ``HouseholdState`` values by ``HouseholdState/fold(_:)``.
-public struct HouseholdRow: Sendable, Hashable {
-    public var householdID: String
-    public var ownerID: String
-    public var archived: Bool
-    public var memberID: String?
-    public var role: String?
+package struct HouseholdRow: Sendable, Hashable {
+    package var householdID: String
+    package var ownerID: String
+    package var archived: Bool
+    package var memberID: String?
+    package var role: String?
 
-    public init(householdID: String, ownerID: String, archived: Bool, memberID: String?, role: String?) {
+    package init(householdID: String, ownerID: String, archived: Bool, memberID: String?, role: String?) {
         self.householdID = householdID
         self.ownerID = ownerID
         self.archived = archived
@@ -70,7 +70,7 @@ public struct HouseholdRow: Sendable, Hashable {
 
 extension HouseholdState {
     /// Households from their joined rows, by id.
-    public static func fold(_ rows: some Sequence<HouseholdRow>) -> [String: HouseholdState] {
+    package static func fold(_ rows: some Sequence<HouseholdRow>) -> [String: HouseholdState] {
         var households: [String: HouseholdState] = [:]
         for row in rows {
             var household = households[row.householdID] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)

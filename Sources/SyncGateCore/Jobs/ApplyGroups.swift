@@ -7,21 +7,21 @@ import SyncGateWire
 /// Jobs that share a feed (a user's own, a household's) go to different groups, applied one
 /// after the other in claim order. A group stops at `jobLimit` jobs or at `operationLimit`
 /// operations, so a transaction stays short; a job larger than that is a group of its own.
-public struct ApplyGroups: Sendable, Hashable {
-    public var jobLimit: Int
-    public var operationLimit: Int
+package struct ApplyGroups: Sendable, Hashable {
+    package var jobLimit: Int
+    package var operationLimit: Int
 
-    public init(jobLimit: Int = 64, operationLimit: Int = 2_000) {
+    package init(jobLimit: Int = 64, operationLimit: Int = 2_000) {
         self.jobLimit = max(1, jobLimit)
         self.operationLimit = max(1, operationLimit)
     }
 
     /// One job as grouping sees it: the feeds it writes and its size.
-    public struct Member: Sendable, Hashable {
-        public var scopes: Set<Scope>
-        public var operations: Int
+    package struct Member: Sendable, Hashable {
+        package var scopes: Set<Scope>
+        package var operations: Int
 
-        public init(scopes: Set<Scope>, operations: Int) {
+        package init(scopes: Set<Scope>, operations: Int) {
             self.scopes = scopes
             self.operations = operations
         }
@@ -29,7 +29,7 @@ public struct ApplyGroups: Sendable, Hashable {
 
     /// The groups, as indices into `members`: every index once, each group in claim order, and
     /// a job after every earlier job it shares a feed with (so jobs of one feed keep their order).
-    public func groups(_ members: [Member]) -> [[Int]] {
+    package func groups(_ members: [Member]) -> [[Int]] {
         var groups: [[Int]] = []
         var scopes: [Set<Scope>] = []
         var sizes: [Int] = []

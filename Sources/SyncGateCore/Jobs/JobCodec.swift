@@ -1,4 +1,4 @@
-public import SyncGateWire
+package import SyncGateWire
 /// How a queued job's operations and a finished job's results are stored.
 ///
 /// The payload has a storage format of its own, versioned apart from the wire format, so a later
@@ -12,10 +12,10 @@ public import SyncGateWire
 ///   version 2 stored it.
 ///
 /// A payload that does not decode is a ``JobPayloadError``: its job goes `dead` on its own.
-public enum JobCodec {
-    public static let currentVersion: Int64 = 2
+package enum JobCodec {
+    package static let currentVersion: Int64 = 2
 
-    public static func encode(_ operations: [SyncOperation], traceContext: [String: String] = [:]) -> String {
+    package static func encode(_ operations: [SyncOperation], traceContext: [String: String] = [:]) -> String {
         let encoded: [JSONValue] = operations.map { operation in
             var object: JSONObject = [
                 "k": .string(operation.idempotencyKey),
@@ -34,13 +34,13 @@ public enum JobCodec {
         return JSONValue.object(envelope).serialized()
     }
 
-    public static func decode(_ text: String) throws(JobPayloadError) -> [SyncOperation] {
+    package static func decode(_ text: String) throws(JobPayloadError) -> [SyncOperation] {
         try decodeJob(text).operations
     }
 
     /// The operations and the trace context (empty when none was stored, or it is malformed:
     /// a trace is worth losing, a job is not).
-    public static func decodeJob(_ text: String) throws(JobPayloadError) -> (operations: [SyncOperation], traceContext: [String: String]) {
+    package static func decodeJob(_ text: String) throws(JobPayloadError) -> (operations: [SyncOperation], traceContext: [String: String]) {
         let document: JSONValue
         do {
             // Documents nest at most the configured push depth (a few dozen) below the envelope.
@@ -70,11 +70,11 @@ public enum JobCodec {
     // MARK: - Results
 
     /// Results are stored in their wire form: what `GET /v1/jobs/{id}` answers.
-    public static func encodeResults(_ results: [OperationResult]) -> String {
+    package static func encodeResults(_ results: [OperationResult]) -> String {
         JSONValue.array(results.map(\.json)).serialized()
     }
 
-    public static func decodeResults(_ text: String) throws(JobPayloadError) -> [OperationResult] {
+    package static func decodeResults(_ text: String) throws(JobPayloadError) -> [OperationResult] {
         guard let array = (try? JSONParser(maximumDepth: 1024).parse(text))?.arrayValue else {
             throw JobPayloadError("the stored job results are not a JSON array")
         }
@@ -181,8 +181,8 @@ public enum JobCodec {
 }
 
 /// A stored job payload or result list that this release cannot read.
-public struct JobPayloadError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct JobPayloadError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

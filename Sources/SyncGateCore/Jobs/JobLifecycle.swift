@@ -1,18 +1,18 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Capped exponential backoff with jitter, and the attempt budget.
-public struct RetryPolicy: Sendable, Hashable {
-    public var maximumAttempts: Int
-    public var baseDelayMilliseconds: Int64
-    public var maximumDelayMilliseconds: Int64
+package struct RetryPolicy: Sendable, Hashable {
+    package var maximumAttempts: Int
+    package var baseDelayMilliseconds: Int64
+    package var maximumDelayMilliseconds: Int64
 
-    public init(maximumAttempts: Int = 5, baseDelayMilliseconds: Int64 = 1000, maximumDelayMilliseconds: Int64 = 60_000) {
+    package init(maximumAttempts: Int = 5, baseDelayMilliseconds: Int64 = 1000, maximumDelayMilliseconds: Int64 = 60_000) {
         self.maximumAttempts = maximumAttempts
         self.baseDelayMilliseconds = baseDelayMilliseconds
         self.maximumDelayMilliseconds = maximumDelayMilliseconds
     }
 
     /// What follows a failed attempt.
-    public enum Next: Sendable, Hashable {
+    package enum Next: Sendable, Hashable {
         case retry(afterMilliseconds: Int64)
         case dead
     }
@@ -21,7 +21,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - attempts: attempts made so far, including the one that failed.
     ///   - jitter: a number in `0..<1`; half the delay is fixed and half scales with it, so
     ///     retries of many jobs that failed together spread out.
-    public func next(afterAttempts attempts: Int, jitter: Double) -> Next {
+    package func next(afterAttempts attempts: Int, jitter: Double) -> Next {
         guard attempts < maximumAttempts else { return .dead }
         let exponent = min(max(attempts - 1, 0), 40)
         let (scaled, overflow) = baseDelayMilliseconds.multipliedReportingOverflow(by: Int64(1) << exponent)
@@ -34,7 +34,7 @@ public struct RetryPolicy: Sendable, Hashable {
 extension OperationResult {
     /// The answer every operation of a dead job gets: none of them took effect, and pushing them
     /// again with the same idempotency keys is safe.
-    public static func deadJob(_ operations: [SyncOperation], attempts: Int) -> [OperationResult] {
+    package static func deadJob(_ operations: [SyncOperation], attempts: Int) -> [OperationResult] {
         operations.map {
             .rejected(
                 $0,
@@ -48,7 +48,7 @@ extension OperationResult {
 
 
 /// What becomes of a job whose attempt failed (the worker's failure, or a lease that expired).
-public enum JobSettlement: Sendable, Hashable {
+package enum JobSettlement: Sendable, Hashable {
     /// Back to `retrying`, claimable again after the delay.
     case retry(afterMilliseconds: Int64)
     /// Finished as `dead`, answering these results.
@@ -60,7 +60,7 @@ extension RetryPolicy {
     ///
     /// - Parameter permanent: the failure cannot go away by retrying (a stored document or payload
     ///   that does not decode): the job is dead at once.
-    public func settle(operations: [SyncOperation], afterAttempts attempts: Int, permanent: Bool = false, jitter: Double) -> JobSettlement {
+    package func settle(operations: [SyncOperation], afterAttempts attempts: Int, permanent: Bool = false, jitter: Double) -> JobSettlement {
         switch permanent ? .dead : next(afterAttempts: attempts, jitter: jitter) {
         case .retry(let delay): return .retry(afterMilliseconds: delay)
         case .dead: return .dead(results: OperationResult.deadJob(operations, attempts: attempts))
@@ -70,11 +70,11 @@ extension RetryPolicy {
 
 /// A failure that retrying cannot fix (a stored payload or document that does not decode): the
 /// job it hits goes `dead` at once instead of using up its attempts.
-public protocol PermanentFailure: Error {}
+package protocol PermanentFailure: Error {}
 
 /// An error that knows whether retrying can fix it (e.g. a database error by its class: a data
 /// exception cannot be fixed by waiting, a lost connection can).
-public protocol ClassifiedFailure: Error {
+package protocol ClassifiedFailure: Error {
     var isPermanent: Bool { get }
     /// What a client may be told of it: the database's code and reason, no internal operation.
     var clientReason: String { get }
@@ -83,13 +83,13 @@ public protocol ClassifiedFailure: Error {
 extension Error {
     /// Retrying the job cannot fix this failure: it goes `dead` at once instead of holding its
     /// user's queue through every retry.
-    public var isPermanentFailure: Bool {
+    package var isPermanentFailure: Bool {
         self is any PermanentFailure || isDataRefusal
     }
 
     /// The database refused a value it was given (as opposed to a stored row SyncGate cannot
     /// read, or the database being away): the operation that wrote it can be found and refused.
-    public var isDataRefusal: Bool {
+    package var isDataRefusal: Bool {
         (self as? any ClassifiedFailure)?.isPermanent == true
     }
 }

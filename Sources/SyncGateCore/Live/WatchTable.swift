@@ -16,27 +16,27 @@ import SyncGateWire
 /// (it is dropped: the next poll reads), or it expires (``expireLingering(before:)``). While it
 /// stays armed and unwoken, nothing it reads has moved, so the next poll may wait without reading
 /// — the same guarantee a waiter asleep all along has.
-public struct WatchTable: Sendable {
-    public typealias WaiterID = Int
+package struct WatchTable: Sendable {
+    package typealias WaiterID = Int
 
     /// What a waiter learns when woken. Reasons accumulate until the waiter takes them.
-    public struct Wake: Sendable, Hashable {
+    package struct Wake: Sendable, Hashable {
         /// Feeds whose head passed the waiter's position.
-        public var advanced: Set<Scope> = []
+        package var advanced: Set<Scope> = []
         /// The user's scopes changed (a household joined or left, or a resync for this user).
-        public var scopesChanged = false
+        package var scopesChanged = false
         /// A resync for everyone: the waiter reads everything again.
-        public var resynchronize = false
+        package var resynchronize = false
 
-        public init(advanced: Set<Scope> = [], scopesChanged: Bool = false, resynchronize: Bool = false) {
+        package init(advanced: Set<Scope> = [], scopesChanged: Bool = false, resynchronize: Bool = false) {
             self.advanced = advanced
             self.scopesChanged = scopesChanged
             self.resynchronize = resynchronize
         }
 
-        public var isEmpty: Bool { advanced.isEmpty && !scopesChanged && !resynchronize }
+        package var isEmpty: Bool { advanced.isEmpty && !scopesChanged && !resynchronize }
 
-        public mutating func merge(_ other: Wake) {
+        package mutating func merge(_ other: Wake) {
             advanced.formUnion(other.advanced)
             scopesChanged = scopesChanged || other.scopesChanged
             resynchronize = resynchronize || other.resynchronize
@@ -44,17 +44,17 @@ public struct WatchTable: Sendable {
     }
 
     /// Caps on live connections (long-polls and event streams) held at once.
-    public struct Limits: Sendable, Hashable {
-        public var perUser: Int
-        public var perProcess: Int
+    package struct Limits: Sendable, Hashable {
+        package var perUser: Int
+        package var perProcess: Int
 
-        public init(perUser: Int = 20, perProcess: Int = 25_000) {
+        package init(perUser: Int = 20, perProcess: Int = 25_000) {
             self.perUser = perUser
             self.perProcess = perProcess
         }
     }
 
-    public enum Refusal: Error, Sendable, Hashable {
+    package enum Refusal: Error, Sendable, Hashable {
         case userLimit(Int)
         case processLimit(Int)
     }
@@ -78,7 +78,7 @@ public struct WatchTable: Sendable {
         var scopesVersion: Int64
     }
 
-    public let limits: Limits
+    package let limits: Limits
     private var feeds: [Scope: Watched<Int64>] = [:]
     private var users: [String: Watched<Int64>] = [:]
     private var devices: [DeviceKey: Watched<Int64>] = [:]
@@ -93,14 +93,14 @@ public struct WatchTable: Sendable {
     private var resyncEpoch: Int64?
     private var resyncs = 0
 
-    public init(limits: Limits = .init()) {
+    package init(limits: Limits = .init()) {
         self.limits = limits
     }
 
     // MARK: Waiters
 
     /// Registers a waiter before it reads the database; refused over a connection cap.
-    public mutating func register(device: DeviceKey, feeds: Set<Scope>) throws(Refusal) -> WaiterID {
+    package mutating func register(device: DeviceKey, feeds: Set<Scope>) throws(Refusal) -> WaiterID {
         let held = connections[device.userID, default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
         guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
@@ -116,14 +116,14 @@ public struct WatchTable: Sendable {
 
     /// Replaces the feeds a waiter watches (an event stream whose households changed). The feeds
     /// must be watched before the heads the waiter arms with are read.
-    public mutating func watch(_ id: WaiterID, feeds newFeeds: Set<Scope>) {
+    package mutating func watch(_ id: WaiterID, feeds newFeeds: Set<Scope>) {
         guard let old = waiters[id]?.feeds else { return }
         for scope in old.subtracting(newFeeds) { forget(id, feed: scope) }
         for scope in newFeeds.subtracting(old) { self.feeds[scope, default: Watched()].waiters.insert(id) }
         waiters[id]?.feeds = newFeeds
     }
 
-    public mutating func remove(_ id: WaiterID) {
+    package mutating func remove(_ id: WaiterID) {
         guard let waiter = waiters.removeValue(forKey: id) else { return }
         for scope in waiter.feeds { forget(id, feed: scope) }
         users[waiter.device.userID]?.waiters.remove(id)
@@ -144,7 +144,7 @@ public struct WatchTable: Sendable {
     /// The waiter's long-poll answered with nothing new at the positions it is armed with: keep it
     /// armed, without its connection, for the next poll to ``adopt(_:)``. `false` (and nothing
     /// changes) if it is not armed or the process already keeps `limits.perProcess` lingering.
-    public mutating func linger(_ id: WaiterID, since now: ContinuousClock.Instant) -> Bool {
+    package mutating func linger(_ id: WaiterID, since now: ContinuousClock.Instant) -> Bool {
         guard let waiter = waiters[id], waiter.armed != nil, lingering[id] == nil, lingeringCount < limits.perProcess else { return false }
         lingering[id] = now
         releaseConnection(of: waiter.device.userID)
@@ -153,7 +153,7 @@ public struct WatchTable: Sendable {
 
     /// A new poll takes over a lingering waiter, still armed: `true` if nothing passed it since, so
     /// the poll may wait without reading; `false` if it is gone. Over a cap it stays lingering.
-    public mutating func adopt(_ id: WaiterID) throws(Refusal) -> Bool {
+    package mutating func adopt(_ id: WaiterID) throws(Refusal) -> Bool {
         guard lingering[id] != nil, let waiter = waiters[id], waiter.armed != nil else { return false }
         let held = connections[waiter.device.userID, default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
@@ -165,7 +165,7 @@ public struct WatchTable: Sendable {
 
     /// The lingering waiters that began lingering before `cutoff` or can no longer be adopted
     /// (something passed them), to ``remove(_:)``.
-    public func staleLingering(before cutoff: ContinuousClock.Instant) -> [WaiterID] {
+    package func staleLingering(before cutoff: ContinuousClock.Instant) -> [WaiterID] {
         lingering.compactMap { id, since in
             since < cutoff || waiters[id]?.armed == nil ? id : nil
         }
@@ -178,7 +178,7 @@ public struct WatchTable: Sendable {
 
     /// Arms a waiter with what its read returned; returns the wake-up due at once if something
     /// newer was already seen since it registered. Positions of unwatched feeds are ignored.
-    public mutating func arm(_ id: WaiterID, positions: [Scope: Int64], scopesVersion: Int64) -> Wake? {
+    package mutating func arm(_ id: WaiterID, positions: [Scope: Int64], scopesVersion: Int64) -> Wake? {
         guard let waiter = waiters[id] else { return nil }
         let armed = Armed(positions: positions.filter { waiter.feeds.contains($0.key) }, scopesVersion: scopesVersion)
         var wake = Wake()
@@ -196,17 +196,17 @@ public struct WatchTable: Sendable {
     // MARK: Events
 
     /// A feed committed up to `head`: wakes the armed waiters behind it.
-    public mutating func feedAdvanced(_ scope: Scope, head: Int64) -> [WaiterID: Wake] {
+    package mutating func feedAdvanced(_ scope: Scope, head: Int64) -> [WaiterID: Wake] {
         observe(WatchState(heads: [scope: head]))
     }
 
     /// A user's scopes changed and their scopes version is now `version`.
-    public mutating func scopesChanged(userID: String, version: Int64) -> [WaiterID: Wake] {
+    package mutating func scopesChanged(userID: String, version: Int64) -> [WaiterID: Wake] {
         observe(WatchState(scopesVersions: [userID: version]))
     }
 
     /// A job of a watched device finished: its watermark is at least `jobID`.
-    public mutating func jobFinished(_ jobID: Int64, device: DeviceKey) {
+    package mutating func jobFinished(_ jobID: Int64, device: DeviceKey) {
         guard var entry = devices[device] else { return }
         entry.value = max(entry.value ?? 0, jobID)
         devices[device] = entry
@@ -215,7 +215,7 @@ public struct WatchTable: Sendable {
     /// Heads, versions and the resync epoch as notifications told them or the safety net read
     /// them: wakes every armed waiter behind, each once with all its reasons. A raised epoch wakes
     /// every waiter for a full read.
-    public mutating func observe(_ state: WatchState) -> [WaiterID: Wake] {
+    package mutating func observe(_ state: WatchState) -> [WaiterID: Wake] {
         var wakes: [WaiterID: Wake] = [:]
         for (scope, head) in state.heads {
             guard var feed = feeds[scope], head > (feed.value ?? .min) else { continue }
@@ -253,7 +253,7 @@ public struct WatchTable: Sendable {
     // MARK: Reading the table
 
     /// The newest known head of each of `scopes` that is known.
-    public func heads(of scopes: some Sequence<Scope>) -> [Scope: Int64] {
+    package func heads(of scopes: some Sequence<Scope>) -> [Scope: Int64] {
         var heads: [Scope: Int64] = [:]
         for scope in scopes {
             if let head = feeds[scope]?.value { heads[scope] = head }
@@ -262,29 +262,29 @@ public struct WatchTable: Sendable {
     }
 
     /// The highest finished job of a watched device seen since it registered (0: none).
-    public func watermark(of device: DeviceKey) -> Int64 {
+    package func watermark(of device: DeviceKey) -> Int64 {
         devices[device]?.value ?? 0
     }
 
     /// What the safety net reads: every watched feed and user.
-    public var watchedFeeds: [Scope] { Array(feeds.keys) }
-    public var watchedUsers: [String] { Array(users.keys) }
+    package var watchedFeeds: [Scope] { Array(feeds.keys) }
+    package var watchedUsers: [String] { Array(users.keys) }
     /// Waiters a connection holds (lingering ones are not counted).
-    public var waiterCount: Int { waiters.count - lingeringCount }
-    public var lingeringWaiterCount: Int { lingeringCount }
-    public var armedCount: Int { waiters.count(where: { $0.value.armed != nil && lingering[$0.key] == nil }) }
-    public func connections(of userID: String) -> Int { connections[userID, default: 0] }
+    package var waiterCount: Int { waiters.count - lingeringCount }
+    package var lingeringWaiterCount: Int { lingeringCount }
+    package var armedCount: Int { waiters.count(where: { $0.value.armed != nil && lingering[$0.key] == nil }) }
+    package func connections(of userID: String) -> Int { connections[userID, default: 0] }
 }
 
 /// What live waiters watch, as stored now: feed heads, users' scopes versions and the global
 /// resync epoch.
-public struct WatchState: Sendable, Hashable {
-    public var heads: [Scope: Int64]
-    public var scopesVersions: [String: Int64]
+package struct WatchState: Sendable, Hashable {
+    package var heads: [Scope: Int64]
+    package var scopesVersions: [String: Int64]
     /// The global resync epoch (`nil`: not read).
-    public var resyncEpoch: Int64?
+    package var resyncEpoch: Int64?
 
-    public init(heads: [Scope: Int64] = [:], scopesVersions: [String: Int64] = [:], resyncEpoch: Int64? = nil) {
+    package init(heads: [Scope: Int64] = [:], scopesVersions: [String: Int64] = [:], resyncEpoch: Int64? = nil) {
         self.heads = heads
         self.scopesVersions = scopesVersions
         self.resyncEpoch = resyncEpoch

@@ -1,11 +1,11 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Limits the front enforces on a push body; all configurable.
-public struct PushLimits: Sendable, Hashable {
-    public var maximumOperations: Int
-    public var maximumDataBytes: Int
-    public var maximumDataDepth: Int
+package struct PushLimits: Sendable, Hashable {
+    package var maximumOperations: Int
+    package var maximumDataBytes: Int
+    package var maximumDataDepth: Int
 
-    public init(maximumOperations: Int = 1000, maximumDataBytes: Int = 256 * 1024, maximumDataDepth: Int = 32) {
+    package init(maximumOperations: Int = 1000, maximumDataBytes: Int = 256 * 1024, maximumDataDepth: Int = 32) {
         self.maximumOperations = maximumOperations
         self.maximumDataBytes = maximumDataBytes
         self.maximumDataDepth = maximumDataDepth
@@ -16,24 +16,24 @@ public struct PushLimits: Sendable, Hashable {
 ///
 /// Validation here covers only the request's shape (JSON, field types, required fields, limits).
 /// Anything that depends on configuration or stored state becomes a per-operation result later.
-public struct PushRequest: Sendable, Hashable {
-    public var operations: [SyncOperation]
+package struct PushRequest: Sendable, Hashable {
+    package var operations: [SyncOperation]
 
-    public init(operations: [SyncOperation]) {
+    package init(operations: [SyncOperation]) {
         self.operations = operations
     }
 
     /// Parses and validates a push body.
     ///
     /// - Parameter receivedAt: the timestamp given to operations that carry no `client_timestamp`.
-    public init(body: some Collection<UInt8>, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
+    package init(body: some Collection<UInt8>, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
         try self.init(document: try Self.parse(body, limits: limits), limits: limits, receivedAt: receivedAt)
     }
 
     /// A push body's JSON, or the `VALIDATION_ERROR` a client gets for it. The envelope (body
     /// object, list, item object) adds three levels above `data`; a push in another dialect has
     /// the same envelope.
-    public static func parse(_ body: some Collection<UInt8>, limits: PushLimits) throws(ProtocolError) -> JSONValue {
+    package static func parse(_ body: some Collection<UInt8>, limits: PushLimits) throws(ProtocolError) -> JSONValue {
         do {
             return try JSONParser(maximumDepth: limits.maximumDataDepth + 3).parse(body)
         } catch {
@@ -45,7 +45,7 @@ public struct PushRequest: Sendable, Hashable {
         }
     }
 
-    public init(document: JSONValue, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
+    package init(document: JSONValue, limits: PushLimits = .init(), receivedAt: Timestamp) throws(ProtocolError) {
         guard let root = document.objectValue else {
             throw ProtocolError(.validationError, "the body must be a JSON object")
         }
@@ -162,16 +162,16 @@ public struct PushRequest: Sendable, Hashable {
 }
 
 /// Length limits of identifiers on the wire.
-public enum IdentifierLimits {
-    public static let userID = 128
-    public static let deviceID = 128
-    public static let idempotencyKey = 128
-    public static let entityType = 128
-    public static let entityID = 512
-    public static let householdID = 128
+package enum IdentifierLimits {
+    package static let userID = 128
+    package static let deviceID = 128
+    package static let idempotencyKey = 128
+    package static let entityType = 128
+    package static let entityID = 512
+    package static let householdID = 128
 
     /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
-    public static func isValidDeviceID(_ value: String) -> Bool {
+    package static func isValidDeviceID(_ value: String) -> Bool {
         guard (1...deviceID).contains(value.utf8.count) else { return false }
         return value.utf8.allSatisfy { byte in
             switch byte {
@@ -186,7 +186,7 @@ public enum IdentifierLimits {
     }
 
     /// A token's `sub`: 1–128 characters.
-    public static func isValidUserID(_ value: String) -> Bool {
+    package static func isValidUserID(_ value: String) -> Bool {
         hasLength(value, in: 1...userID)
     }
 
@@ -194,7 +194,7 @@ public enum IdentifierLimits {
     /// byte, so a value of no more bytes than the range's end is measured by its byte count alone;
     /// only longer ones are walked character by character (grapheme breaking, otherwise paid for
     /// every identifier of every operation).
-    public static func hasLength(_ value: String, in range: ClosedRange<Int>) -> Bool {
+    package static func hasLength(_ value: String, in range: ClosedRange<Int>) -> Bool {
         let bytes = value.utf8.count
         if bytes <= range.upperBound, range.lowerBound <= 1 { return bytes >= range.lowerBound }
         return range.contains(value.count)
@@ -203,7 +203,7 @@ public enum IdentifierLimits {
     /// Whether a scalar is a control character (general category Cc): exactly U+0000–U+001F and
     /// U+007F–U+009F, a set Unicode's stability policy fixes; compared directly rather than
     /// looked up in the property tables for every scalar of every identifier.
-    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 }

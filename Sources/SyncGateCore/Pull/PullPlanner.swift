@@ -8,8 +8,8 @@ import SyncGateWire
 /// 3. reads each planned feed in order after ``PullPlan/FeedRead/after``, with a limit of the
 ///    remaining page size plus one, stopping once the page is full;
 /// 4. calls ``PullPlan/assemble(pages:floors:deviceWatermark:)`` with the rows and the floors as of that read.
-public enum PullPlanner {
-    public static func plan(
+package enum PullPlanner {
+    package static func plan(
         _ query: PullQuery,
         households: [String],
         resyncEpoch: Int64,
@@ -75,7 +75,7 @@ public enum PullPlanner {
     /// `cursor` is read after its position (the user's first, then the rest in order), with
     /// `heads` the newest known head of each. Pages only for the advanced feeds; every other
     /// feed's page is empty and its position stays.
-    public static func continuing(_ query: PullQuery, cursor: SyncCursor, heads: [Scope: Int64], scopesVersion: Int64) -> PullPlan {
+    package static func continuing(_ query: PullQuery, cursor: SyncCursor, heads: [Scope: Int64], scopesVersion: Int64) -> PullPlan {
         let user = Scope.user(query.userID)
         let order = [user] + cursor.positions.keys.filter { $0 != user }.sorted()
         var feeds: [Scope: FeedInfo] = [:]
@@ -93,29 +93,29 @@ public enum PullPlanner {
 }
 
 /// A feed's newest sequence number and its purge floor.
-public struct FeedInfo: Sendable, Hashable {
-    public var head: Int64
-    public var floor: Int64
+package struct FeedInfo: Sendable, Hashable {
+    package var head: Int64
+    package var floor: Int64
 
-    public init(head: Int64, floor: Int64) {
+    package init(head: Int64, floor: Int64) {
         self.head = head
         self.floor = floor
     }
 }
 
-public struct PullPlan: Sendable {
-    public struct FeedRead: Sendable, Hashable {
-        public var scope: Scope
+package struct PullPlan: Sendable {
+    package struct FeedRead: Sendable, Hashable {
+        package var scope: Scope
         /// Read changes with a sequence number greater than this.
-        public var after: Int64
+        package var after: Int64
         /// It continues from a position the client holds, so the feed's floor must not pass it
         /// (a bootstrap or a newly joined household starts from nothing and sees what is left).
-        public var resumes: Bool
+        package var resumes: Bool
         /// The floor the reader was already consistent with (``SyncCursor/floors``): a floor
         /// up to it does not expire the position.
-        public var floorSeen: Int64
+        package var floorSeen: Int64
 
-        public init(scope: Scope, after: Int64, resumes: Bool, floorSeen: Int64 = 0) {
+        package init(scope: Scope, after: Int64, resumes: Bool, floorSeen: Int64 = 0) {
             self.scope = scope
             self.after = after
             self.resumes = resumes
@@ -124,25 +124,25 @@ public struct PullPlan: Sendable {
 
         /// Whether a purge that left the feed's floor at `floor` may have removed a delete this
         /// reader has not seen.
-        public func isExpired(byFloor floor: Int64) -> Bool {
+        package func isExpired(byFloor floor: Int64) -> Bool {
             resumes && floor > after && floor > floorSeen
         }
     }
 
-    public var query: PullQuery
-    public var resyncEpoch: Int64
-    public var feeds: [Scope: FeedInfo]
+    package var query: PullQuery
+    package var resyncEpoch: Int64
+    package var feeds: [Scope: FeedInfo]
     /// Feeds to read, in order.
-    public var reads: [FeedRead]
-    public var added: [String]
-    public var removed: [String]
-    public var forceResync: Bool
+    package var reads: [FeedRead]
+    package var added: [String]
+    package var removed: [String]
+    package var forceResync: Bool
     /// The user's scopes version the plan was made under.
-    public var scopesVersion: Int64
+    package var scopesVersion: Int64
 
     /// Builds the page from the rows read per feed and the floors as of that read. Feeds without
     /// an entry in `pages` were not read because the page was already full.
-    public func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullResult {
+    package func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullResult {
         if forceResync, let cursor = query.cursor {
             return PullResult(
                 changes: [], cursor: cursor, hasMore: false, forceResync: true, scopesAdded: [], scopesRemoved: [],

@@ -1,17 +1,17 @@
-public import SyncGateWire
+package import SyncGateWire
 // Pull model: what a client asks for and what a page of feed changes holds.
 
 
-public struct PullQuery: Sendable, Hashable {
-    public var userID: String
-    public var deviceID: String
+package struct PullQuery: Sendable, Hashable {
+    package var userID: String
+    package var deviceID: String
     /// `nil`: from the beginning (bootstrap).
-    public var cursor: SyncCursor?
-    public var limit: Int
+    package var cursor: SyncCursor?
+    package var limit: Int
     /// `nil`: every type.
-    public var entityTypes: Set<String>?
+    package var entityTypes: Set<String>?
 
-    public init(userID: String, deviceID: String, cursor: SyncCursor?, limit: Int, entityTypes: Set<String>? = nil) {
+    package init(userID: String, deviceID: String, cursor: SyncCursor?, limit: Int, entityTypes: Set<String>? = nil) {
         self.userID = userID
         self.deviceID = deviceID
         self.cursor = cursor
@@ -21,21 +21,21 @@ public struct PullQuery: Sendable, Hashable {
 }
 
 /// One row of a feed.
-public struct FeedChange: Sendable, Hashable {
-    public var scope: Scope
-    public var sequence: Int64
-    public var entityType: String
-    public var entityID: String
-    public var version: Int64
+package struct FeedChange: Sendable, Hashable {
+    package var scope: Scope
+    package var sequence: Int64
+    package var entityType: String
+    package var entityID: String
+    package var version: Int64
     /// The document as text; `nil` for a delete.
-    public var document: DocumentText?
-    public var updatedAt: Timestamp
+    package var document: DocumentText?
+    package var updatedAt: Timestamp
 
-    public init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp) {
+    package init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp) {
         self.init(scope: scope, sequence: sequence, entityType: entityType, entityID: entityID, version: version, document: data.map(DocumentText.init), updatedAt: updatedAt)
     }
 
-    public init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, document: DocumentText?, updatedAt: Timestamp) {
+    package init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, document: DocumentText?, updatedAt: Timestamp) {
         self.scope = scope
         self.sequence = sequence
         self.entityType = entityType
@@ -46,15 +46,15 @@ public struct FeedChange: Sendable, Hashable {
     }
 
     /// The document; `nil` for a delete.
-    public var data: JSONObject? { document?.object }
+    package var data: JSONObject? { document?.object }
 
     /// The change as a pull page carries it.
-    public var pulled: PulledChange {
+    package var pulled: PulledChange {
         PulledChange(entityType: entityType, entityID: entityID, householdID: scope.householdID, data: data, version: version, updatedAt: updatedAt)
     }
 
     /// Appends the change as ``pulled`` serializes, its document written as the checked text it is.
-    public func write(to output: inout [UInt8]) {
+    package func write(to output: inout [UInt8]) {
         PulledChange.write(
             entityType: entityType, entityID: entityID, householdID: scope.householdID, document: document, version: version, updatedAt: updatedAt,
             to: &output
@@ -65,20 +65,20 @@ public struct FeedChange: Sendable, Hashable {
 /// What a pull read: the changes of one page, the cursor past them, the household news, the
 /// device's watermark, and the scopes version it was read under. The route writes it as the
 /// wire's ``PullPage``.
-public struct PullResult: Sendable, Hashable {
-    public var changes: [FeedChange]
-    public var cursor: SyncCursor
-    public var hasMore: Bool
-    public var forceResync: Bool
-    public var scopesAdded: [String]
-    public var scopesRemoved: [String]
+package struct PullResult: Sendable, Hashable {
+    package var changes: [FeedChange]
+    package var cursor: SyncCursor
+    package var hasMore: Bool
+    package var forceResync: Bool
+    package var scopesAdded: [String]
+    package var scopesRemoved: [String]
     /// The highest finished job id of the device (0: none yet).
-    public var deviceWatermark: Int64
+    package var deviceWatermark: Int64
     /// The user's scopes version this page was read under (not on the wire: a live waiter
     /// compares it with the versions notifications announce).
-    public var scopesVersion: Int64
+    package var scopesVersion: Int64
 
-    public init(
+    package init(
         changes: [FeedChange], cursor: SyncCursor, hasMore: Bool, forceResync: Bool, scopesAdded: [String], scopesRemoved: [String],
         deviceWatermark: Int64, scopesVersion: Int64 = 0
     ) {
@@ -93,7 +93,7 @@ public struct PullResult: Sendable, Hashable {
     }
 
     /// Whether a waiting pull should answer now rather than hold.
-    public var hasNews: Bool {
+    package var hasNews: Bool {
         !changes.isEmpty || hasMore || forceResync || !scopesAdded.isEmpty || !scopesRemoved.isEmpty
     }
 
@@ -101,7 +101,7 @@ public struct PullResult: Sendable, Hashable {
     /// nothing new, at the same cursor. `nil` when that pull has more to read than the feeds'
     /// heads tell (this page was one part of several) or must read its scopes again (this page
     /// changed them, or asked for a resync).
-    public var quietSuccessor: PullResult? {
+    package var quietSuccessor: PullResult? {
         guard !hasMore, !forceResync, scopesAdded.isEmpty, scopesRemoved.isEmpty else { return nil }
         return PullResult(
             changes: [], cursor: cursor, hasMore: false, forceResync: false, scopesAdded: [], scopesRemoved: [],

@@ -10,20 +10,20 @@ import SyncGateWire
 ///   decides whether the cursor is invalid;
 /// - a household removal: the standby may not have replayed the membership the cursor was built
 ///   under, and `scopes.removed` makes the client delete that household's data.
-public enum ReplicaVerdict: Sendable, Hashable {
+package enum ReplicaVerdict: Sendable, Hashable {
     /// Give the client the standby's page.
     case answer
     /// Ask the primary instead.
     case askPrimary(Reason)
 
-    public enum Reason: String, Sendable, Hashable {
+    package enum Reason: String, Sendable, Hashable {
         /// The standby may not have replayed what the cursor has seen.
         case behind
         /// The standby failed (unreachable, timed out, in trouble).
         case failed
     }
 
-    public static func of(_ result: Result<PullResult, any Error>) -> ReplicaVerdict {
+    package static func of(_ result: Result<PullResult, any Error>) -> ReplicaVerdict {
         switch result {
         case .success(let page):
             return page.scopesRemoved.isEmpty ? .answer : .askPrimary(.behind)
@@ -39,7 +39,7 @@ extension PullResult {
     /// Whether this complete page stops short of a head known to be committed (`heads`, from the
     /// primary's notifications): a standby's page read before it replayed that change. A page
     /// with more to read, or one asking for a resync, is never behind.
-    public func isBehind(_ heads: [Scope: Int64]) -> Bool {
+    package func isBehind(_ heads: [Scope: Int64]) -> Bool {
         guard !hasMore, !forceResync else { return false }
         return cursor.positions.contains { scope, position in position < heads[scope, default: 0] }
     }

@@ -1,12 +1,12 @@
 import SyncGateWire
 /// SplitMix64: a small seeded random generator, for reproducible property tests, fuzzing and
 /// load workloads (the same seed replays the same sequence).
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    public var state: UInt64
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
+    package var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

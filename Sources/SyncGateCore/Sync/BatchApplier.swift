@@ -1,4 +1,4 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Decides a whole job in memory, operation by operation, in push order.
 ///
 /// The storage orchestration applies a job in one transaction with a constant number of round trips:
@@ -9,33 +9,33 @@ public import SyncGateWire
 /// 4. the collections' derivations add the derived writes (see ``Derivation``); the inputs of
 ///    the groups ``groupsNamed(by:for:)`` names load with step 1's read, the others' here;
 /// 5. the writes go back with set-based statements.
-public struct BatchApplier: Sendable {
-    public var userID: String
-    public var collections: Collections
-    public var now: Timestamp
+package struct BatchApplier: Sendable {
+    package var userID: String
+    package var collections: Collections
+    package var now: Timestamp
     /// Operations (by idempotency key) the database refused to store when the job was tried:
     /// each is rejected with `VALIDATION_ERROR` and this message, and the rest apply.
-    public var refused: [String: String] = [:]
+    package var refused: [String: String] = [:]
 
-    public init(userID: String, collections: Collections, now: Timestamp) {
+    package init(userID: String, collections: Collections, now: Timestamp) {
         self.userID = userID
         self.collections = collections
         self.now = now
     }
 
-    public var userScope: Scope { .user(userID) }
+    package var userScope: Scope { .user(userID) }
 
     // MARK: - Stage 1 and 2: what to load
 
-    public struct Requirements: Sendable, Equatable {
+    package struct Requirements: Sendable, Equatable {
         /// Feeds to lock, in this (sorted) order, before reading anything else.
-        public var scopes: [Scope]
-        public var entityKeys: Set<EntityKey>
-        public var householdIDs: Set<String>
-        public var idempotencyKeys: [String]
+        package var scopes: [Scope]
+        package var entityKeys: Set<EntityKey>
+        package var householdIDs: Set<String>
+        package var idempotencyKeys: [String]
     }
 
-    public func requirements(for operations: [SyncOperation]) -> Requirements {
+    package func requirements(for operations: [SyncOperation]) -> Requirements {
         var scopes: Set<Scope> = [userScope]
         var keys: Set<EntityKey> = []
         var households: Set<String> = []
@@ -63,7 +63,7 @@ public struct BatchApplier: Sendable {
     /// source type, in their scopes), known before anything is read. A write's other group, its
     /// stored document's when it leaves a group, is known only once the stored document is: an
     /// apply reads these groups' inputs with everything else and the rest after deciding.
-    public func groupsNamed(by operations: [SyncOperation], for derivation: any Derivation) -> Set<DerivedGroup> {
+    package func groupsNamed(by operations: [SyncOperation], for derivation: any Derivation) -> Set<DerivedGroup> {
         var groups: Set<DerivedGroup> = []
         for operation in operations where operation.entityType == derivation.sourceType {
             guard case .entity(let key, _) = target(of: operation), let data = operation.data, let group = derivation.groupKey(of: data) else { continue }
@@ -74,7 +74,7 @@ public struct BatchApplier: Sendable {
 
     /// Parents referenced by operations of types with a parent-archived rule, as far as they can be
     /// known before applying (from the pushed data or the stored entity).
-    public func parentKeys(for operations: [SyncOperation], loaded: [EntityKey: EntityState]) -> Set<EntityKey> {
+    package func parentKeys(for operations: [SyncOperation], loaded: [EntityKey: EntityState]) -> Set<EntityKey> {
         var keys: Set<EntityKey> = []
         for operation in operations {
             guard case .entity(let key, let type) = target(of: operation), let parent = type.parent else { continue }
@@ -88,21 +88,21 @@ public struct BatchApplier: Sendable {
 
     // MARK: - Stage 3: decide
 
-    public struct Snapshot: Sendable {
+    package struct Snapshot: Sendable {
         /// Stored states of the loaded keys; a missing key does not exist.
-        public var entities: [EntityKey: EntityState]
+        package var entities: [EntityKey: EntityState]
         /// Idempotency keys seen before, with the version they answered.
-        public var recorded: [String: Int64?]
-        public var households: [String: HouseholdState]
+        package var recorded: [String: Int64?]
+        package var households: [String: HouseholdState]
 
-        public init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [String: HouseholdState] = [:]) {
+        package init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [String: HouseholdState] = [:]) {
             self.entities = entities
             self.recorded = recorded
             self.households = households
         }
     }
 
-    public func apply(_ operations: [SyncOperation], snapshot: Snapshot) -> BatchOutcome {
+    package func apply(_ operations: [SyncOperation], snapshot: Snapshot) -> BatchOutcome {
         var run = Run(applier: self, snapshot: snapshot)
         for operation in operations {
             run.results.append(run.apply(operation))
@@ -158,19 +158,19 @@ public struct BatchApplier: Sendable {
 }
 
 /// Everything a job's transaction writes, decided in memory.
-public struct BatchOutcome: Sendable {
-    public var results: [OperationResult]
+package struct BatchOutcome: Sendable {
+    package var results: [OperationResult]
     /// Final state of every entity the job changed, in the order they enter their feeds.
-    public var writes: [EntityState]
+    package var writes: [EntityState]
     /// Idempotency keys to remember, with the version they answered.
-    public var recorded: [(key: String, version: Int64?)]
+    package var recorded: [(key: String, version: Int64?)]
     /// Households whose owner, archive flag or members changed (final states).
-    public var households: [HouseholdState]
+    package var households: [HouseholdState]
     /// Users whose set of readable households changed: their live waiters must be woken.
-    public var wakeUsers: Set<String>
+    package var wakeUsers: Set<String>
 
     /// The feeds the job advances.
-    public var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
+    package var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
 }
 
 extension BatchApplier {

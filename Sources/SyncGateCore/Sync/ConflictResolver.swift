@@ -1,6 +1,6 @@
-public import SyncGateWire
+package import SyncGateWire
 /// What a policy decided for one operation against one entity.
-public enum PolicyDecision: Sendable, Hashable {
+package enum PolicyDecision: Sendable, Hashable {
     /// Store `state` (the next version) and answer `status`.
     case write(EntityState, status: OperationResult.Status)
     /// Change nothing and answer `status`.
@@ -16,15 +16,15 @@ public enum PolicyDecision: Sendable, Hashable {
 /// - tombstone: deletes win (`server_wins`, `server_data: null`), except that `client_wins` revives;
 /// - b == v: applies as v + 1;
 /// - b < v: the type's policy decides.
-public enum ConflictResolver {
+package enum ConflictResolver {
     /// Client clocks more than this far ahead of the server count as the server clock.
-    public static let maximumClockSkewMilliseconds: Int64 = 5 * 60 * 1000
+    package static let maximumClockSkewMilliseconds: Int64 = 5 * 60 * 1000
 
-    public static func effectiveTimestamp(_ timestamp: Timestamp, now: Timestamp) -> Timestamp {
+    package static func effectiveTimestamp(_ timestamp: Timestamp, now: Timestamp) -> Timestamp {
         timestamp.millisecondsSinceEpoch - now.millisecondsSinceEpoch > maximumClockSkewMilliseconds ? now : timestamp
     }
 
-    public static func resolve(
+    package static func resolve(
         _ operation: SyncOperation,
         key: EntityKey,
         current: EntityState?,

@@ -1,18 +1,18 @@
-public import SyncGateWire
+package import SyncGateWire
 /// How large a stored entity may grow, and how long its merge bookkeeping is kept.
 ///
 /// Merges (field_merge, items_merge, client_wins patches) grow a stored document beyond any one
 /// push, and its metadata (field stamps, item tombstones) with it. Without a bound, one entity can
 /// grow until every worker that loads it and every front that serves it runs out of memory.
-public struct DocumentLimits: Sendable, Hashable {
+package struct DocumentLimits: Sendable, Hashable {
     /// The stored document and its merge metadata, serialized, in bytes (`SYNCGATE_MAX_DOCUMENT_BYTES`).
-    public var maximumBytes: Int
+    package var maximumBytes: Int
     /// Item tombstones, and stamps of fields no longer in the document, older than this are
     /// dropped when the entity is next written (the tombstone retention: a device offline longer
     /// must resync anyway).
-    public var metadataRetentionMilliseconds: Int64
+    package var metadataRetentionMilliseconds: Int64
 
-    public init(maximumBytes: Int = 1 << 20, metadataRetentionMilliseconds: Int64 = 30 * 86_400_000) {
+    package init(maximumBytes: Int = 1 << 20, metadataRetentionMilliseconds: Int64 = 30 * 86_400_000) {
         self.maximumBytes = maximumBytes
         self.metadataRetentionMilliseconds = metadataRetentionMilliseconds
     }
@@ -23,7 +23,7 @@ extension EntityMeta {
     /// longer has that last changed before it — only those `previous` (the stored metadata before
     /// this write) already had: their times come from clients, and one whose clock runs late
     /// must not see its deletion dropped by the very write that made it.
-    public mutating func prune(before cutoff: Timestamp, document: JSONObject?, previous: EntityMeta?) {
+    package mutating func prune(before cutoff: Timestamp, document: JSONObject?, previous: EntityMeta?) {
         itemTombstones = itemTombstones.filter { item, deleted in deleted >= cutoff || previous?.itemTombstones[item] == nil }
         fields = fields.filter { field, stamp in
             document?[field] != nil || stamp.timestamp >= cutoff || previous?.fields[field] == nil
@@ -33,7 +33,7 @@ extension EntityMeta {
 
 extension EntityState {
     /// The bytes the entity takes stored: its document and its metadata, serialized.
-    public var storedBytes: Int {
+    package var storedBytes: Int {
         (data.map { JSONValue.object($0).serializedBytes().count } ?? 0) + (meta.isEmpty ? 0 : meta.json.serializedBytes().count)
     }
 }

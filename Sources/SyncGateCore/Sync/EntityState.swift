@@ -1,17 +1,17 @@
-public import SyncGateWire
+package import SyncGateWire
 /// The stored state of one entity: its document (or tombstone), version and merge metadata.
-public struct EntityState: Sendable, Hashable {
-    public var key: EntityKey
-    public var version: Int64
+package struct EntityState: Sendable, Hashable {
+    package var key: EntityKey
+    package var version: Int64
     /// The document; `nil` marks a tombstone (a soft delete).
-    public var data: JSONObject?
+    package var data: JSONObject?
     /// The (clamped) client timestamp of the write that made this version; `lww` compares against it.
-    public var clientTimestamp: Timestamp
+    package var clientTimestamp: Timestamp
     /// Server time of the last change.
-    public var updatedAt: Timestamp
-    public var meta: EntityMeta
+    package var updatedAt: Timestamp
+    package var meta: EntityMeta
 
-    public init(
+    package init(
         key: EntityKey,
         version: Int64,
         data: JSONObject?,
@@ -27,28 +27,28 @@ public struct EntityState: Sendable, Hashable {
         self.meta = meta
     }
 
-    public var isDeleted: Bool { data == nil }
+    package var isDeleted: Bool { data == nil }
 }
 
 /// Per-field and per-item bookkeeping that some policies need.
-public struct EntityMeta: Sendable, Hashable {
+package struct EntityMeta: Sendable, Hashable {
     /// `field_merge`: the version and timestamp at which each top-level field last changed.
-    public var fields: [String: FieldStamp]
+    package var fields: [String: FieldStamp]
     /// `items_merge`: ids of deleted items and when they were deleted, so stale copies stay deleted.
-    public var itemTombstones: [String: Timestamp]
+    package var itemTombstones: [String: Timestamp]
     /// `items_merge`: when each stored item without an updated-at field was written (the time of
     /// the operation that wrote it), so later merges compare against that, not the entity's time.
-    public var itemTimes: [String: Timestamp]
+    package var itemTimes: [String: Timestamp]
 
-    public init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:], itemTimes: [String: Timestamp] = [:]) {
+    package init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:], itemTimes: [String: Timestamp] = [:]) {
         self.fields = fields
         self.itemTombstones = itemTombstones
         self.itemTimes = itemTimes
     }
 
-    public var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty && itemTimes.isEmpty }
+    package var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty && itemTimes.isEmpty }
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         var object: JSONObject = [:]
         if !fields.isEmpty {
             object["f"] = .object(fields.mapValues { ["v": .int($0.version), "t": .int($0.timestamp.millisecondsSinceEpoch)] })
@@ -62,7 +62,7 @@ public struct EntityMeta: Sendable, Hashable {
         return .object(object)
     }
 
-    public init(json: JSONValue?) {
+    package init(json: JSONValue?) {
         self.init()
         guard let object = json?.objectValue else { return }
         for (field, stamp) in object["f"]?.objectValue ?? [:] {
@@ -79,11 +79,11 @@ public struct EntityMeta: Sendable, Hashable {
     }
 }
 
-public struct FieldStamp: Sendable, Hashable {
-    public var version: Int64
-    public var timestamp: Timestamp
+package struct FieldStamp: Sendable, Hashable {
+    package var version: Int64
+    package var timestamp: Timestamp
 
-    public init(version: Int64, timestamp: Timestamp) {
+    package init(version: Int64, timestamp: Timestamp) {
         self.version = version
         self.timestamp = timestamp
     }

@@ -3,11 +3,11 @@ import SyncGateWire
 ///
 /// Sequence numbers continue from the feed heads read under the feeds' row locks, so within a
 /// feed commit order equals sequence order (DESIGN.md, invariant 3).
-public enum FeedAppend {
+package enum FeedAppend {
     /// The sequence number of each state, in order; `heads` end at the last number used per feed.
     /// A feed whose head is at the top of the range (only a corrupted or hostile row gets there)
     /// fails the job for good rather than trapping the process.
-    public static func sequences(for states: [EntityState], heads: inout [Scope: Int64]) throws(FeedExhausted) -> [Int64] {
+    package static func sequences(for states: [EntityState], heads: inout [Scope: Int64]) throws(FeedExhausted) -> [Int64] {
         var sequences: [Int64] = []
         sequences.reserveCapacity(states.count)
         for state in states {
@@ -21,7 +21,7 @@ public enum FeedAppend {
 }
 
 /// A feed has used every sequence number: retrying cannot help.
-public struct FeedExhausted: Error, PermanentFailure, CustomStringConvertible {
-    public var scope: Scope
-    public var description: String { "feed \(scope.key) has used every sequence number" }
+package struct FeedExhausted: Error, PermanentFailure, CustomStringConvertible {
+    package var scope: Scope
+    package var description: String { "feed \(scope.key) has used every sequence number" }
 }

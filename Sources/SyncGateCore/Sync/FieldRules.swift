@@ -1,8 +1,8 @@
-public import SyncGateWire
+package import SyncGateWire
 /// Checks a document, as it would be stored, against its type's field rules.
-public enum FieldRules {
+package enum FieldRules {
     /// The first violated rule as a client-facing message, or `nil` when the document passes.
-    public static func violation(in document: JSONObject, of type: EntityTypeConfig) -> String? {
+    package static func violation(in document: JSONObject, of type: EntityTypeConfig) -> String? {
         for rule in type.fields {
             guard let value = document[rule.name], !value.isNull else {
                 if rule.required { return "field '\(rule.name)' is required" }
@@ -15,7 +15,7 @@ public enum FieldRules {
         return nil
     }
 
-    public static func matches(_ value: JSONValue, _ type: EntityTypeConfig.FieldType) -> Bool {
+    package static func matches(_ value: JSONValue, _ type: EntityTypeConfig.FieldType) -> Bool {
         switch type {
         case .string: return value.stringValue != nil
         case .number: return value.numberValue != nil

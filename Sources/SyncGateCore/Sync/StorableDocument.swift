@@ -1,12 +1,12 @@
-public import SyncGateWire
+package import SyncGateWire
 /// What a stored document may hold, checked in the decision every driver shares, so an operation
 /// one database could not store is refused on all of them alike — per operation, never failing
 /// the rest of its job.
-public enum StorableDocument {
+package enum StorableDocument {
     /// The first reason `document` cannot be stored, or `nil`.
     ///
     /// U+0000 (NUL): PostgreSQL's `jsonb` refuses it in any string or key.
-    public static func violation(in document: JSONObject) -> String? {
+    package static func violation(in document: JSONObject) -> String? {
         for (key, value) in document {
             if key.unicodeScalars.contains("\u{0}") { return "a field name holds the character U+0000, which cannot be stored" }
             if let reason = violation(in: value, path: key) { return reason }

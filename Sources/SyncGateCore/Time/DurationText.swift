@@ -1,8 +1,8 @@
 import SyncGateWire
 /// Human durations for the CLI and environment: `500ms`, `45s`, `90m`, `12h`, `30d`, or a plain
 /// number of seconds.
-public enum DurationText {
-    public static func milliseconds(_ text: String) -> Int64? {
+package enum DurationText {
+    package static func milliseconds(_ text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: " ")
         let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
         for (suffix, scale) in units where trimmed.hasSuffix(suffix) {

@@ -1,20 +1,20 @@
 import HTTPTypes
-public import Hummingbird
-public import HummingbirdAuth
+package import Hummingbird
+import HummingbirdAuth
 import SyncGateCore
 import SyncGateWire
 
 /// Authenticates every request of the group it guards from `Authorization: Bearer <JWT>`, once,
 /// before any route runs: a request without a valid token never reaches a route (401).
-public struct BearerAuthenticator: AuthenticatorMiddleware {
-    public typealias Context = SyncRequestContext
+package struct BearerAuthenticator: AuthenticatorMiddleware {
+    package typealias Context = SyncRequestContext
     let authority: TokenAuthority
 
-    public init(authority: TokenAuthority) {
+    package init(authority: TokenAuthority) {
         self.authority = authority
     }
 
-    public func authenticate(request: Request, context: Context) async throws -> AuthenticatedUser? {
+    package func authenticate(request: Request, context: Context) async throws -> AuthenticatedUser? {
         guard let header = request.headers[.authorization] else {
             throw ProtocolError(.unauthenticated, "missing Authorization: Bearer <token>")
         }

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
-public import Foundation
+import Foundation
 import JWTKit
-public import Logging
+package import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -14,18 +14,18 @@ import Synchronization
 /// do not know triggers a refresh at once (at most one per ``minimumRefreshInterval``: a flood of
 /// made-up ids costs the provider nothing). When the provider is unreachable the keys in hand
 /// keep serving; only a key we never had is unverifiable then (`503`, retryable).
-public actor IdentityProviderKeys {
+package actor IdentityProviderKeys {
     /// The settings of one provider (the README's "Use your auth provider").
-    public struct Configuration: Sendable, Hashable {
-        public var jwksURLs: [String]
+    package struct Configuration: Sendable, Hashable {
+        package var jwksURLs: [String]
         /// Required `iss` when set.
-        public var issuer: String?
+        package var issuer: String?
         /// Required among `aud` when set.
-        public var audience: String?
+        package var audience: String?
         /// The claim that holds the user id.
-        public var userClaim: String
+        package var userClaim: String
 
-        public init(jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub") {
+        package init(jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub") {
             self.jwksURLs = jwksURLs
             self.issuer = issuer
             self.audience = audience
@@ -38,7 +38,7 @@ public actor IdentityProviderKeys {
     static let defaultLifetime: Duration = .seconds(3600)
     static let maximumLifetime: Duration = .seconds(86_400)
 
-    public nonisolated let configuration: Configuration
+    package nonisolated let configuration: Configuration
     let minimumRefreshInterval: Duration
     let minimumLifetime: Duration
     let fetchTimeout: Duration
@@ -54,7 +54,7 @@ public actor IdentityProviderKeys {
     /// - Parameters:
     ///   - minimumRefreshInterval: fetches (for an unknown key id, or keys due) are at least this far apart.
     ///   - minimumLifetime: keys are kept at least this long whatever `Cache-Control` says.
-    public init(
+    package init(
         configuration: Configuration, minimumRefreshInterval: Duration = .seconds(10), minimumLifetime: Duration = .seconds(60),
         fetchTimeout: Duration = .seconds(5), logger: Logger
     ) {
@@ -94,7 +94,7 @@ public actor IdentityProviderKeys {
 
     /// Fetches now (at start, so the first request need not wait); false when it failed.
     @discardableResult
-    public func refresh() async -> Bool {
+    package func refresh() async -> Bool {
         await startRefresh(now: .now).value
     }
 
@@ -160,7 +160,7 @@ public actor IdentityProviderKeys {
 
     /// How long a JWKS response may be kept: its `max-age`, between `minimum` and a day;
     /// `no-cache`/`no-store` → `minimum`; an hour without either.
-    public static func lifetime(cacheControl: String, minimum: Duration = .seconds(60)) -> Duration {
+    package static func lifetime(cacheControl: String, minimum: Duration = .seconds(60)) -> Duration {
         let directives = cacheControl.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if directives.contains("no-store") || directives.contains("no-cache") { return minimum }
         for directive in directives where directive.hasPrefix("max-age=") {

@@ -1,35 +1,35 @@
-public import Foundation
+package import Foundation
 import JWTKit
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
+import SyncGateCore
+package import SyncGateWire
 
 /// Verifies the bearer tokens of the protocol: HS256 with the server's secret (which it also
 /// signs, for development and `syncgate token`), and RS256/ES256/EdDSA (and the other asymmetric
 /// JWS algorithms) from the app's identity provider, whose keys ``IdentityProviderKeys`` fetches.
 /// The user id is `sub` (a provider's token: the configured claim); `exp` required and at most
 /// ``maximumLifetimeSeconds`` ahead; `nbf` honoured; a provider's `iss`/`aud` checked when configured.
-public struct TokenAuthority: Sendable {
+package struct TokenAuthority: Sendable {
     /// Tokens may live at most this long (seconds from now to `exp`) unless configured otherwise.
-    public static let defaultMaximumLifetimeSeconds = 30 * 86_400
+    package static let defaultMaximumLifetimeSeconds = 30 * 86_400
     /// Clock skew allowed between the token's issuer and this server, for `nbf`.
     static let leewaySeconds: TimeInterval = 60
 
     /// The shared secret's key; `nil` when only the identity provider's tokens are accepted.
     let keys: JWTKeyCollection?
-    public let identityProvider: IdentityProviderKeys?
-    public let maximumLifetimeSeconds: Int
+    package let identityProvider: IdentityProviderKeys?
+    package let maximumLifetimeSeconds: Int
     /// Tokens whose signature verified lately: a device sends the same token with every request.
     let verified = VerifiedTokens()
 
-    public init(secret: String, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
+    package init(secret: String, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
         await self.init(secret: Optional(secret), identityProvider: nil, maximumLifetimeSeconds: maximumLifetimeSeconds)
     }
 
     /// - Parameters:
     ///   - secret: HS256 tokens are accepted (and can be issued) only with one.
     ///   - identityProvider: the app's identity provider, whose asymmetric tokens are accepted.
-    public init(secret: String?, identityProvider: IdentityProviderKeys?, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
+    package init(secret: String?, identityProvider: IdentityProviderKeys?, maximumLifetimeSeconds: Int = TokenAuthority.defaultMaximumLifetimeSeconds) async {
         if let secret {
             let keys = JWTKeyCollection()
             await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
@@ -66,7 +66,7 @@ public struct TokenAuthority: Sendable {
     }
 
     /// A token for `userID`, valid for `ttlSeconds`, signed with the secret.
-    public func issue(userID: String, ttlSeconds: Int) async throws -> String {
+    package func issue(userID: String, ttlSeconds: Int) async throws -> String {
         guard let keys else { throw NoSecret() }
         let now = Date()
         let claims = Claims(
@@ -82,7 +82,7 @@ public struct TokenAuthority: Sendable {
     /// A token whose signature verified in the last ``VerifiedTokens/lifetime`` is not verified
     /// again (its claims are checked again, against `now`): a key an identity provider withdraws
     /// stops being accepted within that time.
-    public func verify(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedUser {
+    package func verify(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedUser {
         if let claims = verified.claims(of: token, now: now) {
             return try check(subject: claims.subject, expiry: claims.expiry, notBefore: claims.notBefore, now: now)
         }

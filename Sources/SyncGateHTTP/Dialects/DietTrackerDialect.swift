@@ -1,40 +1,40 @@
 import Crypto
 import Foundation
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 
 /// The diet tracker's sync dialect (`../shared/DIALECTS.md`): its push body becomes the
 /// operations of one ordinary job, and the job's results become its push response. Pure
 /// translation: the routes (``DialectRoutes``) do the I/O.
-public enum DietTrackerDialect {
+package enum DietTrackerDialect {
     /// Its collections that have another name in SyncGate; every other collection is the entity
     /// type of the same name.
     static let renamed: [String: String] = ["families": "households", "familyMembers": "household_members"]
     static let collections: [String: String] = Dictionary(uniqueKeysWithValues: renamed.map { ($1, $0) })
 
-    public static func entityType(ofCollection collection: String) -> String { renamed[collection] ?? collection }
-    public static func collection(ofEntityType type: String) -> String { collections[type] ?? type }
+    package static func entityType(ofCollection collection: String) -> String { renamed[collection] ?? collection }
+    package static func collection(ofEntityType type: String) -> String { collections[type] ?? type }
 
     /// One change of a push, as the client sent it: what its response speaks of.
-    public struct Change: Sendable, Hashable {
-        public var collection: String
-        public var documentID: String
-        public var operation: SyncOperation.Intent
-        public var version: Int64
-        public var data: JSONObject?
+    package struct Change: Sendable, Hashable {
+        package var collection: String
+        package var documentID: String
+        package var operation: SyncOperation.Intent
+        package var version: Int64
+        package var data: JSONObject?
     }
 
-    public struct Push: Sendable, Hashable {
+    package struct Push: Sendable, Hashable {
         /// `deviceId` of the body, when it has one.
-        public var deviceID: String?
-        public var changes: [Change]
+        package var deviceID: String?
+        package var changes: [Change]
         /// The changes as SyncGate operations, in order, with derived idempotency keys.
-        public var operations: [SyncOperation]
+        package var operations: [SyncOperation]
     }
 
     /// Parses and checks a push body: its shape only, like `POST /v1/sync/push`.
-    public static func push(body: some Collection<UInt8>, limits: PushLimits, receivedAt: Timestamp) throws(ProtocolError) -> Push {
+    package static func push(body: some Collection<UInt8>, limits: PushLimits, receivedAt: Timestamp) throws(ProtocolError) -> Push {
         let document = try PushRequest.parse(body, limits: limits)
         guard let root = document.objectValue else { throw ProtocolError(.validationError, "the body must be a JSON object") }
         var deviceID: String?
@@ -115,7 +115,7 @@ public enum DietTrackerDialect {
     /// operation, base version, local timestamp and document) is the same for the resent change
     /// and differs for any other, so the resend answers `duplicate` instead of applying twice.
     /// (Two changes equal in all of that, made at the same millisecond, are one change.)
-    public static func idempotencyKey(
+    package static func idempotencyKey(
         collection: String, documentID: String, operation: SyncOperation.Intent, version: Int64, timestamp: String?, data: JSONValue?
     ) -> String {
         let canonical: JSONValue = [
@@ -139,7 +139,7 @@ public enum DietTrackerDialect {
 
     /// The push response of a finished job: `applied` lists what took effect (a resent change
     /// included), `conflicts` what the server resolved, `rejected` what it refused.
-    public static func response(changes: [Change], results: [OperationResult], serverTime: Timestamp) -> JSONValue {
+    package static func response(changes: [Change], results: [OperationResult], serverTime: Timestamp) -> JSONValue {
         var applied: [JSONValue] = []
         var conflicts: [JSONValue] = []
         var rejected: [JSONValue] = []
@@ -178,7 +178,7 @@ public enum DietTrackerDialect {
     }
 
     /// A change of a pull.
-    public static func change(_ change: FeedChange) -> JSONValue {
+    package static func change(_ change: FeedChange) -> JSONValue {
         [
             "collection": .string(collection(ofEntityType: change.entityType)), "documentId": .string(change.entityID),
             "operation": change.data == nil ? "delete" : "upsert", "data": change.data.map(JSONValue.object) ?? .null,
@@ -187,7 +187,7 @@ public enum DietTrackerDialect {
     }
 
     /// `POST /sync/full`: the live documents by collection.
-    public static func full(_ documents: LiveDocuments) -> JSONValue {
+    package static func full(_ documents: LiveDocuments) -> JSONValue {
         var data: JSONObject = [:]
         for document in documents.documents {
             let name = collection(ofEntityType: document.key.entityType)

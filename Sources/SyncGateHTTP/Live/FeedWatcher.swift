@@ -1,9 +1,9 @@
-public import Logging
-public import ServiceLifecycle
+package import Logging
+import ServiceLifecycle
 import Synchronization
-public import SyncGateCore
-public import SyncGateWire
-public import SyncGateStorage
+package import SyncGateCore
+package import SyncGateWire
+package import SyncGateStorage
 import SyncGateRuntime
 
 /// The live waiters of one front process — long-polls and event streams — woken from memory.
@@ -13,8 +13,8 @@ import SyncGateRuntime
 /// a head passes its position or its scopes change. An idle waiter costs no store call: the
 /// safety net for lost notifications is one ``FrontStore/watchState(feeds:users:)`` read per
 /// `interval` for the whole process, and another after the listener reconnects.
-public final class FeedWatcher: Service, Sendable {
-    public typealias WaiterID = WatchTable.WaiterID
+package final class FeedWatcher: Service, Sendable {
+    package typealias WaiterID = WatchTable.WaiterID
 
     let store: any FrontStore
     let interval: Duration
@@ -60,7 +60,7 @@ public final class FeedWatcher: Service, Sendable {
     ///   - limits: caps on live connections, per user and for the process.
     ///   - waitsForSchema: read nothing until ``schemaIsReady()`` (for a process that migrates
     ///     while it starts; no request arrives before then).
-    public init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, waitsForSchema: Bool = false, logger: Logger) {
+    package init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, waitsForSchema: Bool = false, logger: Logger) {
         self.store = store
         self.schema = waitsForSchema ? AsyncStream<Never>.makeStream() : nil
         self.interval = interval
@@ -71,7 +71,7 @@ public final class FeedWatcher: Service, Sendable {
         self.subscription = store.notifier.subscribe(.init(feeds: true))
     }
 
-    public func run() async throws {
+    package func run() async throws {
         defer { subscription.cancel() }
         await cancelWhenGracefulShutdown {
             // Ends when the schema is ready, or at cancellation (then `watch` returns at once).
@@ -81,7 +81,7 @@ public final class FeedWatcher: Service, Sendable {
     }
 
     /// Lets a watcher made with `waitsForSchema` start reading the store.
-    public func schemaIsReady() {
+    package func schemaIsReady() {
         schema?.continuation.finish()
     }
 
@@ -164,7 +164,7 @@ public final class FeedWatcher: Service, Sendable {
 
     /// Registers a live connection of `device` reading `feeds`, before it reads the store.
     /// Over a cap it is refused with `429 RATE_LIMITED`.
-    public func register(_ device: DeviceKey, feeds: Set<Scope>, retryAfterSeconds: Int) throws(ProtocolError) -> LiveWaiter {
+    package func register(_ device: DeviceKey, feeds: Set<Scope>, retryAfterSeconds: Int) throws(ProtocolError) -> LiveWaiter {
         let signal = WakeSignal()
         let registered = state.withLock { state -> Result<WaiterID, WatchTable.Refusal> in
             if state.closed { signal.close() }
@@ -260,14 +260,14 @@ public final class FeedWatcher: Service, Sendable {
     }
 
     /// Live connections registered now.
-    public var waiterCount: Int { state.withLock { $0.table.waiterCount } }
+    package var waiterCount: Int { state.withLock { $0.table.waiterCount } }
 
     /// Live connections asleep now, armed at positions they have read up to.
-    public var armedCount: Int { state.withLock { $0.table.armedCount } }
+    package var armedCount: Int { state.withLock { $0.table.armedCount } }
 
     /// Ends every wait at once (shutdown of a server whose requests are not drained by a
     /// graceful-shutdown handler).
-    public func close() {
+    package func close() {
         let (signals, lingering) = state.withLock { state in
             state.closed = true
             return (Array(state.signals.values), state.dropLingering(Array(state.lingeringQueries.keys)))
@@ -277,12 +277,12 @@ public final class FeedWatcher: Service, Sendable {
     }
 
     /// Long-polls that answered with nothing new and stay armed for their device's next poll.
-    public var lingeringCount: Int { state.withLock { $0.table.lingeringWaiterCount } }
+    package var lingeringCount: Int { state.withLock { $0.table.lingeringWaiterCount } }
 }
 
 /// One registered live connection. Dropping it unregisters it, so a response body that never
 /// runs cannot leak a registration.
-public final class LiveWaiter: Sendable {
+package final class LiveWaiter: Sendable {
     let id: FeedWatcher.WaiterID
     let device: DeviceKey
     let signal: WakeSignal

@@ -1,6 +1,6 @@
-public import Logging
-public import SyncGateCore
-public import SyncGateWire
+package import Logging
+package import SyncGateCore
+package import SyncGateWire
 
 /// A database as SyncGate uses it: single statements and transactions of statements, with SQL
 /// and row decoding only. Every sequence of steps and every decision lives above the driver, in
@@ -12,7 +12,7 @@ public import SyncGateWire
 /// Time: calls that compare against the current time take `now`. `nil` means the database's own
 /// clock where it has one (PostgreSQL's `now()`, one clock for every process), the process clock
 /// otherwise; tests pass a fixed instant instead of sleeping.
-public protocol StorageDriver: Sendable {
+package protocol StorageDriver: Sendable {
     /// `postgres` or `sqlite`.
     var name: String { get }
     /// Where committed changes are announced: fed by NOTIFY (PostgreSQL) or by the driver after
@@ -109,7 +109,7 @@ public protocol StorageDriver: Sendable {
 /// ``loadEntities(_:)`` (parents only stored documents name, a derivation's inputs that
 /// ``load(_:)`` could not know of) and ``write(_:)``, for one job or for several jobs of
 /// different users applied together.
-public protocol StorageTransaction: AnyObject {
+package protocol StorageTransaction: AnyObject {
     /// Statements run so far (a job's apply must not need more for more operations).
     var statementCount: Int { get }
 
@@ -161,44 +161,44 @@ extension StorageTransaction {
 }
 
 /// What ``StorageTransaction/lock(jobs:feeds:)`` holds.
-public struct ApplyLocks: Sendable, Hashable {
+package struct ApplyLocks: Sendable, Hashable {
     /// The jobs still running under the given leases.
-    public var jobs: Set<Int64>
-    public var heads: [Scope: Int64]
+    package var jobs: Set<Int64>
+    package var heads: [Scope: Int64]
 
-    public init(jobs: Set<Int64>, heads: [Scope: Int64]) {
+    package init(jobs: Set<Int64>, heads: [Scope: Int64]) {
         self.jobs = jobs
         self.heads = heads
     }
 }
 
 /// A user's idempotency key.
-public struct IdempotencyKey: Sendable, Hashable, Comparable {
-    public var userID: String
-    public var key: String
+package struct IdempotencyKey: Sendable, Hashable, Comparable {
+    package var userID: String
+    package var key: String
 
-    public init(userID: String, key: String) {
+    package init(userID: String, key: String) {
         self.userID = userID
         self.key = key
     }
 
-    public static func < (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
+    package static func < (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
         (lhs.userID, lhs.key) < (rhs.userID, rhs.key)
     }
 }
 
 /// What ``StorageTransaction/load(_:)`` reads.
-public struct ApplyReads: Sendable, Hashable {
+package struct ApplyReads: Sendable, Hashable {
     /// Entities by key (live or tombstoned).
-    public var entities: [EntityKey]
-    public var idempotencyKeys: [IdempotencyKey]
+    package var entities: [EntityKey]
+    package var idempotencyKeys: [IdempotencyKey]
     /// Households with their members.
-    public var households: [String]
+    package var households: [String]
     /// Derivation inputs (``Derivation/inputs(for:)``: `.keys` and `.groupMembers`), returned
     /// apart in ``ApplyRows/inputs``.
-    public var inputs: [EntityQuery]
+    package var inputs: [EntityQuery]
 
-    public init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = [], inputs: [EntityQuery] = []) {
+    package init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = [], inputs: [EntityQuery] = []) {
         self.entities = entities
         self.idempotencyKeys = idempotencyKeys
         self.households = households
@@ -207,15 +207,15 @@ public struct ApplyReads: Sendable, Hashable {
 }
 
 /// What ``StorageTransaction/load(_:)`` found.
-public struct ApplyRows: Sendable, Hashable {
-    public var entities: [StoredEntityRow]
+package struct ApplyRows: Sendable, Hashable {
+    package var entities: [StoredEntityRow]
     /// The recorded keys, with the version each answered.
-    public var recorded: [IdempotencyKey: Int64?]
-    public var households: [HouseholdRow]
+    package var recorded: [IdempotencyKey: Int64?]
+    package var households: [HouseholdRow]
     /// What ``ApplyReads/inputs`` found.
-    public var inputs: [StoredEntityRow]
+    package var inputs: [StoredEntityRow]
 
-    public init(
+    package init(
         entities: [StoredEntityRow] = [], recorded: [IdempotencyKey: Int64?] = [:], households: [HouseholdRow] = [], inputs: [StoredEntityRow] = []
     ) {
         self.entities = entities
@@ -226,12 +226,12 @@ public struct ApplyRows: Sendable, Hashable {
 }
 
 /// An idempotency record to write: the key answers `duplicate` with `version` from now on.
-public struct IdempotencyRecord: Sendable, Hashable {
-    public var userID: String
-    public var key: String
-    public var version: Int64?
+package struct IdempotencyRecord: Sendable, Hashable {
+    package var userID: String
+    package var key: String
+    package var version: Int64?
 
-    public init(userID: String, key: String, version: Int64?) {
+    package init(userID: String, key: String, version: Int64?) {
         self.userID = userID
         self.key = key
         self.version = version
@@ -239,30 +239,30 @@ public struct IdempotencyRecord: Sendable, Hashable {
 }
 
 /// What ``StorageTransaction/write(_:)`` writes.
-public struct ApplyWrite: Sendable, Hashable {
+package struct ApplyWrite: Sendable, Hashable {
     /// Upserted, each appending one change to its feed at its `sequence`.
-    public var entities: [EntityRowWrite] = []
+    package var entities: [EntityRowWrite] = []
     /// The new heads of the feeds the entities advance.
-    public var heads: [Scope: Int64] = [:]
+    package var heads: [Scope: Int64] = [:]
     /// A plain insert: a key recorded concurrently (which per-user ordering rules out) aborts
     /// the transaction instead of applying twice.
-    public var records: [IdempotencyRecord] = []
+    package var records: [IdempotencyRecord] = []
     /// Finished jobs (one per device at most), each advancing its device's watermark.
-    public var finished: [JobFinish] = []
-    public var events: [StoreEvent] = []
+    package var finished: [JobFinish] = []
+    package var events: [StoreEvent] = []
 
-    public init() {}
+    package init() {}
 }
 
 /// A push to insert: its operations already in their storage format (``JobCodec``).
-public struct JobInsert: Sendable, Hashable {
-    public var userID: String
-    public var deviceID: String
-    public var maximumAttempts: Int
-    public var operationCount: Int
-    public var payload: String
+package struct JobInsert: Sendable, Hashable {
+    package var userID: String
+    package var deviceID: String
+    package var maximumAttempts: Int
+    package var operationCount: Int
+    package var payload: String
 
-    public init(userID: String, deviceID: String, maximumAttempts: Int, operationCount: Int, payload: String) {
+    package init(userID: String, deviceID: String, maximumAttempts: Int, operationCount: Int, payload: String) {
         self.userID = userID
         self.deviceID = deviceID
         self.maximumAttempts = maximumAttempts
@@ -272,20 +272,20 @@ public struct JobInsert: Sendable, Hashable {
 }
 
 /// A job row; results still in their stored form.
-public struct JobRow: Sendable, Hashable {
-    public var id: Int64
-    public var userID: String
-    public var deviceID: String
-    public var state: String
-    public var attempts: Int
-    public var maximumAttempts: Int
-    public var operationCount: Int
-    public var results: String?
-    public var lastError: String?
-    public var createdAt: Timestamp
-    public var finishedAt: Timestamp?
+package struct JobRow: Sendable, Hashable {
+    package var id: Int64
+    package var userID: String
+    package var deviceID: String
+    package var state: String
+    package var attempts: Int
+    package var maximumAttempts: Int
+    package var operationCount: Int
+    package var results: String?
+    package var lastError: String?
+    package var createdAt: Timestamp
+    package var finishedAt: Timestamp?
 
-    public init(
+    package init(
         id: Int64, userID: String, deviceID: String, state: String, attempts: Int, maximumAttempts: Int, operationCount: Int,
         results: String?, lastError: String?, createdAt: Timestamp, finishedAt: Timestamp?
     ) {
@@ -304,18 +304,18 @@ public struct JobRow: Sendable, Hashable {
 }
 
 /// A job just claimed; its payload still in its stored form.
-public struct ClaimedJobRow: Sendable, Hashable {
-    public var id: Int64
-    public var leaseToken: String
-    public var userID: String
-    public var deviceID: String
-    public var attempts: Int
-    public var maximumAttempts: Int
-    public var payload: String
+package struct ClaimedJobRow: Sendable, Hashable {
+    package var id: Int64
+    package var leaseToken: String
+    package var userID: String
+    package var deviceID: String
+    package var attempts: Int
+    package var maximumAttempts: Int
+    package var payload: String
     /// When the push was enqueued.
-    public var createdAt: Timestamp
+    package var createdAt: Timestamp
 
-    public init(
+    package init(
         id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, payload: String, createdAt: Timestamp
     ) {
         self.createdAt = createdAt
@@ -330,14 +330,14 @@ public struct ClaimedJobRow: Sendable, Hashable {
 }
 
 /// A running job whose lease expired.
-public struct ExpiredJobRow: Sendable, Hashable {
-    public var id: Int64
-    public var userID: String
-    public var deviceID: String
-    public var attempts: Int
-    public var payload: String
+package struct ExpiredJobRow: Sendable, Hashable {
+    package var id: Int64
+    package var userID: String
+    package var deviceID: String
+    package var attempts: Int
+    package var payload: String
 
-    public init(id: Int64, userID: String, deviceID: String, attempts: Int, payload: String) {
+    package init(id: Int64, userID: String, deviceID: String, attempts: Int, payload: String) {
         self.id = id
         self.userID = userID
         self.deviceID = deviceID
@@ -347,15 +347,15 @@ public struct ExpiredJobRow: Sendable, Hashable {
 }
 
 /// A job's end: `done` or `dead`, with its results in their stored form.
-public struct JobFinish: Sendable, Hashable {
-    public var id: Int64
-    public var userID: String
-    public var deviceID: String
-    public var state: JobState
-    public var results: String
-    public var lastError: String?
+package struct JobFinish: Sendable, Hashable {
+    package var id: Int64
+    package var userID: String
+    package var deviceID: String
+    package var state: JobState
+    package var results: String
+    package var lastError: String?
 
-    public init(id: Int64, userID: String, deviceID: String, state: JobState, results: String, lastError: String?) {
+    package init(id: Int64, userID: String, deviceID: String, state: JobState, results: String, lastError: String?) {
         self.id = id
         self.userID = userID
         self.deviceID = deviceID
@@ -366,17 +366,17 @@ public struct JobFinish: Sendable, Hashable {
 }
 
 /// An entity row as stored: its JSON columns still text.
-public struct StoredEntityRow: Sendable, Hashable {
-    public var scope: String
-    public var entityType: String
-    public var entityID: String
-    public var version: Int64
-    public var data: String?
-    public var meta: String?
-    public var clientTimestamp: Int64
-    public var updatedAt: Int64
+package struct StoredEntityRow: Sendable, Hashable {
+    package var scope: String
+    package var entityType: String
+    package var entityID: String
+    package var version: Int64
+    package var data: String?
+    package var meta: String?
+    package var clientTimestamp: Int64
+    package var updatedAt: Int64
 
-    public init(scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?, clientTimestamp: Int64, updatedAt: Int64) {
+    package init(scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?, clientTimestamp: Int64, updatedAt: Int64) {
         self.scope = scope
         self.entityType = entityType
         self.entityID = entityID
@@ -389,22 +389,22 @@ public struct StoredEntityRow: Sendable, Hashable {
 }
 
 /// An entity to upsert, and the change it appends to its feed (same version, document and time).
-public struct EntityRowWrite: Sendable, Hashable {
-    public var scope: String
-    public var entityType: String
-    public var entityID: String
-    public var version: Int64
+package struct EntityRowWrite: Sendable, Hashable {
+    package var scope: String
+    package var entityType: String
+    package var entityID: String
+    package var version: Int64
     /// The document as JSON text; `nil` for a tombstone.
-    public var data: String?
-    public var meta: String?
-    public var clientTimestamp: Int64
-    public var updatedAt: Int64
+    package var data: String?
+    package var meta: String?
+    package var clientTimestamp: Int64
+    package var updatedAt: Int64
     /// The group a derivation files the entity under (see ``Derivation``).
-    public var groupKey: String?
+    package var groupKey: String?
     /// The change's sequence number in the scope's feed.
-    public var sequence: Int64
+    package var sequence: Int64
 
-    public init(
+    package init(
         scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?,
         clientTimestamp: Int64, updatedAt: Int64, groupKey: String?, sequence: Int64
     ) {
@@ -422,14 +422,14 @@ public struct EntityRowWrite: Sendable, Hashable {
 }
 
 /// What a pull plans with: read in one snapshot.
-public struct PullContext: Sendable, Hashable {
-    public var households: [String]
-    public var resyncEpoch: Int64
-    public var scopesVersion: Int64
-    public var deviceWatermark: Int64
-    public var feeds: [Scope: FeedInfo]
+package struct PullContext: Sendable, Hashable {
+    package var households: [String]
+    package var resyncEpoch: Int64
+    package var scopesVersion: Int64
+    package var deviceWatermark: Int64
+    package var feeds: [Scope: FeedInfo]
 
-    public init(households: [String], resyncEpoch: Int64, scopesVersion: Int64, deviceWatermark: Int64, feeds: [Scope: FeedInfo]) {
+    package init(households: [String], resyncEpoch: Int64, scopesVersion: Int64, deviceWatermark: Int64, feeds: [Scope: FeedInfo]) {
         self.households = households
         self.resyncEpoch = resyncEpoch
         self.scopesVersion = scopesVersion
@@ -439,15 +439,15 @@ public struct PullContext: Sendable, Hashable {
 }
 
 /// A change row as stored.
-public struct ChangeRow: Sendable, Hashable {
-    public var sequence: Int64
-    public var entityType: String
-    public var entityID: String
-    public var version: Int64
-    public var data: String?
-    public var updatedAt: Int64
+package struct ChangeRow: Sendable, Hashable {
+    package var sequence: Int64
+    package var entityType: String
+    package var entityID: String
+    package var version: Int64
+    package var data: String?
+    package var updatedAt: Int64
 
-    public init(sequence: Int64, entityType: String, entityID: String, version: Int64, data: String?, updatedAt: Int64) {
+    package init(sequence: Int64, entityType: String, entityID: String, version: Int64, data: String?, updatedAt: Int64) {
         self.sequence = sequence
         self.entityType = entityType
         self.entityID = entityID
@@ -459,11 +459,11 @@ public struct ChangeRow: Sendable, Hashable {
 
 /// The rows a pull read, per feed (a feed is absent when the page filled before it), and the
 /// feeds' floors as of that read.
-public struct FeedPage: Sendable, Hashable {
-    public var rows: [Scope: [ChangeRow]]
-    public var floors: [Scope: Int64]
+package struct FeedPage: Sendable, Hashable {
+    package var rows: [Scope: [ChangeRow]]
+    package var floors: [Scope: Int64]
 
-    public init(rows: [Scope: [ChangeRow]] = [:], floors: [Scope: Int64] = [:]) {
+    package init(rows: [Scope: [ChangeRow]] = [:], floors: [Scope: Int64] = [:]) {
         self.rows = rows
         self.floors = floors
     }
@@ -471,11 +471,11 @@ public struct FeedPage: Sendable, Hashable {
 
 /// One feed of a read by commit time. A household the reader joined later becomes visible to
 /// them at the join's commit time: every older change of it counts as made then.
-public struct TimedRead: Sendable, Hashable {
-    public var scope: Scope
-    public var visibleFrom: Int64
+package struct TimedRead: Sendable, Hashable {
+    package var scope: Scope
+    package var visibleFrom: Int64
 
-    public init(scope: Scope, visibleFrom: Int64 = .min) {
+    package init(scope: Scope, visibleFrom: Int64 = .min) {
         self.scope = scope
         self.visibleFrom = visibleFrom
     }
@@ -483,12 +483,12 @@ public struct TimedRead: Sendable, Hashable {
 
 /// A change row with its feed and its time (``TimedRead``: the commit time, or the time its feed
 /// became visible to the reader, whichever is later).
-public struct TimedChangeRow: Sendable, Hashable {
-    public var scope: Scope
-    public var time: Int64
-    public var row: ChangeRow
+package struct TimedChangeRow: Sendable, Hashable {
+    package var scope: Scope
+    package var time: Int64
+    package var row: ChangeRow
 
-    public init(scope: Scope, time: Int64, row: ChangeRow) {
+    package init(scope: Scope, time: Int64, row: ChangeRow) {
         self.scope = scope
         self.time = time
         self.row = row
@@ -496,17 +496,17 @@ public struct TimedChangeRow: Sendable, Hashable {
 }
 
 /// One call of ``StorageDriver/compactNewChanges(after:feedLimit:changeLimit:)``.
-public struct CompactionBatch: Sendable, Hashable {
-    public var deletedChanges: Int
+package struct CompactionBatch: Sendable, Hashable {
+    package var deletedChanges: Int
     /// The feeds looked at (not those a writer held).
-    public var feeds: Int
+    package var feeds: Int
     /// The greatest scope key among the feeds taken, looked at or held by a writer (nil: no feed
     /// after the one asked about has new changes).
-    public var lastScope: String?
+    package var lastScope: String?
     /// Whether a feed looked at has new changes beyond the change limit (it needs another batch).
-    public var cutShort: Bool
+    package var cutShort: Bool
 
-    public init(deletedChanges: Int, feeds: Int, lastScope: String? = nil, cutShort: Bool = false) {
+    package init(deletedChanges: Int, feeds: Int, lastScope: String? = nil, cutShort: Bool = false) {
         self.deletedChanges = deletedChanges
         self.feeds = feeds
         self.lastScope = lastScope

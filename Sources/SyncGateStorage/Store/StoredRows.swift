@@ -1,17 +1,17 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+import SyncGateWire
 
 /// A stored row that does not decode: storage corruption, not bad input. It is never guessed
 /// around (an unreadable document is not a tombstone); the job that meets it fails for good.
-public struct StoredDataError: Error, PermanentFailure, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct StoredDataError: Error, PermanentFailure, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 extension EntityState {
     /// An entity from its stored row.
-    public init(stored row: StoredEntityRow) throws(StoredDataError) {
+    package init(stored row: StoredEntityRow) throws(StoredDataError) {
         guard let scope = Scope(key: row.scope) else {
             throw StoredDataError("stored entity \(row.scope)/\(row.entityType)/\(row.entityID) has an invalid scope")
         }

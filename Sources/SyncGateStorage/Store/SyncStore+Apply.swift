@@ -1,16 +1,16 @@
 import Logging
-public import SyncGateCore
-public import SyncGateWire
-public import Tracing
+package import SyncGateCore
+package import SyncGateWire
+package import Tracing
 import SyncGateConcurrency
 
 /// A claimed job to apply and the trace context its apply runs in (the worker's `apply` span):
 /// the `notify` span of its commit joins it.
-public struct JobToApply: Sendable {
-    public var job: ClaimedJob
-    public var context: ServiceContext
+package struct JobToApply: Sendable {
+    package var job: ClaimedJob
+    package var context: ServiceContext
 
-    public init(job: ClaimedJob, context: ServiceContext) {
+    package init(job: ClaimedJob, context: ServiceContext) {
         self.job = job
         self.context = context
     }
@@ -25,7 +25,7 @@ extension SyncStore {
     /// not failed as a whole: each operation is tried alone in a transaction that is rolled back,
     /// and the job is applied again with the refused ones rejected (`VALIDATION_ERROR`), so one
     /// bad operation never fails its neighbours.
-    public func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+    package func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         try await applyAlone(JobToApply(job: job, context: ServiceContext.current ?? .topLevel), collections: collections, now: now)
     }
 
@@ -49,7 +49,7 @@ extension SyncStore {
     /// Each job's outcome, in order. When a shared transaction fails, each of its jobs is applied
     /// again alone (``apply(_:collections:now:)-(ClaimedJob...)``), so one job's failure never
     /// fails its neighbours.
-    public func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
         let work = jobs.map { Work($0, operations: $0.job.operations, collections: collections, now: now, refused: [:]) }
         let members = work.map { ApplyGroups.Member(scopes: Set($0.requirements.scopes), operations: $0.operations.count) }
         var outcomes: [Int64: Result<ApplyOutcome, any Error>] = [:]

@@ -1,9 +1,9 @@
 import Logging
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+import SyncGateWire
 
 extension SyncStore {
-    public func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+    package func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
         let insert = JobInsert(
             userID: job.userID, deviceID: job.deviceID, maximumAttempts: job.maximumAttempts,
             operationCount: job.operations.count, payload: JobCodec.encode(job.operations, traceContext: job.traceContext)
@@ -12,11 +12,11 @@ extension SyncStore {
     }
 
     /// The job, its results in their stored form (``JobSnapshot/storedResults``, decoded on demand).
-    public func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+    package func job(id: Int64, userID: String) async throws -> JobSnapshot? {
         try await driver.job(id: id, userID: userID).map { try JobSnapshot(row: $0, decodingResults: false) }
     }
 
-    public func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
         var claimed: [ClaimedJob] = []
         for row in try await driver.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds, now: clock.now()) {
             let lease = JobLease(id: row.id, token: row.leaseToken)
@@ -45,13 +45,13 @@ extension SyncStore {
         return claimed
     }
 
-    public func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
+    package func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws {
         guard !jobs.isEmpty else { return }
         try await driver.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds, now: clock.now())
     }
 
     @discardableResult
-    public func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+    package func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
         try await settle(lease: job.lease, userID: job.userID, deviceID: job.deviceID, error: error, settlement: settlement)
     }
 
@@ -64,7 +64,7 @@ extension SyncStore {
         }
     }
 
-    public func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+    package func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
         try await driver.transaction(now: clock.now()) { transaction in
             var report = RescueReport()
             for row in try await transaction.expiredLeases(limit: 100) {

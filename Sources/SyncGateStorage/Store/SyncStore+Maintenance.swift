@@ -1,17 +1,17 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+package import SyncGateWire
 
 extension SyncStore {
-    public func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
+    package func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
         try await driver.withMaintenanceLock(body)
     }
 
-    public func deleteFinishedJobs(olderThanMilliseconds age: Int64) async throws -> Int {
+    package func deleteFinishedJobs(olderThanMilliseconds age: Int64) async throws -> Int {
         let cutoff = clock.wallNow().adding(milliseconds: -age)
         return try await inBatches { try await driver.deleteFinishedJobs(before: cutoff, limit: $0) }
     }
 
-    public func pruneIdempotencyRecords(olderThanMilliseconds age: Int64) async throws -> Int {
+    package func pruneIdempotencyRecords(olderThanMilliseconds age: Int64) async throws -> Int {
         let cutoff = clock.wallNow().adding(milliseconds: -age)
         return try await inBatches { try await driver.deleteIdempotencyRecords(before: cutoff, limit: $0) }
     }
@@ -31,7 +31,7 @@ extension SyncStore {
     /// the next pass. (It used to take the first feeds with new changes at every batch: feeds
     /// written between batches were taken again and again, the feeds after them waited, and
     /// under steady writes a pass ran to its cap.) A pass stops after 10,000 batches in any case.
-    public func compactFeeds() async throws -> CompactionReport {
+    package func compactFeeds() async throws -> CompactionReport {
         var report = CompactionReport()
         var after: String?
         for _ in 0..<10_000 {
@@ -47,7 +47,7 @@ extension SyncStore {
     /// Purges tombstones older than `age` feed by feed, a batch per transaction (each under the
     /// feed's lock, which orders it with the feed's writers), raising each feed's floor: cursors
     /// behind it get `CURSOR_INVALID`.
-    public func purgeTombstones(olderThanMilliseconds age: Int64) async throws -> PurgeReport {
+    package func purgeTombstones(olderThanMilliseconds age: Int64) async throws -> PurgeReport {
         let cutoff = clock.wallNow().adding(milliseconds: -age)
         var report = PurgeReport()
         for scope in try await driver.scopesWithTombstones(before: cutoff) {
@@ -65,7 +65,7 @@ extension SyncStore {
         return report
     }
 
-    public func forceResync(userID: String?) async throws {
+    package func forceResync(userID: String?) async throws {
         try await driver.transaction(now: clock.now()) { transaction in
             try await transaction.bumpResyncEpoch(userID: userID)
             if let userID {
@@ -80,7 +80,7 @@ extension SyncStore {
     /// Rebuilds derived data (the daily summaries) from the stored documents, for one user or
     /// everyone, between two group keys (days) inclusive, writing feed entries only for derived
     /// entities that change.
-    public func recomputeDerived(userID: String?, from lower: String?, through upper: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport {
+    package func recomputeDerived(userID: String?, from lower: String?, through upper: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport {
         let derivations = collections.derivations
         let scopes: [Scope]
         if let userID {
@@ -109,21 +109,21 @@ extension SyncStore {
         return report
     }
 
-    public func stats() async throws -> StoreStats {
+    package func stats() async throws -> StoreStats {
         try await driver.stats(now: clock.now())
     }
 
     /// Only the queue: unfinished jobs by state and the oldest runnable job's age.
-    public func queueStats() async throws -> StoreStats {
+    package func queueStats() async throws -> StoreStats {
         try await driver.queueStats(now: clock.now())
     }
 
     /// Recent jobs, newest first; listings carry no results.
-    public func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot] {
+    package func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot] {
         try await driver.listJobs(filter).map { try JobSnapshot(row: $0, withResults: false) }
     }
 
-    public func retryDeadJobs(ids: [Int64]?) async throws -> Int {
+    package func retryDeadJobs(ids: [Int64]?) async throws -> Int {
         try await driver.transaction(now: clock.now()) { transaction in
             let count = try await transaction.requeueDeadJobs(ids: ids)
             if count > 0 { try await transaction.announce([.jobsAvailable]) }
@@ -131,7 +131,7 @@ extension SyncStore {
         }
     }
 
-    public func households(userID: String?) async throws -> [HouseholdState] {
+    package func households(userID: String?) async throws -> [HouseholdState] {
         let households = HouseholdState.fold(try await driver.householdRows(userID: userID))
         return households.keys.sorted().compactMap { households[$0] }
     }

@@ -1,5 +1,5 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+import SyncGateWire
 
 extension SyncStore {
     /// A page of the user's feeds, from two reads:
@@ -9,7 +9,7 @@ extension SyncStore {
     /// 2. the planned reads, with the floors as of that read: a purge that raised a floor past a
     ///    resumed position (and past the floor the reader began under) in between may have
     ///    removed a tombstone the client has not seen, so that cursor is refused too.
-    public func pull(_ query: PullQuery) async throws -> PullResult {
+    package func pull(_ query: PullQuery) async throws -> PullResult {
         let extra = query.cursor.map { Array($0.positions.keys) } ?? []
         let context = try await driver.pullContext(userID: query.userID, deviceID: query.deviceID, extraScopes: extra)
         let plan = try PullPlanner.plan(
@@ -30,15 +30,15 @@ extension SyncStore {
         return plan.assemble(pages: pages, floors: floors, deviceWatermark: context.deviceWatermark)
     }
 
-    public func readableScopes(userID: String) async throws -> [Scope] {
+    package func readableScopes(userID: String) async throws -> [Scope] {
         [.user(userID)] + (try await driver.activeHouseholds(userID: userID)).map(Scope.household)
     }
 
-    public func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+    package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         return try await driver.watchState(feeds: feeds, users: users)
     }
 
-    public func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
+    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
         let page = try await driver.readChanges([PullPlan.FeedRead(scope: scope, after: position, resumes: true)], types: types, limit: limit)
         let changes = try (page.rows[scope] ?? []).map { row throws(StoredDataError) in try FeedChange(scope: scope, row: row) }
         return FeedSlice(changes: changes, floor: page.floors[scope] ?? 0)

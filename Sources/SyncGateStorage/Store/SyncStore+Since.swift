@@ -1,18 +1,18 @@
-public import SyncGateCore
-public import SyncGateWire
+package import SyncGateCore
+package import SyncGateWire
 
 /// A read of the feeds by time, for the seed apps' dialects.
-public struct SinceQuery: Sendable, Hashable {
-    public var userID: String
+package struct SinceQuery: Sendable, Hashable {
+    package var userID: String
     /// Changes after this time (milliseconds since the epoch); `nil`: from the beginning.
-    public var since: Int64?
+    package var since: Int64?
     /// One household's feed (the caller must be an active member); `nil`: the user's own feed
     /// and every household they belong to.
-    public var household: String?
-    public var entityTypes: Set<String>?
-    public var limit: Int
+    package var household: String?
+    package var entityTypes: Set<String>?
+    package var limit: Int
 
-    public init(userID: String, since: Int64?, household: String? = nil, entityTypes: Set<String>? = nil, limit: Int) {
+    package init(userID: String, since: Int64?, household: String? = nil, entityTypes: Set<String>? = nil, limit: Int) {
         self.userID = userID
         self.since = since
         self.household = household
@@ -21,13 +21,13 @@ public struct SinceQuery: Sendable, Hashable {
     }
 }
 
-public struct SincePage: Sendable, Hashable {
-    public var changes: [FeedChange]
+package struct SincePage: Sendable, Hashable {
+    package var changes: [FeedChange]
     /// What the client sends back as `since` (milliseconds since the epoch).
-    public var serverTime: Int64
-    public var hasMore: Bool
+    package var serverTime: Int64
+    package var hasMore: Bool
 
-    public init(changes: [FeedChange], serverTime: Int64, hasMore: Bool) {
+    package init(changes: [FeedChange], serverTime: Int64, hasMore: Bool) {
         self.changes = changes
         self.serverTime = serverTime
         self.hasMore = hasMore
@@ -35,13 +35,13 @@ public struct SincePage: Sendable, Hashable {
 }
 
 /// A live document of a full sync.
-public struct LiveDocument: Sendable, Hashable {
-    public var key: EntityKey
-    public var version: Int64
-    public var data: JSONObject
-    public var updatedAt: Timestamp
+package struct LiveDocument: Sendable, Hashable {
+    package var key: EntityKey
+    package var version: Int64
+    package var data: JSONObject
+    package var updatedAt: Timestamp
 
-    public init(key: EntityKey, version: Int64, data: JSONObject, updatedAt: Timestamp) {
+    package init(key: EntityKey, version: Int64, data: JSONObject, updatedAt: Timestamp) {
         self.key = key
         self.version = version
         self.data = data
@@ -49,12 +49,12 @@ public struct LiveDocument: Sendable, Hashable {
     }
 }
 
-public struct LiveDocuments: Sendable, Hashable {
-    public var documents: [LiveDocument]
+package struct LiveDocuments: Sendable, Hashable {
+    package var documents: [LiveDocument]
     /// What the client sends back as `since` next (milliseconds since the epoch).
-    public var serverTime: Int64
+    package var serverTime: Int64
 
-    public init(documents: [LiveDocument], serverTime: Int64) {
+    package init(documents: [LiveDocument], serverTime: Int64) {
         self.documents = documents
         self.serverTime = serverTime
     }
@@ -71,7 +71,7 @@ extension SyncStore {
     /// changes up to the horizon and end between two times (``SincePaging``); the client's next
     /// `since` is the last time it was given. A household the user joined after `since` is read
     /// whole: its older changes count as made at the join.
-    public func changesSince(_ query: SinceQuery) async throws -> SincePage {
+    package func changesSince(_ query: SinceQuery) async throws -> SincePage {
         let horizon = try await driver.commitHorizon()
         let scopes = try await dialectScopes(userID: query.userID, household: query.household)
         var joins: [Scope: Int64] = [:]
@@ -105,7 +105,7 @@ extension SyncStore {
     }
 
     /// Every live document of the user's feeds (or one household's), and the time to read on from.
-    public func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
+    package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
         // Read first: whatever the documents miss commits above it.
         let horizon = try await driver.commitHorizon()
         let scopes = try await dialectScopes(userID: userID, household: household)

@@ -1,7 +1,7 @@
-public import Logging
-public import SyncGateCore
-public import SyncGateWire
-public import Tracing
+package import Logging
+package import SyncGateCore
+package import SyncGateWire
+package import Tracing
 import SyncGateConcurrency
 
 /// The store: every role (``FrontStore``, ``WorkerStore``, ``MaintenanceStore``, ``SchemaStore``)
@@ -10,26 +10,26 @@ import SyncGateConcurrency
 /// This is the one place where the steps of an apply, of a job's transitions, of a pull and of a
 /// maintenance pass are sequenced, calling the decisions of `SyncGateCore`; the drivers below it
 /// only run statements and decode rows, so both drivers behave alike by construction.
-public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore {
-    public let driver: any StorageDriver
-    public let clock: StoreClock
+package struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore {
+    package let driver: any StorageDriver
+    package let clock: StoreClock
     /// Test seams inside the store's transactions.
-    public var hooks: StoreHooks
+    package var hooks: StoreHooks
     /// Spans of the apply's steps join the caller's trace here; the process's tracer (a no-op
     /// unless tracing is configured) by default, an in-memory one in tests.
-    public var tracer: any Tracer
+    package var tracer: any Tracer
     let logger: Logger
 
     /// Rows deleted per statement and tombstones purged per transaction, so maintenance never
     /// holds a lock (or SQLite's writer) for long.
-    public var batchSize = 5000
+    package var batchSize = 5000
     /// How much one compaction batch takes. It holds its feeds until it commits, and a writer to
     /// one of them waits for it: README, Retention, "Compaction and writers".
-    public var compactionBatch = CompactionBatchLimits(feeds: 100, changes: 1000)
+    package var compactionBatch = CompactionBatchLimits(feeds: 100, changes: 1000)
     /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
-    public var applyGroups = ApplyGroups()
+    package var applyGroups = ApplyGroups()
 
-    public init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), tracer: (any Tracer)? = nil, logger: Logger) {
+    package init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), tracer: (any Tracer)? = nil, logger: Logger) {
         self.tracer = tracer ?? InstrumentationSystem.tracer
         self.driver = driver
         self.clock = clock
@@ -37,25 +37,25 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
         self.logger = logger
     }
 
-    public var driverName: String { driver.name }
-    public var notifier: ChangeNotifier { driver.notifier }
+    package var driverName: String { driver.name }
+    package var notifier: ChangeNotifier { driver.notifier }
 
     // MARK: - Schema
 
     @discardableResult
-    public func migrate(logger: Logger) async throws -> [Int] {
+    package func migrate(logger: Logger) async throws -> [Int] {
         try await driver.migrate(logger: logger)
     }
 
-    public func schemaStatus() async throws -> SchemaStatus {
+    package func schemaStatus() async throws -> SchemaStatus {
         try await driver.schemaStatus()
     }
 
-    public func migrationStatus() async throws -> MigrationStatus {
+    package func migrationStatus() async throws -> MigrationStatus {
         MigrationStatus(applied: try await driver.appliedMigrations(), known: driver.migrations, schema: try await driver.schemaStatus())
     }
 
-    public func pendingMigrationScript() async throws -> String {
+    package func pendingMigrationScript() async throws -> String {
         driver.migrationScript(try await migrationStatus().pending)
     }
 }
@@ -64,52 +64,52 @@ public struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore 
 ///
 /// In production the queue's times (claims, leases, backoff) use the database's clock where it has
 /// one, so every process agrees; tests use a ``ManualClock`` to move time instead of sleeping.
-public struct StoreClock: Sendable {
+package struct StoreClock: Sendable {
     let read: @Sendable () -> Timestamp?
 
     /// The database's clock (PostgreSQL's `now()`), or the process clock for SQLite.
-    public static let database = StoreClock { nil }
+    package static let database = StoreClock { nil }
 
     /// A clock a test moves by hand.
-    public static func manual(_ clock: ManualClock) -> StoreClock {
+    package static func manual(_ clock: ManualClock) -> StoreClock {
         StoreClock { clock.now }
     }
 
     /// The instant to pass to drivers: `nil` for the database's own clock.
-    public func now() -> Timestamp? { read() }
+    package func now() -> Timestamp? { read() }
 
     /// The instant retention cutoffs count back from.
-    public func wallNow() -> Timestamp { read() ?? .now() }
+    package func wallNow() -> Timestamp { read() ?? .now() }
 }
 
 /// A clock that moves only when told to.
-public final class ManualClock: Sendable {
+package final class ManualClock: Sendable {
     private let instant: Locked<Timestamp>
 
-    public init(_ start: Timestamp = .now()) {
+    package init(_ start: Timestamp = .now()) {
         instant = Locked(start)
     }
 
-    public var now: Timestamp { instant.value }
+    package var now: Timestamp { instant.value }
 
-    public func advance(milliseconds: Int64) {
+    package func advance(milliseconds: Int64) {
         instant.update { $0 = $0.adding(milliseconds: milliseconds) }
     }
 }
 
 /// Test seams: code run at points inside the store's transactions, so tests can hold one open
 /// at a known moment (a reader paging past an uncommitted change, two applies overlapping).
-public struct StoreHooks: Sendable {
+package struct StoreHooks: Sendable {
     /// Runs inside an apply's transaction once everything it writes is written (entities, feed
     /// changes, idempotency records, result), before it commits: a job held here is
     /// mid-transaction with its feeds locked. Throwing rolls the apply back (with every job
     /// applied in the same transaction).
-    public var midApply: @Sendable (ApplyingJob) async throws -> Void
+    package var midApply: @Sendable (ApplyingJob) async throws -> Void
     /// Runs between the batches of a compaction pass (after each batch that looked at feeds):
     /// a test writes here to play a writer that keeps up with compaction.
-    public var betweenCompactionBatches: @Sendable () async throws -> Void
+    package var betweenCompactionBatches: @Sendable () async throws -> Void
 
-    public init(
+    package init(
         midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in },
         betweenCompactionBatches: @escaping @Sendable () async throws -> Void = {}
     ) {
@@ -121,20 +121,20 @@ public struct StoreHooks: Sendable {
 /// The most one compaction batch looks at: up to `feeds` feeds whose new changes add up to at
 /// most `changes`, or `changes` of one feed's. A batch holds its feeds' writers until it ends,
 /// so it stays small: its time follows the changes it looks at.
-public struct CompactionBatchLimits: Sendable, Hashable {
-    public var feeds: Int
-    public var changes: Int
+package struct CompactionBatchLimits: Sendable, Hashable {
+    package var feeds: Int
+    package var changes: Int
 
-    public init(feeds: Int, changes: Int) {
+    package init(feeds: Int, changes: Int) {
         self.feeds = feeds
         self.changes = changes
     }
 }
 
 /// An apply paused at ``StoreHooks/midApply``.
-public struct ApplyingJob: Sendable, Hashable {
-    public var jobID: Int64
-    public var userID: String
+package struct ApplyingJob: Sendable, Hashable {
+    package var jobID: Int64
+    package var userID: String
     /// The feed sequence numbers its changes take, per feed.
-    public var sequences: [Scope: [Int64]]
+    package var sequences: [Scope: [Int64]]
 }
