@@ -316,9 +316,10 @@ import Glibc
         // SwiftPM's own temporary files (locks, the manifest's build) go with the folder.
         try "mkdir -p '\(folder)/.tmp' && cd '\(folder)' && TMPDIR='\(folder)/.tmp' swift \(arguments)\n".write(toFile: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: script) }
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: script)
+        // Run by bash, not exec'd: a child another test forks while the file is being written
+        // holds it open for writing, and exec'ing it then fails with ETXTBSY ("Text file busy").
         // Resolving clones every dependency from the local mirrors (about a minute on a loaded machine).
-        return try await SyncGateProcess.script(script, [], timeout: .seconds(900))
+        return try await SyncGateProcess.script("/bin/bash", [script], timeout: .seconds(900))
     }
 
     /// The Grafana dashboard charts every series SyncGate exports and no other; docs/operations.md
