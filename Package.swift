@@ -161,6 +161,25 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            resources: [.embedInCode("Resources/openapi.yaml")],
+            swiftSettings: swiftSettings
+        ),
+        // The seed apps' own sync dialects, a front plug-in mounted by configuration: their routes
+        // and translation, and the reads by commit time they need of a driver (DialectDriver).
+        .target(
+            name: "SyncGateDialects",
+            dependencies: [
+                "SyncGateHTTP",
+                "SyncGatePostgres",
+                "SyncGateSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: swiftSettings
@@ -173,6 +192,7 @@ let package = Package(
                 "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateHTTP",
+                "SyncGateDialects",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -238,6 +258,7 @@ let package = Package(
                 "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateHTTP",
+                "SyncGateDialects",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -272,6 +293,7 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "SyncGateTestSupport",
                 "SyncGateServer",
+                "SyncGateDialects",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -290,6 +312,7 @@ let package = Package(
             dependencies: [
                 "SyncGateTestSupport",
                 "SyncGateServer",
+                "SyncGateDialects",
                 "SyncGateRuntime",
                 "SyncGateConcurrency",
                 .product(name: "JWTKit", package: "jwt-kit"),

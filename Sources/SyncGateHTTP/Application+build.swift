@@ -5,19 +5,22 @@ package import Prometheus
 package import SyncGateStorage
 package import Tracing
 
-/// Builds the router of the HTTP front: the public health routes, and every `/v1` route behind
-/// one ``BearerAuthenticator`` (a new route there cannot forget authentication). Long-polls and
-/// event streams wait on `watcher`, which the caller runs as a service. `GET /metrics` renders
+/// Builds the router of the HTTP front: the public health routes, every `/v1` route behind one
+/// ``BearerAuthenticator`` (a new route there cannot forget authentication), and the routes of
+/// `plugins` (the seed apps' dialects, when configured) behind the same one. Long-polls and event
+/// streams wait on `watcher`, which the caller runs as a service. `GET /metrics` renders
 /// `metrics` (the registry the process's swift-metrics backend writes to), unless the
-/// configuration gives the metrics a port of their own.
+/// configuration gives the metrics a port of their own. `GET /openapi.yaml` lists exactly the
+/// routes served.
 package func buildRouter(
     store: any FrontStore,
     watcher: FeedWatcher,
     authority: TokenAuthority,
     configuration: FrontConfiguration,
+    plugins: [any FrontPlugin] = [],
     tracer: any Tracer = InstrumentationSystem.tracer,
     metrics: PrometheusCollectorRegistry = PrometheusMetricsFactory.defaultRegistry
-) -> Router<SyncRequestContext> {
+) throws -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
     // Outermost: it sees the status the client gets, unknown routes and refusals included.
     router.add(middleware: RequestObservationMiddleware(tracer: tracer))
@@ -37,22 +40,23 @@ package func buildRouter(
     if configuration.servesMetrics {
         router.get("/metrics") { _, _ in Response.prometheus(metrics) }
     }
-    router.get("/openapi.yaml") { _, _ in Response.openAPI }
-
-    let authenticated = router.group("v1").add(middleware: BearerAuthenticator(authority: authority))
+    let authenticator = BearerAuthenticator(authority: authority)
+    let authenticated = router.group("v1").add(middleware: authenticator)
     authenticated.post("sync/push", use: sync.push)
     authenticated.get("jobs/:id", use: sync.jobStatus)
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
 
-    // The seed apps' own dialects, behind the same authenticator.
-    let dialects = DialectRoutes(sync: sync)
-    let legacy = router.group("sync").add(middleware: BearerAuthenticator(authority: authority))
-    legacy.post("push", use: dialects.dietPush)
-    legacy.get("pull", use: dialects.dietPull)
-    legacy.get("full", use: dialects.full)
-    legacy.post("full", use: dialects.full)
-    router.group("api/sync").add(middleware: BearerAuthenticator(authority: authority)).get("changes", use: dialects.pantryChanges)
+    let front = FrontRoutes(sync: sync, authenticator: authenticator)
+    for plugin in plugins { plugin.addRoutes(to: router, front: front) }
+    // The document lists the plug-ins' routes this router serves.
+    var document = OpenAPIDocument.base
+    if !plugins.isEmpty {
+        let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path.description)" })
+        let merged = try OpenAPIDocument.merged(base: String(decoding: document, as: UTF8.self), parts: plugins.map(\.openAPI), served: served)
+        document = Array(merged.utf8)
+    }
+    router.get("/openapi.yaml") { [document] _, _ in Response.openAPI(document) }
     routes.record(router.routes.map { ($0.path, $0.method) })
     return router
 }
@@ -71,12 +75,12 @@ extension Response {
 }
 
 extension Response {
-    /// The OpenAPI document of every route (`Resources/openapi.yaml`), unauthenticated.
-    static var openAPI: Response {
+    /// The OpenAPI document of every route (``OpenAPIDocument``), unauthenticated.
+    static func openAPI(_ document: [UInt8]) -> Response {
         Response(
             status: .ok,
             headers: [.contentType: "application/yaml; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: document))
         )
     }
 }

@@ -106,12 +106,12 @@ package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddlewar
 
 extension Response {
     /// A JSON response from a ``JSONValue``.
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+    package static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         json(bytes: value.serializedBytes(), status: status, headers: headers)
     }
 
     /// A body already written as JSON.
-    static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+    package static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))

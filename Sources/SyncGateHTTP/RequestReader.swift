@@ -1,14 +1,18 @@
-import HTTPTypes
-import Hummingbird
+package import HTTPTypes
+package import Hummingbird
 import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 
 /// Reads and checks the parts of a request the protocol constrains.
-struct RequestReader {
+package struct RequestReader {
     let request: Request
 
+    package init(request: Request) {
+        self.request = request
+    }
+
     /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
-    func deviceID() throws(ProtocolError) -> String {
+    package func deviceID() throws(ProtocolError) -> String {
         guard let value = request.headers[Self.deviceIDField] else {
             throw ProtocolError(.validationError, "missing X-Device-Id header")
         }
@@ -18,7 +22,7 @@ struct RequestReader {
         return value
     }
 
-    static let deviceIDField = HTTPField.Name("X-Device-Id")!
+    package static let deviceIDField = HTTPField.Name("X-Device-Id")!
 
     /// The query parameters, refusing any not in `allowed` and any given twice.
     func query(allowed: Set<String>) throws(ProtocolError) -> [String: String] {
@@ -38,7 +42,7 @@ struct RequestReader {
     }
 
     /// An integer query parameter within `range`, or `defaultValue` when absent.
-    static func integer(_ parameters: [String: String], _ name: String, in range: ClosedRange<Int>, default defaultValue: Int) throws(ProtocolError) -> Int {
+    package static func integer(_ parameters: [String: String], _ name: String, in range: ClosedRange<Int>, default defaultValue: Int) throws(ProtocolError) -> Int {
         guard let text = parameters[name] else { return defaultValue }
         guard text.utf8.count <= 12, let value = Int(text), range.contains(value) else {
             throw ProtocolError(.validationError, "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")

@@ -4,10 +4,10 @@ import SyncGateWire
 package import SyncGateStorage
 
 extension PostgresDriver {
-    static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at"
-    typealias EntityColumns = (String, String, String, Int64, String?, String?, Int64, Int64)
+    package static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data::text, e.meta::text, e.client_ts, e.updated_at"
+    package typealias EntityColumns = (String, String, String, Int64, String?, String?, Int64, Int64)
 
-    static func entityRow(_ columns: EntityColumns) -> StoredEntityRow {
+    package static func entityRow(_ columns: EntityColumns) -> StoredEntityRow {
         let (scope, type, id, version, data, meta, clientTimestamp, updatedAt) = columns
         return StoredEntityRow(scope: scope, entityType: type, entityID: id, version: version, data: data, meta: meta, clientTimestamp: clientTimestamp, updatedAt: updatedAt)
     }

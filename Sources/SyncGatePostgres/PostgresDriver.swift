@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import CoreMetrics
 import Metrics
-import PostgresNIO
+package import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 import SyncGateCore
@@ -236,7 +236,7 @@ package final class PostgresDriver: StorageDriver, Service {
     // MARK: - Running statements
 
     /// How long an operation may take before its caller stops waiting for it.
-    enum DeadlineKind {
+    package enum DeadlineKind {
         /// The front's calls: past it, clients get `503 UNAVAILABLE` instead of a hanging request.
         case request
         /// A worker's claim, heartbeat or transaction.
@@ -295,7 +295,7 @@ package final class PostgresDriver: StorageDriver, Service {
     }
 
     /// One query on a pooled connection, every row collected.
-    func query<each Column: PostgresDecodable>(
+    package func query<each Column: PostgresDecodable>(
         _ operation: String, _ kind: DeadlineKind, _ query: PostgresQuery, as columns: (repeat each Column).Type
     ) async throws -> [(repeat each Column)] where repeat each Column: Sendable {
         let logger = self.logger

@@ -1,12 +1,16 @@
-import GRDB
+package import GRDB
 package import SyncGateCore
 import SyncGateWire
 package import SyncGateStorage
 
 extension SQLiteDriver {
-    static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data, e.meta, e.client_ts, e.updated_at"
+    /// The clock every commit time and claim time is read from, in milliseconds since the epoch:
+    /// one SQL expression, so the horizon, the claims and the changes agree to the rounding.
+    package static let clockMilliseconds = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
-    static func entityRow(_ row: Row) -> StoredEntityRow {
+    package static let entityColumns = "e.scope, e.entity_type, e.entity_id, e.version, e.data, e.meta, e.client_ts, e.updated_at"
+
+    package static func entityRow(_ row: Row) -> StoredEntityRow {
         StoredEntityRow(
             scope: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], meta: row[5],
             clientTimestamp: row[6], updatedAt: row[7]

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+package import GRDB
 package import Logging
 import ServiceLifecycle
 import Synchronization
@@ -97,7 +97,7 @@ package final class SQLiteDriver: StorageDriver, Service {
     }
 
     /// A read in one WAL snapshot.
-    func read<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+    package func read<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         do {
             return try await pool.read(body)
         } catch {
@@ -129,12 +129,12 @@ package final class SQLiteDriver: StorageDriver, Service {
 
 extension JSONValue {
     /// A JSON array of rows, the one parameter multi-row statements read with `json_each`.
-    static func rows(_ rows: [[JSONValue]]) -> String {
+    package static func rows(_ rows: [[JSONValue]]) -> String {
         JSONValue.array(rows.map(JSONValue.array)).serialized()
     }
 
     /// A JSON array of strings.
-    static func strings(_ values: some Sequence<String>) -> String {
+    package static func strings(_ values: some Sequence<String>) -> String {
         JSONValue.array(values.map(JSONValue.string)).serialized()
     }
 }

@@ -4,6 +4,8 @@ import NIOCore
 package import Logging
 package import ServiceLifecycle
 package import SyncGateHTTP
+import SyncGateCore
+import SyncGateDialects
 import SyncGateSQLite
 package import SyncGateStorage
 import SyncGateWorker
@@ -66,7 +68,16 @@ package func buildApplication(
     let frontStore = wrap?(reads) ?? reads
     let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, waitsForSchema: true, logger: logger)
     observe?(watcher)
-    let router = buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, tracer: tracer)
+    var plugins: [any FrontPlugin] = []
+    if !configuration.dialects.isEmpty {
+        // Their reads by commit time are served by the primary: standbys lag, and a `since` read
+        // must see every change below the horizon it reads first.
+        guard let driver = store.driver as? any DialectDriver else {
+            throw ConfigurationError("\(ServerConfiguration.Setting.dialects.describe): this database driver has no reads by commit time")
+        }
+        plugins.append(DialectPlugin(configuration.dialects, store: DialectStore(driver: driver)))
+    }
+    let router = try buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, plugins: plugins, tracer: tracer)
     let readTimeout = TimeAmount(front.requestReadTimeout)
     let idleTimeout = TimeAmount(front.idleTimeout)
     let http1 = HTTP1Channel.Configuration(

@@ -2,6 +2,7 @@ package import Configuration
 import Foundation
 package import Logging
 package import SyncGateCore
+import SyncGateDialects
 import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
@@ -68,6 +69,7 @@ extension ServerConfiguration {
         package static let jwtIssuer = Setting("jwtIssuer")
         package static let jwtAudience = Setting("jwtAudience")
         package static let jwtUserClaim = Setting("jwtUserClaim")
+        package static let dialects = Setting("dialects")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         package static let all: [Setting] = [
@@ -75,7 +77,7 @@ extension ServerConfiguration {
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
-            jwtUserClaim,
+            jwtUserClaim, dialects,
         ]
     }
 
@@ -156,6 +158,15 @@ extension ServerConfiguration {
             )
         } else if values.string(.jwtIssuer) != nil || values.string(.jwtAudience) != nil || values.string(.jwtUserClaim) != nil {
             throw ConfigurationError("\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe) and \(Setting.jwtUserClaim.describe) apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too")
+        }
+        if let list = values.string(.dialects) {
+            for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+                guard let dialect = Dialect(rawValue: name) else {
+                    let known = Dialect.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw ConfigurationError("\(Setting.dialects.describe) must be dialects separated by commas (\(known)), got '\(name.prefix(64))'")
+                }
+                dialects.insert(dialect)
+            }
         }
         host = values.string(.host) ?? host
         port = try values.integer(.port, in: 1...65535) ?? port

@@ -1,5 +1,6 @@
 import Foundation
 package import SyncGateCore
+package import SyncGateDialects
 import SyncGateWire
 package import Tracing
 package import SyncGateHTTP
@@ -35,6 +36,9 @@ package struct ServerConfiguration: Sendable {
     package static func workerConnections(lanes: Int) -> Int { 2 * lanes + 4 }
 
     package var front = FrontConfiguration()
+    /// The seed apps' own sync dialects the front serves beside `/v1` (docs/dialects.md); none
+    /// in a new deployment.
+    package var dialects: Set<Dialect> = []
     /// Leases, heartbeats, polling and retries of the workers; `concurrency` is set from ``workers``
     /// or ``workerConcurrency``.
     package var worker = WorkerConfiguration(workerID: ServerConfiguration.defaultWorkerID())

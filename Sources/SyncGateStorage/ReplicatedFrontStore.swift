@@ -10,9 +10,7 @@ import SyncGateWire
 /// Pulls — bootstrap pages, plain pulls, a long-poll's first read — go to the standbys in turn;
 /// everything else stays on the primary: pushes and job status (they must see their own
 /// writes), the live machinery's small reads (notifications come from the primary, and a
-/// waiter woken by one must read at least what it announced), and the seed dialects' `since`
-/// reads (their time horizon is computed from jobs in flight, which a standby may not have
-/// replayed). A standby's answer that may be wrong only because the standby lags is refused and
+/// waiter woken by one must read at least what it announced). A standby's answer that may be wrong only because the standby lags is refused and
 /// the primary answers (``ReplicaVerdict``): a cursor never goes backwards and a cursor the
 /// primary issued never gets `CURSOR_INVALID` from a standby. A standby that fails rests for
 /// `restAfterFailure` while the primary answers its share.
@@ -121,13 +119,5 @@ package final class ReplicatedFrontStore: FrontStore {
 
     package func schemaStatus() async throws -> SchemaStatus {
         try await primary.schemaStatus()
-    }
-
-    package func changesSince(_ query: SinceQuery) async throws -> SincePage {
-        try await primary.changesSince(query)
-    }
-
-    package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
-        try await primary.liveDocuments(userID: userID, household: household, types: types)
     }
 }

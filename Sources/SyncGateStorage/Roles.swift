@@ -32,10 +32,6 @@ package protocol FrontStore: Sendable {
     func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice
     /// The applied and the known schema versions, for readiness.
     func schemaStatus() async throws -> SchemaStatus
-    /// The seed apps' dialects: changes after a `since` time, never skipping one.
-    func changesSince(_ query: SinceQuery) async throws -> SincePage
-    /// The seed apps' dialects: every live document of the user (or of one household).
-    func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments
 }
 
 extension FrontStore {

@@ -53,16 +53,6 @@ package final class CountingFrontStore: FrontStore {
         return page
     }
 
-    package func changesSince(_ query: SinceQuery) async throws -> SincePage {
-        record("changesSince")
-        return try await base.changesSince(query)
-    }
-
-    package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
-        record("liveDocuments")
-        return try await base.liveDocuments(userID: userID, household: household, types: types)
-    }
-
     package func readableScopes(userID: String) async throws -> [Scope] {
         record("readableScopes")
         return try await base.readableScopes(userID: userID)

@@ -2,13 +2,49 @@ import Foundation
 import HTTPTypes
 import SyncGateCore
 import SyncGateWire
+import SyncGateDialects
 import SyncGateHTTP
+import SyncGateServer
 import SyncGateTestSupport
 import Testing
 
 /// The seed apps' dialects end to end (`../shared/DIALECTS.md`), on both drivers: their request
 /// and response shapes, through the same pipeline as /v1.
 @Suite(.timeLimit(.minutes(10))) struct DialectTests {
+    /// Both dialects mounted, as the README's seed-app section configures them.
+    static let mounted: @Sendable (inout ServerConfiguration) -> Void = { $0.dialects = Set(Dialect.allCases) }
+
+    /// A new deployment serves `/v1` only: the dialects' routes are unknown until configured, and
+    /// each dialect mounts only its own (`/sync/full` is both apps').
+    @Test(arguments: Driver.selected)
+    func theDialectsAreMountedOnlyWhenConfigured(_ driver: Driver) async throws {
+        let routes: [(HTTPRequest.Method, String, Set<Dialect>)] = [
+            (.post, "/sync/push", [.dietTracker]), (.get, "/sync/pull", [.dietTracker]),
+            (.get, "/sync/full", [.dietTracker, .pantryPal]), (.post, "/sync/full", [.dietTracker, .pantryPal]),
+            (.get, "/api/sync/changes?household_id=h", [.pantryPal]),
+        ]
+        for dialects in [[], [.dietTracker], [.pantryPal]] as [Set<Dialect>] {
+            try await HTTPHarness.with(driver, workers: 0, server: { $0.dialects = dialects }) { http in
+                for (method, path, servedBy) in routes {
+                    let response = try await http.send(method, path, headers: try await http.headers(device: nil), body: method == .post ? "{}" : nil)
+                    if servedBy.isDisjoint(with: dialects) {
+                        #expect(response.status == 404 && response.json?.errorCode == "NOT_FOUND", "\(dialects) \(method) \(path)")
+                    } else {
+                        #expect(response.status != 404 && response.status != 405, "\(dialects) \(method) \(path): \(response.status)")
+                    }
+                }
+            }
+        }
+        // Mounted, their paths answer other methods with 405 and Allow, like /v1's.
+        try await HTTPHarness.with(driver, workers: 0, server: Self.mounted) { http in
+            for (method, path, allowed) in [(HTTPRequest.Method.put, "/sync/full", "GET, HEAD, POST"), (.post, "/api/sync/changes", "GET, HEAD"), (.get, "/sync/push", "POST")] {
+                let response = try await http.send(method, path, headers: try await http.headers(device: nil))
+                #expect(response.status == 405 && response.json?.errorCode == "METHOD_NOT_ALLOWED", "\(method) \(path)")
+                #expect(response.headers[.allow] == allowed, "\(method) \(path)")
+            }
+        }
+    }
+
     static func change(_ collection: String, _ operation: String, _ id: String, version: Int64 = 0, data: JSONValue? = nil, at time: String, household: String? = nil) -> JSONValue {
         var change: JSONObject = [
             "collection": .string(collection), "operation": .string(operation), "documentId": .string(id), "version": .int(version),
@@ -44,7 +80,7 @@ import Testing
 
     @Test(arguments: Driver.selected)
     func dietTrackerPushesConflictsPullsAndSyncsInFull(_ driver: Driver) async throws {
-        try await HTTPHarness.with(driver) { http in
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
             let pushed = try await Self.dietPush(http, [
                 Self.change("weightLogs", "create", "w1", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z"),
                 Self.change("foodLogs", "create", "f1", data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "a", "calories": 500]]], at: "2026-01-15T12:00:00.000Z"),
@@ -111,7 +147,7 @@ import Testing
     /// applies nothing twice; a different change of the same document applies.
     @Test(arguments: Driver.selected)
     func aResentDietPushAppliesOnce(_ driver: Driver) async throws {
-        try await HTTPHarness.with(driver) { http in
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
             let create = Self.change("weightLogs", "create", "w", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z")
             let update = Self.change("weightLogs", "update", "w", version: 1, data: ["kg": 81], at: "2026-01-15T09:00:00.000Z")
             #expect(try await Self.dietPush(http, [create, update])["applied"] == ["w", "w"])
@@ -138,7 +174,7 @@ import Testing
         // Long enough for a resend to be applied by a worker on a loaded machine (at 200 ms a full
         // parallel run saw twenty resends in a row answered 503), short for the first push.
         configuration.maximumPushWaitMilliseconds = 1000
-        try await HTTPHarness.with(driver, configuration: configuration, workers: 0) { http in
+        try await HTTPHarness.with(driver, configuration: configuration, workers: 0, server: Self.mounted) { http in
             let body = Self.pushBody([Self.change("weightLogs", "create", "w", data: ["kg": 80], at: "2026-01-15T08:00:00.000Z")])
             let first = try await http.send(.post, "/sync/push", headers: try await http.headers(device: nil), body: body)
             #expect(first.status == 503)
@@ -167,7 +203,7 @@ import Testing
 
     @Test(arguments: Driver.selected)
     func dietPushRefusesItsShapeErrorsWithTheProtocolsCodes(_ driver: Driver) async throws {
-        try await HTTPHarness.with(driver) { http in
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
             let headers = try await http.headers(device: nil)
             let cases: [(String, String)] = [
                 ("{", "malformed JSON"),
@@ -200,7 +236,7 @@ import Testing
     /// the fall-back to a full sync past 100 changes, whose serverTime then reads on exactly.
     @Test(arguments: Driver.selected)
     func pantryPalReadsAHouseholdIncrementallyAndFallsBackToAFullSync(_ driver: Driver) async throws {
-        try await HTTPHarness.with(driver) { http in
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
             _ = try await http.results([
                 Op.create("households", "home", ["name": "Home"]),
                 Op.create("household_members", "home:bob", ["user_id": "bob", "role": "member"]),

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import SyncGateCore
+import SyncGateDialects
 import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
@@ -14,9 +15,12 @@ import Yams
 @Suite(.timeLimit(.minutes(10))) struct RouterTests {
     static let publicPaths = ["/healthz", "/metrics", "/openapi.yaml", "/readyz"]
 
-    static func router(_ harness: StoreHarness) async -> Router<SyncRequestContext> {
+    static func router(_ harness: StoreHarness, dialects: Set<Dialect> = Set(Dialect.allCases)) async throws -> Router<SyncRequestContext> {
         let watcher = FeedWatcher(store: harness.store, interval: .seconds(1), limits: .init(), logger: StoreHarness.logger)
-        return buildRouter(store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init())
+        let plugins: [any FrontPlugin] = dialects.isEmpty ? [] : [DialectPlugin(dialects, store: try harness.dialects)]
+        return try buildRouter(
+            store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init(), plugins: plugins
+        )
     }
 
     /// Every route but the probes, the metrics and the API document sits behind the
@@ -24,7 +28,7 @@ import Yams
     @Test(arguments: Driver.selected)
     func everyRouteButThePublicOnesNeedsAToken(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            let router = await Self.router(harness)
+            let router = try await Self.router(harness)
             let routes = router.routes.map { (path: $0.path.description, method: $0.method) }
             let guarded = routes.filter { !Self.publicPaths.contains($0.path) }
             #expect(Set(routes.map(\.path)).intersection(Self.publicPaths).sorted() == Self.publicPaths)
@@ -41,11 +45,13 @@ import Yams
         }
     }
 
-    /// The OpenAPI document (Resources/openapi.yaml) lists exactly the router's routes: every
-    /// route documented, every documented route served; `GET /openapi.yaml` serves it.
-    @Test func theOpenAPIDocumentListsExactlyTheRoutesServed() async throws {
+    /// The OpenAPI document `GET /openapi.yaml` serves lists exactly the router's routes, whichever
+    /// dialects are mounted: every route documented, every documented route served. Without
+    /// dialects it is Resources/openapi.yaml as written.
+    @Test(arguments: [[], [.dietTracker], [.pantryPal], Set(Dialect.allCases)] as [Set<Dialect>])
+    func theOpenAPIDocumentListsExactlyTheRoutesServed(_ dialects: Set<Dialect>) async throws {
         try await StoreHarness.with(.sqlite) { harness in
-            let router = await Self.router(harness)
+            let router = try await Self.router(harness, dialects: dialects)
             // `/v1/jobs/:id` and `/v1/jobs/{job_id}` are one route.
             @Sendable func normalized(_ path: String) -> String {
                 path.split(separator: "/", omittingEmptySubsequences: false)
@@ -68,7 +74,20 @@ import Yams
                 }
                 #expect(served.subtracting(documented).isEmpty, "served but not documented: \(served.subtracting(documented).sorted())")
                 #expect(documented.subtracting(served).isEmpty, "documented but not served: \(documented.subtracting(served).sorted())")
-                #expect(served.count >= 13)
+                #expect(served.contains("POST /sync/push") == dialects.contains(.dietTracker))
+                #expect(served.contains("GET /api/sync/changes") == dialects.contains(.pantryPal))
+                #expect(served.contains("GET /sync/full") == !dialects.isEmpty)
+                #expect(served.count >= 8)
+                // Every tag defined is used by an operation served, and every tag used is defined.
+                let tags = Set((document["tags"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String })
+                let used = Set(paths.values.flatMap { item in
+                    (item as? [String: Any] ?? [:]).values.flatMap { (($0 as? [String: Any])?["tags"] as? [String]) ?? [] }
+                })
+                #expect(tags == used)
+                #expect(tags.isSuperset(of: dialects.map(\.rawValue)))
+                if dialects.isEmpty {
+                    #expect(Array(response.body.readableBytesView) == OpenAPIDocument.base)
+                }
             }
         }
     }

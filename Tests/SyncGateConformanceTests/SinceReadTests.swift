@@ -2,6 +2,7 @@ import Foundation
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
+import SyncGateDialects
 import SyncGateTestSupport
 import Testing
 import SyncGateConcurrency
@@ -14,7 +15,7 @@ import SyncGateConcurrency
         var since = since
         var changes: [FeedChange] = []
         for _ in 0..<10_000 {
-            let page = try await harness.store.changesSince(SinceQuery(userID: user, since: since, household: household, limit: limit))
+            let page = try await harness.dialects.changesSince(SinceQuery(userID: user, since: since, household: household, limit: limit))
             changes += page.changes
             since = page.serverTime
             if !page.hasMore { return (changes, page.serverTime) }
@@ -35,7 +36,7 @@ import SyncGateConcurrency
             let seen = Locked<Set<String>>([])
             let pages = Locked(0)
             try await InvariantTests.pageWhileWorkersCommit(harness, jobs: ids) {
-                let page = try await harness.store.changesSince(SinceQuery(userID: reader, since: since.value, limit: 7))
+                let page = try await harness.dialects.changesSince(SinceQuery(userID: reader, since: since.value, limit: 7))
                 pages.update { $0 += 1 }
                 seen.update { seen in for change in page.changes { seen.insert("\(change.scope.key)#\(change.sequence)") } }
                 since.update { $0 = page.serverTime }
@@ -76,7 +77,7 @@ import SyncGateConcurrency
             var seen: [String] = []
             for _ in 0..<5 {
                 try await Task.sleep(for: .milliseconds(30))
-                let page = try await harness.store.changesSince(SinceQuery(userID: "carol", since: since, limit: 100))
+                let page = try await harness.dialects.changesSince(SinceQuery(userID: "carol", since: since, limit: 100))
                 seen += page.changes.map(\.entityID)
                 since = page.serverTime
             }
@@ -103,14 +104,14 @@ import SyncGateConcurrency
             // Bob joins later.
             _ = try await harness.apply([Op.create("household_members", "h:bob", ["user_id": "bob", "role": "member"])], user: "alice")
             // Pages of 5: the 20 items (and the household and memberships) come whole, never split.
-            let first = try await harness.store.changesSince(SinceQuery(userID: "bob", since: before.serverTime, limit: 5))
+            let first = try await harness.dialects.changesSince(SinceQuery(userID: "bob", since: before.serverTime, limit: 5))
             #expect(first.hasMore)
             #expect(first.changes.count == 23)
             let rest = try await Self.readAll(harness, user: "bob", since: first.serverTime, limit: 5)
             #expect(rest.changes.isEmpty)
             #expect(Set(first.changes.map(\.entityID)) == Set(["h", "h:alice", "h:bob"] + (0..<20).map { "i\($0)" }))
             // Alice, a member from the start, pages through the same job's 22 changes in one page too.
-            let alice = try await harness.store.changesSince(SinceQuery(userID: "alice", since: nil, limit: 5))
+            let alice = try await harness.dialects.changesSince(SinceQuery(userID: "alice", since: nil, limit: 5))
             #expect(alice.changes.count == 22 && alice.hasMore)
         }
     }
@@ -120,12 +121,12 @@ import SyncGateConcurrency
         try await StoreHarness.with(driver) { harness in
             _ = try await harness.apply([Op.create("households", "h", ["name": "Home"]), Op.create("inventory", "milk", ["n": 1], household: "h")])
             _ = try await harness.apply([Op.create("weightLogs", "w", ["kg": 1])])
-            let page = try await harness.store.changesSince(SinceQuery(userID: "alice", since: nil, household: "h", limit: 100))
+            let page = try await harness.dialects.changesSince(SinceQuery(userID: "alice", since: nil, household: "h", limit: 100))
             #expect(Set(page.changes.map(\.entityID)) == ["h", "h:alice", "milk"])
             await #expect(throws: ProtocolError.self) {
-                _ = try await harness.store.changesSince(SinceQuery(userID: "mallory", since: nil, household: "h", limit: 100))
+                _ = try await harness.dialects.changesSince(SinceQuery(userID: "mallory", since: nil, household: "h", limit: 100))
             }
-            let full = try await harness.store.liveDocuments(userID: "alice", household: nil, types: nil)
+            let full = try await harness.dialects.liveDocuments(userID: "alice", household: nil, types: nil)
             #expect(Set(full.documents.map(\.key.entityID)) == ["h", "h:alice", "milk", "w"])
             // Nothing written since: the full sync's time reads on to nothing.
             #expect(try await Self.readAll(harness, user: "alice", since: full.serverTime).changes.isEmpty)

@@ -1,20 +1,20 @@
 import CoreMetrics
 import HTTPTypes
-import Hummingbird
-import Logging
-import NIOCore
+package import Hummingbird
+package import Logging
+package import NIOCore
 import SyncGateCore
-import SyncGateWire
-import SyncGateStorage
+package import SyncGateWire
+package import SyncGateStorage
 import Tracing
 
 /// `POST /v1/sync/push`, `GET /v1/jobs/{id}` and `GET /v1/sync/pull`.
 ///
 /// The front only authenticates, checks shapes and limits, makes each push a durable job and
 /// waits for its result: it never applies operations itself.
-struct SyncRoutes: Sendable {
-    let store: any FrontStore
-    let configuration: FrontConfiguration
+package struct SyncRoutes: Sendable {
+    package let store: any FrontStore
+    package let configuration: FrontConfiguration
     let live: LiveUpdates
     let tracer: any Tracer
 
@@ -37,7 +37,7 @@ struct SyncRoutes: Sendable {
     }
 
     /// The body of a push, refused with 413 past the configured size.
-    func readBody(_ request: Request) async throws -> ByteBuffer {
+    package func readBody(_ request: Request) async throws -> ByteBuffer {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > configuration.maximumBodyBytes {
             throw ProtocolError(.payloadTooLarge, "request body is \(length) bytes (at most \(configuration.maximumBodyBytes))")
         }
@@ -53,7 +53,7 @@ struct SyncRoutes: Sendable {
 
     /// Makes `operations` one durable job and waits up to `wait` ms for it to finish: the job's
     /// id, and its snapshot unless the wait ended first (or was 0).
-    func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobSnapshot?) {
+    package func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobSnapshot?) {
         // Subscribed before the job exists: it may finish before the enqueue's answer arrives,
         // and its notification then answers the push without reading the job back.
         let subscription = wait > 0 ? store.notifier.subscribe(.init(devices: [DeviceKey(userID: userID, deviceID: deviceID)])) : nil

@@ -1,5 +1,5 @@
 package import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 
 /// A stored row that does not decode: storage corruption, not bad input. It is never guessed
 /// around (an unreadable document is not a tombstone); the job that meets it fails for good.
@@ -34,7 +34,7 @@ extension EntityState {
     }
 
     /// A stored document: `nil` (a tombstone) only when the column is NULL.
-    static func document(_ text: String?, of what: String) throws(StoredDataError) -> JSONObject? {
+    package static func document(_ text: String?, of what: String) throws(StoredDataError) -> JSONObject? {
         guard let text else { return nil }
         guard let object = (try? JSONParser.stored.parse(text))?.objectValue else {
             throw StoredDataError("stored entity \(what): its document does not parse as a JSON object")
@@ -55,7 +55,7 @@ extension FeedChange {
     }
 
     /// A change from its stored row.
-    init(scope: Scope, row: ChangeRow) throws(StoredDataError) {
+    package init(scope: Scope, row: ChangeRow) throws(StoredDataError) {
         self.init(
             scope: scope,
             sequence: row.sequence,

@@ -1,14 +1,11 @@
 import GRDB
 package import SyncGateCore
+package import SyncGateSQLite
 import SyncGateWire
 package import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0004, docs/dialects.md).
-extension SQLiteDriver {
-    /// The clock every commit time and claim time is read from, in milliseconds since the epoch:
-    /// one SQL expression, so the horizon, the claims and the changes agree to the rounding.
-    static let clockMilliseconds = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
-
+extension SQLiteDriver: DialectDriver {
     package func commitHorizon() async throws -> Int64 {
         try await read { db in
             try Int64.fetchOne(

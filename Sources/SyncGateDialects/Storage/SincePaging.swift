@@ -2,7 +2,7 @@ import SyncGateWire
 /// Where a page of changes read by time (`since`, the seed apps' dialects) ends.
 ///
 /// The store reads the changes whose time lies in `(since, horizon]` — a set no later commit can
-/// add to (``SyncStore/changesSince(_:)``) — ordered by time, asking for one row more than the
+/// add to (``DialectStore/changesSince(_:)``) — ordered by time, asking for one row more than the
 /// page holds. The page may only end between two different times: the next page starts after
 /// the time the client is given, so ending inside a run of equal times would skip the rest of it.
 package enum SincePaging {

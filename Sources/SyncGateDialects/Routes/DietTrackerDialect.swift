@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 package import SyncGateCore
 package import SyncGateWire
-package import SyncGateStorage
+import SyncGateStorage
 
 /// The diet tracker's sync dialect (`../shared/DIALECTS.md`): its push body becomes the
 /// operations of one ordinary job, and the job's results become its push response. Pure

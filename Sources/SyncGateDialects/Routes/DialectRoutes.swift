@@ -2,18 +2,19 @@ import Hummingbird
 import Logging
 import NIOCore
 import SyncGateCore
+import SyncGateHTTP
 import SyncGateWire
 import SyncGateStorage
 
-/// The seed apps' own sync routes (`../shared/DIALECTS.md`): thin translations onto the same
-/// pipeline as `/v1`. A push is one durable job applied by a worker with the configured
-/// policies; pulls read the same feeds, by time (``SyncStore/changesSince(_:)``).
+/// The seed apps' own sync routes (docs/dialects.md): thin translations onto the same pipeline
+/// as `/v1`. A push is one durable job applied by a worker with the configured policies; pulls
+/// read the same feeds, by time (``DialectStore/changesSince(_:)``).
 ///
 /// These clients were written against servers that ignored what they did not know: unknown
 /// query parameters are ignored here too, and the device id is optional except on a push.
 struct DialectRoutes: Sendable {
     let sync: SyncRoutes
-    var store: any FrontStore { sync.store }
+    let store: DialectStore
     var configuration: FrontConfiguration { sync.configuration }
 
     /// `POST /sync/push` (diet tracker).

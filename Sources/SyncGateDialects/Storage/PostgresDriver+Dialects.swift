@@ -1,10 +1,11 @@
 import PostgresNIO
 package import SyncGateCore
+package import SyncGatePostgres
 import SyncGateWire
 package import SyncGateStorage
 
 /// Reads by commit time, for the seed apps' dialects (migration 0005, docs/dialects.md).
-extension PostgresDriver {
+extension PostgresDriver: DialectDriver {
     package func commitHorizon() async throws -> Int64 {
         // now() and the claims are the database's one clock. Running jobs are few (at most the
         // workers' lanes), found by the partial index of running leases.

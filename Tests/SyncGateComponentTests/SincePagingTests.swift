@@ -1,6 +1,6 @@
 import Testing
 
-@testable import SyncGateCore
+import SyncGateDialects
 import SyncGateWire
 
 /// Where a page read by time ends: never inside a run of equal times, whatever the run's length.

@@ -1,5 +1,6 @@
 package import SyncGateCore
 package import SyncGateWire
+import SyncGateStorage
 
 /// A read of the feeds by time, for the seed apps' dialects.
 package struct SinceQuery: Sendable, Hashable {
@@ -60,7 +61,15 @@ package struct LiveDocuments: Sendable, Hashable {
     }
 }
 
-extension SyncStore {
+/// The dialects' reads: by commit time (a `since` the client sends back) and every live document,
+/// over a driver's ``DialectDriver`` reads. Writes go through the ordinary job pipeline.
+package struct DialectStore: Sendable {
+    package let driver: any DialectDriver
+
+    package init(driver: any DialectDriver) {
+        self.driver = driver
+    }
+
     /// The changes of the query's feeds after `since`, by time.
     ///
     /// No skipped change, as with cursors: the horizon, read first, is below the start of every
@@ -73,7 +82,7 @@ extension SyncStore {
     /// whole: its older changes count as made at the join.
     package func changesSince(_ query: SinceQuery) async throws -> SincePage {
         let horizon = try await driver.commitHorizon()
-        let scopes = try await dialectScopes(userID: query.userID, household: query.household)
+        let scopes = try await feeds(userID: query.userID, household: query.household)
         var joins: [Scope: Int64] = [:]
         if query.since != nil {
             let memberships = scopes.compactMap { $0.householdID.map { HouseholdIDs.membershipKey(household: $0, user: query.userID) } }
@@ -108,7 +117,7 @@ extension SyncStore {
     package func liveDocuments(userID: String, household: String?, types: Set<String>?) async throws -> LiveDocuments {
         // Read first: whatever the documents miss commits above it.
         let horizon = try await driver.commitHorizon()
-        let scopes = try await dialectScopes(userID: userID, household: household)
+        let scopes = try await feeds(userID: userID, household: household)
         let documents = try await driver.liveEntities(scopes: scopes, types: types).compactMap { row throws(StoredDataError) -> LiveDocument? in
             guard let scope = Scope(key: row.scope) else { throw StoredDataError("entity row has a malformed scope '\(row.scope)'") }
             let key = EntityKey(scope: scope, entityType: row.entityType, entityID: row.entityID)
@@ -119,7 +128,7 @@ extension SyncStore {
     }
 
     /// The user's own feed and their households', or the one household asked for.
-    func dialectScopes(userID: String, household: String?) async throws -> [Scope] {
+    func feeds(userID: String, household: String?) async throws -> [Scope] {
         let households = try await driver.activeHouseholds(userID: userID)
         guard let household else { return [.user(userID)] + households.map(Scope.household) }
         guard households.contains(household) else {

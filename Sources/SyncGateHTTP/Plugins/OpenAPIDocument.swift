@@ -1,0 +1,74 @@
+import Yams
+
+/// The OpenAPI document the front serves: `Resources/openapi.yaml`, and each plug-in's part
+/// (``FrontPlugin/openAPI``) for the operations the router serves.
+package enum OpenAPIDocument {
+    /// The document's bytes without plug-ins: the file as written.
+    package static var base: [UInt8] { PackageResources.openapi_yaml }
+
+    static let methods: Set<String> = ["get", "put", "post", "delete", "patch", "head", "options", "trace"]
+
+    /// `base` with each of `parts` merged in: mappings merge key by key, lists are concatenated.
+    /// A part's operation whose method and path are not in `served` (`"GET /sync/full"`, path
+    /// parameters as `:name` or `{name}`) is left out, a path left with none is dropped, and so
+    /// is a tag of a part that no operation kept uses.
+    package static func merged(base: String, parts: [String], served: Set<String>) throws -> String {
+        guard var document = try Yams.compose(yaml: base)?.mapping else { throw OpenAPIError("the base document is not a YAML mapping") }
+        let served = Set(served.map(normalized))
+        for part in parts {
+            guard var mapping = try Yams.compose(yaml: part)?.mapping else { throw OpenAPIError("a plug-in's OpenAPI part is not a YAML mapping") }
+            var used: Set<String> = []
+            if var paths = mapping["paths"]?.mapping {
+                for (key, item) in paths {
+                    guard let path = key.string, var operations = item.mapping else { throw OpenAPIError("a plug-in's path item is not a mapping") }
+                    for method in operations.keys.compactMap(\.string) where methods.contains(method) {
+                        if served.contains(normalized("\(method.uppercased()) \(path)")) {
+                            for tag in operations[method]?.mapping?["tags"]?.sequence ?? [] {
+                                if let name = tag.string { used.insert(name) }
+                            }
+                        } else {
+                            operations[method] = nil
+                        }
+                    }
+                    paths[key] = operations.keys.contains { $0.string.map(methods.contains) == true } ? .mapping(operations) : nil
+                }
+                mapping["paths"] = .mapping(paths)
+            }
+            if let tags = mapping["tags"]?.sequence {
+                mapping["tags"] = .sequence(Node.Sequence(tags.filter { $0.mapping?["name"]?.string.map(used.contains) == true }))
+            }
+            document = merge(document, mapping)
+        }
+        // No line wrapping: descriptions keep their lines.
+        return try Yams.serialize(node: .mapping(document), width: -1, allowUnicode: true, sortKeys: false)
+    }
+
+    static func merge(_ base: Node.Mapping, _ part: Node.Mapping) -> Node.Mapping {
+        var merged = base
+        for (key, value) in part {
+            switch (merged[key], value) {
+            case (.mapping(let old)?, .mapping(let new)):
+                merged[key] = .mapping(merge(old, new))
+            case (.sequence(let old)?, .sequence(let new)):
+                merged[key] = .sequence(Node.Sequence(Array(old) + Array(new)))
+            default:
+                merged[key] = value
+            }
+        }
+        return merged
+    }
+
+    /// `GET /v1/jobs/:id` and `GET /v1/jobs/{job_id}` are one operation.
+    static func normalized(_ operation: String) -> String {
+        operation.split(separator: "/", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix(":") || $0.hasPrefix("{") ? "{}" : String($0) }.joined(separator: "/")
+    }
+}
+
+package struct OpenAPIError: Error, CustomStringConvertible {
+    package let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
