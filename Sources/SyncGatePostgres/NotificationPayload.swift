@@ -18,8 +18,10 @@ enum NotificationPayload {
         // them reads the device id with the rest appended, which matches no device: it re-reads
         // the job, as it always did, and its long-polls take the device's watermark from the
         // next read instead.
-        case .jobFinished(let id, let device, let outcome):
-            Self.finished(id, device: device, outcome: outcome)
+        case .jobFinished(let job):
+            Self.finished(job)
+        case .jobFinishedWithoutResults(let id, let device):
+            Self.finished(id, device: device)
         // The number first: scope keys and user ids may hold ':'.
         case .feedAdvanced(let scope, let head): "feed:\(head):\(scope.key)"
         case .scopesChanged(let user, let version): "user:\(version):\(user)"
@@ -36,12 +38,12 @@ enum NotificationPayload {
             let deviceEnd = ids.utf8[userEnd...].firstIndex(of: UInt8(ascii: " ")) ?? ids.utf8.endIndex
             guard let userID = String(ids.utf8[..<userEnd]), let deviceID = String(ids.utf8[userEnd..<deviceEnd]) else { return nil }
             let device = DeviceKey(userID: userID, deviceID: deviceID)
-            guard deviceEnd < ids.utf8.endIndex else { return .jobFinished(id, device: device) }
+            guard deviceEnd < ids.utf8.endIndex else { return .jobFinishedWithoutResults(id, device: device) }
             let outcome = ids.utf8[ids.utf8.index(after: deviceEnd)...]
             guard let stateEnd = outcome.firstIndex(of: UInt8(ascii: " ")), let stateText = String(outcome[..<stateEnd]),
                 let state = JobState(rawValue: stateText), let results = String(outcome[outcome.index(after: stateEnd)...])
             else { return nil }
-            return .jobFinished(id, device: device, outcome: FinishedJob(state: state, results: results))
+            return .jobFinished(FinishedJob(id: id, userID: userID, deviceID: deviceID, state: state, results: results))
         }
         if payload.hasPrefix("feed:"), let (head, rest) = numbered(payload.dropFirst(5)), let scope = Scope(key: rest) {
             return .feedAdvanced(scope, head: head)
@@ -52,10 +54,14 @@ enum NotificationPayload {
         return nil
     }
 
-    static func finished(_ id: Int64, device: DeviceKey, outcome: FinishedJob?) -> String {
-        let plain = "job:\(id):\(device.userID.utf8.count):\(device.userID)\(device.deviceID)"
-        guard let outcome else { return plain }
-        let full = "\(plain) \(outcome.state.rawValue) \(outcome.results)"
+    static func finished(_ id: Int64, device: DeviceKey) -> String {
+        "job:\(id):\(device.userID.utf8.count):\(device.userID)\(device.deviceID)"
+    }
+
+    /// With the state and the results when they fit, without them otherwise.
+    static func finished(_ job: FinishedJob) -> String {
+        let plain = finished(job.id, device: job.device)
+        let full = "\(plain) \(job.state.rawValue) \(job.results)"
         return full.utf8.count <= maximumBytes ? full : plain
     }
 

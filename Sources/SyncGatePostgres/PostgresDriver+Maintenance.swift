@@ -191,7 +191,7 @@ extension PostgresDriver {
         return stats
     }
 
-    package func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+    package func listJobs(_ filter: JobFilter) async throws -> [JobRecord] {
         try await query(
             "list jobs", .maintenance,
             """
@@ -201,7 +201,7 @@ extension PostgresDriver {
             ORDER BY id DESC LIMIT \(filter.limit)
             """,
             as: JobColumns.self
-        ).map(Self.jobRow)
+        ).map(Self.jobRecord)
     }
 
     package func householdRows(userID: String?) async throws -> [HouseholdRow] {

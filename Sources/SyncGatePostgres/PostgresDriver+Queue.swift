@@ -12,15 +12,27 @@ extension PostgresDriver {
         """
     typealias JobColumns = (Int64, String, String, String, Int, Int, Int, String?, String?, Date, Date?)
 
-    static func jobRow(_ columns: JobColumns) -> JobRow {
+    static func jobRecord(_ columns: JobColumns) throws(StoredDataError) -> JobRecord {
         let (id, user, device, state, attempts, maximumAttempts, count, results, lastError, created, finished) = columns
-        return JobRow(
+        return try JobRecord(
             id: id, userID: user, deviceID: device, state: state, attempts: attempts, maximumAttempts: maximumAttempts,
-            operationCount: count, results: results, lastError: lastError, createdAt: Timestamp(created), finishedAt: finished.map(Timestamp.init)
+            operationCount: count, storedResults: results, lastError: lastError, createdAt: Timestamp(created), finishedAt: finished.map(Timestamp.init)
         )
     }
 
-    package func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
+    /// A running job's columns, as claims and the lease rescuer read them.
+    static let claimedColumns = "id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at"
+    typealias ClaimedColumns = (Int64, String, String, String, Int, Int, String, Date)
+
+    static func claimedJob(_ columns: ClaimedColumns) -> ClaimedJob<String> {
+        let (id, token, user, device, attempts, maximumAttempts, payload, created) = columns
+        return ClaimedJob(
+            lease: JobLease(id: id, token: token), userID: user, deviceID: device, attempts: attempts, maximumAttempts: maximumAttempts,
+            createdAt: Timestamp(created), payload: payload
+        )
+    }
+
+    package func insertJob(_ job: QueuedJob, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let depth = try await globalQueueDepth()
         if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
         // One statement: the user's queue limit (exact: counted under a per-user lock) and the
@@ -68,25 +80,19 @@ extension PostgresDriver {
         return depth
     }
 
-    package func job(id: Int64, userID: String) async throws -> JobRow? {
-        try await run("job status", .request, JobStatusStatement(id: id, userID: userID)).first.map(Self.jobRow)
+    package func job(id: Int64, userID: String) async throws -> JobRecord? {
+        try await run("job status", .request, JobStatusStatement(id: id, userID: userID)).first.map(Self.jobRecord)
     }
 
     /// Evaluated in a statement's CTE (and referenced, so it runs), makes that statement's own
     /// implicit transaction commit without waiting for the WAL flush.
     static let relaxedCommit = "set_config('synchronous_commit', 'off', true) AS synchronous_commit"
 
-    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJob<String>] {
         let rows = try await run(
             "claim jobs", .job, ClaimStatement(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds, now: now.milliseconds)
         )
-        return rows.sorted { $0.0 < $1.0 }.map { row in
-            let (id, token, user, device, attempts, maximumAttempts, payload, created) = row
-            return ClaimedJobRow(
-                id: id, leaseToken: token, userID: user, deviceID: device, attempts: attempts, maximumAttempts: maximumAttempts, payload: payload,
-                createdAt: Timestamp(created)
-            )
-        }
+        return rows.sorted { $0.0 < $1.0 }.map(Self.claimedJob)
     }
 
     package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {

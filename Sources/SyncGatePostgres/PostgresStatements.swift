@@ -24,7 +24,7 @@ struct EnqueueStatement: PostgresPreparedStatement {
         """
     typealias Row = (Int, Int64?)
 
-    var job: JobInsert
+    var job: QueuedJob
     var now: Int64?
     var limit: Int
     var notification: String?
@@ -125,7 +125,7 @@ struct ClaimStatement: PostgresPreparedStatement {
         FROM candidates, relaxed WHERE jobs.id = candidates.id
         RETURNING jobs.id, jobs.lease_token, jobs.user_id, jobs.device_id, jobs.attempts, jobs.max_attempts, jobs.payload, jobs.created_at
         """
-    typealias Row = (Int64, String, String, String, Int, Int, String, Date)
+    typealias Row = PostgresDriver.ClaimedColumns
 
     var workerID: String
     var limit: Int
@@ -337,7 +337,7 @@ extension PostgresDriver {
 /// Everything an apply writes, in one statement: entities and their changes, feed heads,
 /// idempotency records, the jobs' results and their devices' watermarks; then the
 /// notifications, which PostgreSQL delivers at commit. Arrays cannot carry SQL NULLs here: the
-/// JSON text `null` stands for "no document", and an empty string for no group key or no error.
+/// JSON text `null` stands for "no document", and an empty string for no group key.
 struct WriteAppliedStatement: PostgresPreparedStatement {
     static let name = "sg_apply_write"
     static let sql = """
@@ -361,20 +361,20 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
             SELECT r.u, r.k, nullif(r.v, -1), coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now())
             FROM unnest($14::text[], $15::text[], $16::bigint[]) AS r(u, k, v)
         ), finished AS (
-            UPDATE jobs SET state = f.state, results = f.results, last_error = nullif(f.error, ''),
+            UPDATE jobs SET state = f.state, results = f.results, last_error = NULL,
                 finished_at = coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now()),
                 updated_at = coalesce(timestamptz 'epoch' + $13::bigint * interval '1 millisecond', now()),
                 lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-            FROM unnest($17::bigint[], $18::text[], $19::text[], $20::text[]) AS f(id, state, results, error)
+            FROM unnest($17::bigint[], $18::text[], $19::text[]) AS f(id, state, results)
             WHERE jobs.id = f.id
         ), watermarks AS (
             INSERT INTO devices (user_id, device_id, last_finished_job_id)
-            SELECT u, d, max(j) FROM unnest($21::text[], $22::text[], $17::bigint[]) AS f(u, d, j)
+            SELECT u, d, max(j) FROM unnest($20::text[], $21::text[], $17::bigint[]) AS f(u, d, j)
             GROUP BY u, d ORDER BY u, d
             ON CONFLICT (user_id, device_id) DO UPDATE
             SET last_finished_job_id = greatest(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = now()
         )
-        SELECT pg_notify($23::text, payload)::text FROM unnest($24::text[]) AS payload
+        SELECT pg_notify($22::text, payload)::text FROM unnest($23::text[]) AS payload
         """
     typealias Row = String?
 
@@ -384,7 +384,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         let entities = write.entities
         let heads = write.heads.sorted { $0.key < $1.key }
-        var bindings = PostgresBindings(capacity: 24)
+        var bindings = PostgresBindings(capacity: 23)
         bindings.append(entities.map(\.scope))
         bindings.append(entities.map(\.entityType))
         bindings.append(entities.map(\.entityID))
@@ -404,7 +404,6 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
         bindings.append(write.finished.map(\.id))
         bindings.append(write.finished.map(\.state.rawValue))
         bindings.append(write.finished.map(\.results))
-        bindings.append(write.finished.map { $0.lastError ?? "" })
         bindings.append(write.finished.map(\.userID))
         bindings.append(write.finished.map(\.deviceID))
         bindings.append(PostgresDriver.channel)

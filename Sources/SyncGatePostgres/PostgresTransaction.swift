@@ -203,10 +203,10 @@ final class PostgresTransaction: StorageTransaction {
         )
     }
 
-    func finishJob(_ finish: JobFinish) async throws {
+    func finishJob(_ finish: FinishedJob, error: String?) async throws {
         try await query(
             """
-            UPDATE jobs SET state = \(finish.state.rawValue), results = \(finish.results), last_error = \(finish.lastError),
+            UPDATE jobs SET state = \(finish.state.rawValue), results = \(finish.results), last_error = \(error),
                 finished_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()), updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()),
                 lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
             WHERE id = \(finish.id)
@@ -232,19 +232,16 @@ final class PostgresTransaction: StorageTransaction {
         )
     }
 
-    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow] {
+    func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>] {
         // SKIP LOCKED: a locked row is being applied right now by a live worker.
         try await query(
             """
-            SELECT id, user_id, device_id, attempts, payload FROM jobs
+            SELECT \(unescaped: PostgresDriver.claimedColumns) FROM jobs
             WHERE state = 'running' AND lease_expires_at < coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
             ORDER BY id LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
             """
-        ).collect((Int64, String, String, Int, String).self).map { row in
-            let (id, user, device, attempts, payload) = row
-            return ExpiredJobRow(id: id, userID: user, deviceID: device, attempts: attempts, payload: payload)
-        }
+        ).collect(PostgresDriver.ClaimedColumns.self).map(PostgresDriver.claimedJob)
     }
 
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {

@@ -143,13 +143,13 @@ extension SQLiteDriver {
         }
     }
 
-    package func listJobs(_ filter: JobFilter) async throws -> [JobRow] {
+    package func listJobs(_ filter: JobFilter) async throws -> [JobRecord] {
         try await read { db in
             try Row.fetchAll(
                 db,
                 sql: "SELECT \(Self.jobColumns) FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR user_id = ?) ORDER BY id DESC LIMIT ?",
                 arguments: [filter.state?.rawValue, filter.state?.rawValue, filter.userID, filter.userID, filter.limit]
-            ).map(Self.jobRow)
+            ).map(Self.jobRecord)
         }
     }
 

@@ -8,16 +8,26 @@ extension SQLiteDriver {
     static let unfinished = "('queued', 'running', 'retrying')"
     static let jobColumns = "id, user_id, device_id, state, attempts, max_attempts, operation_count, results, last_error, created_at, finished_at"
 
-    static func jobRow(_ row: Row) -> JobRow {
-        JobRow(
+    static func jobRecord(_ row: Row) throws(StoredDataError) -> JobRecord {
+        try JobRecord(
             id: row["id"], userID: row["user_id"], deviceID: row["device_id"], state: row["state"], attempts: row["attempts"],
-            maximumAttempts: row["max_attempts"], operationCount: row["operation_count"], results: row["results"], lastError: row["last_error"],
+            maximumAttempts: row["max_attempts"], operationCount: row["operation_count"], storedResults: row["results"], lastError: row["last_error"],
             createdAt: Timestamp(millisecondsSinceEpoch: row["created_at"]),
             finishedAt: (row["finished_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
         )
     }
 
-    package func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
+    /// A running job's columns, as claims and the lease rescuer read them.
+    static let claimedColumns = "id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at"
+
+    static func claimedJob(_ row: Row) -> ClaimedJob<String> {
+        ClaimedJob(
+            lease: JobLease(id: row["id"], token: row["lease_token"]), userID: row["user_id"], deviceID: row["device_id"], attempts: row["attempts"],
+            maximumAttempts: row["max_attempts"], createdAt: Timestamp(millisecondsSinceEpoch: row["created_at"]), payload: row["payload"]
+        )
+    }
+
+    package func insertJob(_ job: QueuedJob, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let result = try await write { db -> EnqueueResult in
             // One writer at a time: the counts and the insert cannot interleave with another push.
@@ -38,14 +48,14 @@ extension SQLiteDriver {
         return result
     }
 
-    package func job(id: Int64, userID: String) async throws -> JobRow? {
+    package func job(id: Int64, userID: String) async throws -> JobRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRow)
+            try Row.fetchOne(db, sql: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRecord)
         }
     }
 
     /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all finished.
-    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJob<String>] {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let token = UUID().uuidString
         return try await write { db in
@@ -63,16 +73,10 @@ extension SQLiteDriver {
                           )
                         ORDER BY j.id LIMIT ?
                     )
-                    RETURNING id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at
+                    RETURNING \(Self.claimedColumns)
                     """,
                 arguments: [workerID, token, now + leaseMilliseconds, now, now, limit]
-            ).map { row in
-                ClaimedJobRow(
-                    id: row["id"], leaseToken: row["lease_token"], userID: row["user_id"], deviceID: row["device_id"],
-                    attempts: row["attempts"], maximumAttempts: row["max_attempts"], payload: row["payload"],
-                    createdAt: Timestamp(millisecondsSinceEpoch: row["created_at"])
-                )
-            }.sorted { $0.id < $1.id }
+            ).map(Self.claimedJob).sorted { $0.id < $1.id }
         }
     }
 

@@ -174,7 +174,7 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     /// Finishes jobs with their results and advances their devices' watermarks.
-    private static func finish(_ db: Database, _ finished: [JobFinish], now: Int64) throws {
+    private static func finish(_ db: Database, _ finished: [FinishedJob], error: String? = nil, now: Int64) throws {
         for finish in finished {
             try db.execute(
                 sql: """
@@ -182,7 +182,7 @@ final class SQLiteTransaction: StorageTransaction {
                         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
                     WHERE id = ?
                     """,
-                arguments: [finish.state.rawValue, finish.results, finish.lastError, now, now, finish.id]
+                arguments: [finish.state.rawValue, finish.results, error, now, now, finish.id]
             )
             try db.execute(
                 sql: """
@@ -234,9 +234,9 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func finishJob(_ finish: JobFinish) async throws {
+    func finishJob(_ job: FinishedJob, error: String?) async throws {
         let now = self.now
-        try await step(statements: 2) { db in try Self.finish(db, [finish], now: now) }
+        try await step(statements: 2) { db in try Self.finish(db, [job], error: error, now: now) }
     }
 
     func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws {
@@ -253,16 +253,14 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow] {
+    func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>] {
         let now = self.now
         return try await step(statements: 1) { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT id, user_id, device_id, attempts, payload FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
+                sql: "SELECT \(SQLiteDriver.claimedColumns) FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
                 arguments: [now, limit]
-            ).map { row in
-                ExpiredJobRow(id: row["id"], userID: row["user_id"], deviceID: row["device_id"], attempts: row["attempts"], payload: row["payload"])
-            }
+            ).map(SQLiteDriver.claimedJob)
         }
     }
 

@@ -10,8 +10,8 @@ extension StoreHooks {
     /// records and result not yet, nothing committed), creates `held-<job id>` there and waits
     /// until a file `release` appears, so a test can kill the process at a moment it knows is mid-job.
     package static func holdingEachApply(in folder: String) -> StoreHooks {
-        StoreHooks(midApply: { job in
-            FileManager.default.createFile(atPath: "\(folder)/held-\(job.jobID)", contents: nil)
+        StoreHooks(midApply: { job, _ in
+            FileManager.default.createFile(atPath: "\(folder)/held-\(job.id)", contents: nil)
             let release = "\(folder)/release"
             while !FileManager.default.fileExists(atPath: release) {
                 try await Task.sleep(for: .milliseconds(10))

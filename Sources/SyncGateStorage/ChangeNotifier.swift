@@ -5,9 +5,12 @@ import SyncGateRuntime
 
 /// Something that committed and that waiting requests or idle workers care about.
 package enum StoreEvent: Sendable, Hashable {
-    /// A job of `device` finished (`done` or `dead`); with how it ended when the announcement
-    /// could carry it, so a push waiting for it answers without reading the job back.
-    case jobFinished(Int64, device: DeviceKey, outcome: FinishedJob? = nil)
+    /// A job finished (`done` or `dead`): a push waiting for it answers from this, without
+    /// reading the job back.
+    case jobFinished(FinishedJob)
+    /// A job of `device` finished, announced without how it ended (its results did not fit in a
+    /// notification): a push waiting for it reads the job.
+    case jobFinishedWithoutResults(Int64, device: DeviceKey)
     /// A feed committed changes up to `head`.
     case feedAdvanced(Scope, head: Int64)
     /// What a user reads changed other than by a feed advancing — a household joined, left or
@@ -17,17 +20,14 @@ package enum StoreEvent: Sendable, Hashable {
     /// Notifications may have been missed (the listener reconnected), or everyone must resync:
     /// every waiter re-checks.
     case resynchronize
-}
 
-/// How a job ended, as its finishing transaction announced it.
-package struct FinishedJob: Sendable, Hashable {
-    package var state: JobState
-    /// The results in their stored form (``JobCodec/encodeResults(_:)``: the wire form).
-    package var results: String
-
-    package init(state: JobState, results: String) {
-        self.state = state
-        self.results = results
+    /// The job and its device, when this is one finishing.
+    package var finishedJob: (id: Int64, device: DeviceKey)? {
+        switch self {
+        case .jobFinished(let job): (job.id, job.device)
+        case .jobFinishedWithoutResults(let id, let device): (id, device)
+        default: nil
+        }
     }
 }
 

@@ -100,23 +100,6 @@ package struct Migration: Sendable, Hashable {
 
 // MARK: - Jobs
 
-package struct NewJob: Sendable {
-    package var userID: String
-    package var deviceID: String
-    package var operations: [SyncOperation]
-    package var maximumAttempts: Int
-    /// The push's trace context, stored with the job so the worker's spans join its trace.
-    package var traceContext: [String: String]
-
-    package init(userID: String, deviceID: String, operations: [SyncOperation], maximumAttempts: Int, traceContext: [String: String] = [:]) {
-        self.traceContext = traceContext
-        self.userID = userID
-        self.deviceID = deviceID
-        self.operations = operations
-        self.maximumAttempts = maximumAttempts
-    }
-}
-
 package struct QueueLimits: Sendable, Hashable {
     /// Unfinished jobs one user may have before pushes get 429.
     package var maximumQueuedPerUser: Int
@@ -133,87 +116,6 @@ package enum EnqueueResult: Sendable, Hashable {
     case accepted(jobID: Int64)
     case rateLimited(queued: Int)
     case overloaded(depth: Int)
-}
-
-package struct JobSnapshot: Sendable, Hashable {
-    package var id: Int64
-    package var userID: String
-    package var deviceID: String
-    package var state: JobState
-    package var attempts: Int
-    package var maximumAttempts: Int
-    package var operationCount: Int
-    /// The results (decoded from ``storedResults`` when the snapshot holds only those).
-    package var results: [OperationResult]? {
-        get { decoded ?? storedResults.flatMap { try? JobCodec.decodeResults($0) } }
-        set { decoded = newValue }
-    }
-    private var decoded: [OperationResult]?
-    /// The results as stored (their wire form), when the snapshot was made without decoding them
-    /// (from a finishing notification, or a read for an answer): the answer carries them as they are.
-    package var storedResults: String?
-    package var lastError: String?
-    package var createdAt: Timestamp
-    package var finishedAt: Timestamp?
-
-    package init(
-        id: Int64, userID: String, deviceID: String, state: JobState, attempts: Int, maximumAttempts: Int,
-        operationCount: Int, results: [OperationResult]?, lastError: String?, createdAt: Timestamp, finishedAt: Timestamp?
-    ) {
-        self.id = id
-        self.userID = userID
-        self.deviceID = deviceID
-        self.state = state
-        self.attempts = attempts
-        self.maximumAttempts = maximumAttempts
-        self.operationCount = operationCount
-        self.decoded = results
-        self.lastError = lastError
-        self.createdAt = createdAt
-        self.finishedAt = finishedAt
-    }
-}
-
-/// A job a worker holds: the lease token fences every write it makes.
-package struct ClaimedJob: Sendable, Hashable {
-    package var id: Int64
-    package var leaseToken: String
-    package var userID: String
-    package var deviceID: String
-    package var attempts: Int
-    package var maximumAttempts: Int
-    package var operations: [SyncOperation]
-    /// When the push was enqueued.
-    package var createdAt: Timestamp
-    /// The push's trace context (empty when it had none).
-    package var traceContext: [String: String]
-
-    package init(
-        id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, operations: [SyncOperation],
-        createdAt: Timestamp = .now(), traceContext: [String: String] = [:]
-    ) {
-        self.createdAt = createdAt
-        self.traceContext = traceContext
-        self.id = id
-        self.leaseToken = leaseToken
-        self.userID = userID
-        self.deviceID = deviceID
-        self.attempts = attempts
-        self.maximumAttempts = maximumAttempts
-        self.operations = operations
-    }
-
-    package var lease: JobLease { JobLease(id: id, token: leaseToken) }
-}
-
-package struct JobLease: Sendable, Hashable {
-    package var id: Int64
-    package var token: String
-
-    package init(id: Int64, token: String) {
-        self.id = id
-        self.token = token
-    }
 }
 
 package enum ApplyOutcome: Sendable, Hashable {

@@ -97,11 +97,11 @@ package final class ReplicatedFrontStore: FrontStore {
 
     // MARK: - On the primary
 
-    package func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+    package func enqueue(_ job: QueuedJob, limits: QueueLimits) async throws -> EnqueueResult {
         try await primary.enqueue(job, limits: limits)
     }
 
-    package func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+    package func job(id: Int64, userID: String) async throws -> JobRecord? {
         try await primary.job(id: id, userID: userID)
     }
 

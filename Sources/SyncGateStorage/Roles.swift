@@ -1,7 +1,7 @@
 package import Logging
 package import SyncGateCore
 package import SyncGateWire
-import Tracing
+package import Tracing
 
 // The store seen by each of its users, as PowerSync splits bucket storage and River its driver:
 // each consumer depends only on the role it uses. ``SyncStore`` plays every role.
@@ -14,9 +14,9 @@ package protocol FrontStore: Sendable {
     var notifier: ChangeNotifier { get }
 
     /// Makes a push durable as one job, unless the caller or the queue is over its limit.
-    func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult
+    func enqueue(_ job: QueuedJob, limits: QueueLimits) async throws -> EnqueueResult
     /// A job of `userID`, or `nil` when there is none (or it is another user's).
-    func job(id: Int64, userID: String) async throws -> JobSnapshot?
+    func job(id: Int64, userID: String) async throws -> JobRecord?
     /// One page of the user's feeds after the query's cursor (from a read replica, if any).
     func pull(_ query: PullQuery) async throws -> PullResult
     /// One page as the primary has it now: for a caller that knows of a change a read replica
@@ -46,19 +46,20 @@ package protocol WorkerStore: Sendable {
 
     /// Claims up to `limit` runnable jobs, at most one per user, oldest first, leased for `leaseMilliseconds`.
     /// A claimed job whose payload does not decode goes `dead` on its own and is not returned.
-    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob]
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob<JobPayload>]
     /// Extends the leases of jobs this worker still holds.
     func extendLeases(_ jobs: [JobLease], leaseMilliseconds: Int64) async throws
     /// Applies a claimed job in one transaction: effects, feeds, derived data, idempotency records, results.
     /// Returns ``ApplyOutcome/leaseLost`` (and changes nothing) when the job is no longer this worker's.
-    func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome
+    func apply(_ job: ClaimedJob<JobPayload>, collections: Collections, now: Timestamp) async throws -> ApplyOutcome
     /// Applies claimed jobs of different users, jobs that share no feed together in one
-    /// transaction; each job's outcome, in order. One job's failure never fails another.
-    func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>]
+    /// transaction, each in its trace context; each job's outcome, in order. One job's failure
+    /// never fails another.
+    func apply(_ jobs: [(job: ClaimedJob<JobPayload>, context: ServiceContext)], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>]
     /// Records a failed attempt: back to `retrying` with a delay, or `dead` with every operation answered `INTERNAL`.
     /// Returns false when the job was no longer this worker's.
     @discardableResult
-    func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool
+    func fail(_ job: ClaimedJob<JobPayload>, error: String, settlement: JobSettlement) async throws -> Bool
     /// Settles expired leases (workers that died) as failed attempts.
     func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport
     /// The applied and the known schema versions: a worker waits for migrations.
@@ -67,11 +68,13 @@ package protocol WorkerStore: Sendable {
 
 extension WorkerStore {
     /// One transaction per job (stores that cannot apply jobs together).
-    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+    package func apply(
+        _ jobs: [(job: ClaimedJob<JobPayload>, context: ServiceContext)], collections: Collections, now: Timestamp
+    ) async -> [Result<ApplyOutcome, any Error>] {
         var outcomes: [Result<ApplyOutcome, any Error>] = []
-        for toApply in jobs {
+        for (job, context) in jobs {
             do {
-                outcomes.append(.success(try await ServiceContext.withValue(toApply.context) { try await apply(toApply.job, collections: collections, now: now) }))
+                outcomes.append(.success(try await ServiceContext.withValue(context) { try await apply(job, collections: collections, now: now) }))
             } catch {
                 outcomes.append(.failure(error))
             }
@@ -91,7 +94,7 @@ package protocol MaintenanceStore: Sendable {
     func forceResync(userID: String?) async throws
     func recomputeDerived(userID: String?, from: String?, through: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport
     func stats() async throws -> StoreStats
-    func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot]
+    func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func retryDeadJobs(ids: [Int64]?) async throws -> Int
     func households(userID: String?) async throws -> [HouseholdState]
 }

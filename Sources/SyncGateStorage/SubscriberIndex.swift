@@ -46,7 +46,8 @@ struct SubscriberIndex {
                 for id in ids { delivery[id, default: []].append(event) }
             }
             switch event {
-            case .jobFinished(let job, let device, _):
+            case .jobFinished, .jobFinishedWithoutResults:
+                guard let (job, device) = event.finishedJob else { continue }
                 // One event once per subscription, whichever of its interests it matched.
                 var heard = feeds
                 heard.formUnion(byJob[job] ?? [])

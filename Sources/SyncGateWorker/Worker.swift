@@ -170,15 +170,15 @@ package final class Worker: Service {
     }
 
     /// A lane's group beyond which another free lane shares the work: every transaction costs
-    /// five or six round trips however many operations it applies (about fifteen operations'
-    /// worth of CPU, docs/performance-log.md step 23), under 10 % of a 200-operation group.
+    /// five or six round trips however many operations it applies, a small part of a
+    /// 200-operation group's time.
     static let operationsPerLane = 200
 
     /// Claimed jobs shared among up to `lanes` free lanes: as few lanes as hold them — at most
     /// `batchLimit` jobs and, where there are lanes for it, `operationsPerLane` operations each
     /// (a small push does not wait for a large one's transaction) — balanced by operations, each
     /// lane's jobs in claim order. No lane empty.
-    static func share(_ jobs: [ClaimedJob], lanes: Int, batchLimit: Int) -> [[ClaimedJob]] {
+    static func share(_ jobs: [ClaimedJob<JobPayload>], lanes: Int, batchLimit: Int) -> [[ClaimedJob<JobPayload>]] {
         guard !jobs.isEmpty else { return [] }
         let operations = jobs.reduce(0) { $0 + $1.operations.count }
         let needed = max((jobs.count + batchLimit - 1) / batchLimit, (operations + operationsPerLane - 1) / operationsPerLane)
@@ -219,10 +219,10 @@ package final class Worker: Service {
 
     /// Applies a lane's jobs while the heartbeat keeps their leases; records each failure for
     /// retry. Each job's claim and apply are spans of its push's trace.
-    func process(_ batch: [ClaimedJob], claim: ClaimTiming? = nil) async {
+    func process(_ batch: [ClaimedJob<JobPayload>], claim: ClaimTiming? = nil) async {
         var spans: [Int64: any Span] = [:]
         for job in batch {
-            let parent = tracer.context(from: job.traceContext)
+            let parent = tracer.context(from: job.payload.traceContext)
             if let claim {
                 let span = tracer.startSpan("claim", context: parent, ofKind: .consumer, at: claim.started)
                 span.attributes["syncgate.job"] = job.id
@@ -242,10 +242,9 @@ package final class Worker: Service {
         let hookFailures = await withTaskGroup(of: (Int64, (any Error)?).self) { group in
             guard let beforeApply = hooks.beforeApply else { return [Int64: any Error]() }
             for job in batch {
-                let info = ClaimedJobInfo(id: job.id, userID: job.userID, attempts: job.attempts)
                 group.addTask {
                     do {
-                        try await beforeApply(info)
+                        try await beforeApply(job)
                         return (job.id, nil)
                     } catch {
                         return (job.id, error)
@@ -263,7 +262,7 @@ package final class Worker: Service {
         guard !ready.isEmpty else { return }
         let started = ContinuousClock.now
         let outcomes = await store.apply(
-            ready.map { JobToApply(job: $0, context: spans[$0.id]?.context ?? .topLevel) }, collections: collections, now: Timestamp.now()
+            ready.map { (job: $0, context: spans[$0.id]?.context ?? .topLevel) }, collections: collections, now: Timestamp.now()
         )
         let duration = started.duration(to: .now)
         for (job, outcome) in zip(ready, outcomes) {
@@ -275,7 +274,7 @@ package final class Worker: Service {
         }
     }
 
-    private func applied(_ job: ClaimedJob, outcome: ApplyOutcome, duration: Duration, span: any Span) {
+    private func applied(_ job: ClaimedJob<JobPayload>, outcome: ApplyOutcome, duration: Duration, span: any Span) {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         switch outcome {
@@ -294,7 +293,7 @@ package final class Worker: Service {
         }
     }
 
-    private func failed(_ job: ClaimedJob, error: any Error, span: any Span) async {
+    private func failed(_ job: ClaimedJob<JobPayload>, error: any Error, span: any Span) async {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         span.recordError(error)

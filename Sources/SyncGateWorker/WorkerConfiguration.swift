@@ -1,4 +1,5 @@
 package import SyncGateCore
+package import SyncGateStorage
 import SyncGateWire
 
 /// How a worker process claims and applies jobs.
@@ -54,16 +55,9 @@ package struct WorkerConfiguration: Sendable {
 /// Test seams: code run at points of a job's life, so tests can pause or fail a worker there.
 package struct WorkerHooks: Sendable {
     /// Runs after a job is claimed, before it is applied; throwing fails the attempt. `nil`: none.
-    package var beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)?
+    package var beforeApply: (@Sendable (ClaimedJob<JobPayload>) async throws -> Void)?
 
-    package init(beforeApply: (@Sendable (ClaimedJobInfo) async throws -> Void)? = nil) {
+    package init(beforeApply: (@Sendable (ClaimedJob<JobPayload>) async throws -> Void)? = nil) {
         self.beforeApply = beforeApply
     }
-}
-
-/// What a hook learns about the job in hand.
-package struct ClaimedJobInfo: Sendable {
-    package var id: Int64
-    package var userID: String
-    package var attempts: Int
 }

@@ -34,12 +34,12 @@ package final class CountingFrontStore: FrontStore {
         calls.update { $0[name, default: 0] += 1 }
     }
 
-    package func enqueue(_ job: NewJob, limits: QueueLimits) async throws -> EnqueueResult {
+    package func enqueue(_ job: QueuedJob, limits: QueueLimits) async throws -> EnqueueResult {
         record("enqueue")
         return try await base.enqueue(job, limits: limits)
     }
 
-    package func job(id: Int64, userID: String) async throws -> JobSnapshot? {
+    package func job(id: Int64, userID: String) async throws -> JobRecord? {
         record("job")
         return try await base.job(id: id, userID: userID)
     }

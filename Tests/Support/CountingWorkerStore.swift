@@ -2,6 +2,7 @@ package import SyncGateCore
 package import SyncGateWire
 package import SyncGateStorage
 import SyncGateConcurrency
+package import Tracing
 
 /// A worker store that counts its calls and the jobs each claim asked for: tests of how often a
 /// worker touches the database.
@@ -41,7 +42,7 @@ package final class CountingWorkerStore: WorkerStore {
         calls.update { $0[name, default: 0] += 1 }
     }
 
-    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob<JobPayload>] {
         record("claimJobs")
         limits.update { $0.append(limit) }
         let claimed = try await base.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
@@ -55,19 +56,19 @@ package final class CountingWorkerStore: WorkerStore {
         try await base.extendLeases(jobs, leaseMilliseconds: leaseMilliseconds)
     }
 
-    package func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+    package func apply(_ job: ClaimedJob<JobPayload>, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         record("apply")
         return try await base.apply(job, collections: collections, now: now)
     }
 
-    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
+    package func apply(_ jobs: [(job: ClaimedJob<JobPayload>, context: ServiceContext)], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
         record("applyTogether")
-        together.update { $0.append(jobs.map(\.job.id)) }
+        together.update { $0.append(jobs.map { $0.job.id }) }
         return await base.apply(jobs, collections: collections, now: now)
     }
 
     @discardableResult
-    package func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+    package func fail(_ job: ClaimedJob<JobPayload>, error: String, settlement: JobSettlement) async throws -> Bool {
         record("fail")
         return try await base.fail(job, error: error, settlement: settlement)
     }

@@ -113,7 +113,7 @@ package struct StoreHarness: Sendable {
     @discardableResult
     package func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> Int64 {
         let result = try await store.enqueue(
-            NewJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 5),
+            QueuedJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 5),
             limits: .init(maximumQueuedPerUser: .max, maximumQueuedTotal: .max)
         )
         guard case .accepted(let id) = result else { throw TestEnvironmentError(description: "enqueue refused: \(result)") }
@@ -194,7 +194,7 @@ package struct StoreHarness: Sendable {
     }
 
     /// Waits until the job is finished (polling), or fails after `timeout`.
-    package func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = hangGuard) async throws -> JobSnapshot {
+    package func waitFinished(_ id: Int64, user: String = "alice", timeout: Duration = hangGuard) async throws -> JobRecord {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let job = try await store.job(id: id, userID: user), job.state.isFinished { return job }

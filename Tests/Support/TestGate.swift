@@ -92,8 +92,8 @@ package final class HeldApply: Sendable {
     }
 
     package var hooks: StoreHooks {
-        StoreHooks(midApply: { [held, release, target] job in
-            guard job.jobID == target.value else { return }
+        StoreHooks(midApply: { [held, release, target] job, _ in
+            guard job.id == target.value else { return }
             held.open()
             try await release.wait()
         })

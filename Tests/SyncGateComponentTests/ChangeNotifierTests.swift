@@ -13,11 +13,11 @@ import Testing
         let push = notifier.subscribe(.init(jobs: [7]))
         let worker = notifier.subscribe(.init(jobsAvailable: true))
         let watcher = notifier.subscribe(.init(feeds: true))
-        notifier.publish([.jobFinished(7, device: Self.device), .jobFinished(8, device: Self.device), .jobsAvailable, .feedAdvanced(.user("alice"), head: 3)])
-        #expect(await push.next(timeout: hangGuard) == [.jobFinished(7, device: Self.device)])
+        notifier.publish([.jobFinishedWithoutResults(7, device: Self.device), .jobFinishedWithoutResults(8, device: Self.device), .jobsAvailable, .feedAdvanced(.user("alice"), head: 3)])
+        #expect(await push.next(timeout: hangGuard) == [.jobFinishedWithoutResults(7, device: Self.device)])
         #expect(await worker.next(timeout: hangGuard) == [.jobsAvailable])
         #expect(await watcher.next(timeout: hangGuard) == [
-            .jobFinished(7, device: Self.device), .jobFinished(8, device: Self.device), .feedAdvanced(.user("alice"), head: 3),
+            .jobFinishedWithoutResults(7, device: Self.device), .jobFinishedWithoutResults(8, device: Self.device), .feedAdvanced(.user("alice"), head: 3),
         ])
         // Everyone hears a resynchronize.
         notifier.publish(.resynchronize)

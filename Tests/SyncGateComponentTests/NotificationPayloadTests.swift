@@ -10,11 +10,11 @@ import Testing
     static let events: [StoreEvent] = [
         .jobsAvailable,
         .resynchronize,
-        .jobFinished(42, device: DeviceKey(userID: "alice", deviceID: "phone")),
-        .jobFinished(7, device: DeviceKey(userID: "a:b:ü🙂", deviceID: ":9:x")),
-        .jobFinished(8, device: DeviceKey(userID: "", deviceID: "")),
-        .jobFinished(9, device: DeviceKey(userID: "a user with spaces", deviceID: "phone"), outcome: FinishedJob(state: .done, results: #"[{"status":"applied"}]"#)),
-        .jobFinished(10, device: DeviceKey(userID: "x", deviceID: "d-1.2:3"), outcome: FinishedJob(state: .dead, results: "[]")),
+        .jobFinishedWithoutResults(42, device: DeviceKey(userID: "alice", deviceID: "phone")),
+        .jobFinishedWithoutResults(7, device: DeviceKey(userID: "a:b:ü🙂", deviceID: ":9:x")),
+        .jobFinishedWithoutResults(8, device: DeviceKey(userID: "", deviceID: "")),
+        .jobFinished(FinishedJob(id: 9, userID: "a user with spaces", deviceID: "phone", state: .done, results: #"[{"status":"applied"}]"#)),
+        .jobFinished(FinishedJob(id: 10, userID: "x", deviceID: "d-1.2:3", state: .dead, results: "[]")),
         .feedAdvanced(.household("home:1"), head: 19),
         .feedAdvanced(.user("🙂:x"), head: 0),
         .scopesChanged(userID: "user:with:colons", version: 3),
@@ -33,17 +33,20 @@ import Testing
     /// Results too large for a NOTIFY go without them: the front reads the job back.
     @Test func resultsPastThePayloadLimitAreLeftOut() {
         let device = DeviceKey(userID: "alice", deviceID: "phone")
-        let large = FinishedJob(state: .done, results: "[" + String(repeating: "x", count: NotificationPayload.maximumBytes) + "]")
-        let payload = NotificationPayload.encode(.jobFinished(11, device: device, outcome: large))
+        let large = FinishedJob(
+            id: 11, userID: device.userID, deviceID: device.deviceID, state: .done,
+            results: "[" + String(repeating: "x", count: NotificationPayload.maximumBytes) + "]"
+        )
+        let payload = NotificationPayload.encode(.jobFinished(large))
         #expect(payload.utf8.count < 8000)
-        #expect(NotificationPayload.event(from: payload) == .jobFinished(11, device: device))
+        #expect(NotificationPayload.event(from: payload) == .jobFinishedWithoutResults(11, device: device))
     }
 
     /// A release that predates results in the payload reads the job id and the user as before
     /// (and a device id that matches no device, so its long-polls take the watermark from a read).
     @Test func anOlderReleaseStillReadsTheJobAndTheUser() {
         let payload = NotificationPayload.encode(
-            .jobFinished(12, device: DeviceKey(userID: "al ice", deviceID: "phone"), outcome: FinishedJob(state: .done, results: "[]"))
+            .jobFinished(FinishedJob(id: 12, userID: "al ice", deviceID: "phone", state: .done, results: "[]"))
         )
         // The parser of the release before (job:<id>:<user length>:<user><device>).
         let rest = payload.dropFirst("job:".count)
@@ -57,7 +60,7 @@ import Testing
     @Test(arguments: ["job:1:1:ab", "job:1:1:ab done", "job:1:1:ab finished []", "job:1:1:ab  []"])
     func malformedOutcomesAreIgnoredOrReadWithout(_ payload: String) {
         switch NotificationPayload.event(from: payload) {
-        case .jobFinished(1, let device, nil)?: #expect(device == DeviceKey(userID: "a", deviceID: "b"))
+        case .jobFinishedWithoutResults(1, let device)?: #expect(device == DeviceKey(userID: "a", deviceID: "b"))
         case nil: break
         default: Issue.record("\(payload) read as something else")
         }

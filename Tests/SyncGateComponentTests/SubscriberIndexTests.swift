@@ -20,7 +20,14 @@ import Testing
 
     static func event(_ random: inout SeededGenerator) -> StoreEvent {
         switch Int.random(in: 0..<10, using: &random) {
-        case 0..<5: .jobFinished(Int64.random(in: 1...6, using: &random), device: devices.randomElement(using: &random)!)
+        case 0..<3: .jobFinishedWithoutResults(Int64.random(in: 1...6, using: &random), device: devices.randomElement(using: &random)!)
+        case 3, 4:
+            {
+                let device = devices.randomElement(using: &random)!
+                return .jobFinished(
+                    FinishedJob(id: Int64.random(in: 1...6, using: &random), userID: device.userID, deviceID: device.deviceID, state: .done, results: "[]")
+                )
+            }()
         case 5, 6: .feedAdvanced(scopes.randomElement(using: &random)!, head: Int64.random(in: 1...3, using: &random))
         case 7: .scopesChanged(userID: "user0", version: 2)
         case 8: .jobsAvailable
@@ -78,7 +85,7 @@ import Testing
         var index = SubscriberIndex()
         let device = Self.devices[0]
         index.insert(1, .init(jobs: [5], devices: [device], feeds: true))
-        let event = StoreEvent.jobFinished(5, device: device)
+        let event = StoreEvent.jobFinishedWithoutResults(5, device: device)
         #expect(index.recipients(of: [event, event]) == [1: [event, event]])
         index.remove(1)
         #expect(index.recipients(of: [event]).isEmpty)
@@ -89,7 +96,8 @@ extension ChangeNotifier.Interest {
     /// Whether this interest hears `event`: the rule the index implements, asked directly.
     func matches(_ event: StoreEvent) -> Bool {
         switch event {
-        case .jobFinished(let id, let device, _): feeds || jobs.contains(id) || devices.contains(device)
+        case .jobFinished(let job): feeds || jobs.contains(job.id) || devices.contains(job.device)
+        case .jobFinishedWithoutResults(let id, let device): feeds || jobs.contains(id) || devices.contains(device)
         case .feedAdvanced, .scopesChanged: feeds
         case .jobsAvailable: jobsAvailable
         case .resynchronize: true

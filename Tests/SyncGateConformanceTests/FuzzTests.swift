@@ -121,7 +121,7 @@ import Testing
             for id in accepted {
                 let job = try await http.store.waitFinished(id)
                 #expect(job.state == .done, "job \(id) is \(job.state): \(job.lastError ?? "")")
-                for result in job.results ?? [] { outcomes[result.outcome, default: 0] += 1 }
+                for result in try job.decodedResults() ?? [] { outcomes[result.outcome, default: 0] += 1 }
             }
             // The queue still moves: a normal push applies at once.
             let started = ContinuousClock.now

@@ -10,14 +10,14 @@ import SyncGateConcurrency
 /// transaction, each decided as if alone; jobs of one feed in claim order; one job's failure
 /// (a refused operation, a lost lease) never fails another.
 @Suite(.timeLimit(.minutes(10))) struct GroupApplyTests {
-    static func claim(_ harness: StoreHarness, _ count: Int) async throws -> [ClaimedJob] {
+    static func claim(_ harness: StoreHarness, _ count: Int) async throws -> [ClaimedJob<JobPayload>] {
         let claimed = try await harness.store.claimJobs(workerID: "w", limit: count, leaseMilliseconds: 60_000)
         #expect(claimed.count == count)
         return claimed
     }
 
-    static func together(_ harness: StoreHarness, _ jobs: [ClaimedJob]) async -> [Result<ApplyOutcome, any Error>] {
-        await harness.store.apply(jobs.map { JobToApply(job: $0, context: .topLevel) }, collections: harness.collections, now: .now())
+    static func together(_ harness: StoreHarness, _ jobs: [ClaimedJob<JobPayload>]) async -> [Result<ApplyOutcome, any Error>] {
+        await harness.store.apply(jobs.map { (job: $0, context: ServiceContext.topLevel) }, collections: harness.collections, now: .now())
     }
 
     static func results(_ outcome: Result<ApplyOutcome, any Error>) throws -> [OperationResult] {
@@ -32,13 +32,13 @@ import SyncGateConcurrency
         let store = Locked<SyncStore?>(nil)
         let seenDuringApply = Locked<[Int64: [JobState]]>([:])
         let watched = Locked<[(id: Int64, user: String)]>([])
-        let hooks = StoreHooks(midApply: { job in
+        let hooks = StoreHooks(midApply: { job, _ in
             guard let store = store.value else { return }
             var states: [JobState] = []
-            for (id, user) in watched.value where id != job.jobID {
+            for (id, user) in watched.value where id != job.id {
                 states.append(try await store.job(id: id, userID: user)?.state ?? .dead)
             }
-            seenDuringApply.update { $0[job.jobID] = states }
+            seenDuringApply.update { $0[job.id] = states }
         })
         try await StoreHarness.with(driver, hooks: hooks) { harness in
             store.update { $0 = harness.store }
@@ -110,7 +110,7 @@ import SyncGateConcurrency
         try await StoreHarness.with(driver) { harness in
             for user in ["ann", "ben", "cat"] { _ = try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 70])], user: user) }
             var claimed = try await Self.claim(harness, 3)
-            claimed[1].leaseToken = "someone-else's"
+            claimed[1].lease.token = "someone-else's"
             let outcomes = await Self.together(harness, claimed)
             #expect(try Self.results(outcomes[0]).map(\.outcome) == ["applied"])
             guard case .success(.leaseLost) = outcomes[1] else { throw TestEnvironmentError(description: "\(outcomes[1])") }

@@ -44,7 +44,7 @@ import SyncGateConcurrency
                 for (user, userIDs) in ids {
                     for id in userIDs {
                         let job = try await harness.waitFinished(id, user: user)
-                        #expect(job.results?.map(\.outcome) == ["applied"], "job \(id) of \(user)")
+                        #expect(try job.decodedResults()?.map(\.outcome) == ["applied"], "job \(id) of \(user)")
                     }
                 }
             }
@@ -156,7 +156,7 @@ import SyncGateConcurrency
                 for (user, id) in jobs {
                     let job = try await harness.waitFinished(id, user: user)
                     #expect(job.state == .done && job.attempts == 1, "job \(id) of \(user): \(job.state) after \(job.attempts) attempts")
-                    results += job.results ?? []
+                    results += try job.decodedResults() ?? []
                 }
                 return results
             }
@@ -241,7 +241,7 @@ import SyncGateConcurrency
             async let second = harness.push([operation], device: "phone")
             let ids = try await [first, second]
             try await harness.withWorkers(2, concurrency: 2) {
-                let outcomes = try await ids.asyncMap { try await harness.waitFinished($0).results?.first?.outcome }
+                let outcomes = try await ids.asyncMap { try await harness.waitFinished($0).decodedResults()?.first?.outcome }
                 #expect(outcomes.sorted { ($0 ?? "") < ($1 ?? "") } == ["applied", "duplicate"])
             }
             let changes = try await harness.pullAll().changes
@@ -265,7 +265,7 @@ import SyncGateConcurrency
                 #expect(recovered.state == .done && recovered.attempts == 2)
                 let dead = try await harness.waitFinished(broken, user: "bob")
                 #expect(dead.state == .dead && dead.attempts == 3)
-                #expect(dead.results?.map(\.outcome) == ["INTERNAL"])
+                #expect(try dead.decodedResults()?.map(\.outcome) == ["INTERNAL"])
                 #expect(dead.lastError?.contains("InjectedFailure") == true)
                 // The dead job applied nothing, and bob's next job was not held back for ever.
                 #expect(try await harness.waitFinished(after, user: "bob").state == .done)

@@ -75,8 +75,8 @@ import SyncGateConcurrency
 
             let dead = try #require(try await harness.store.job(id: id, userID: "alice"))
             #expect(dead.state == .dead)
-            #expect(dead.results?.map(\.outcome) == ["INTERNAL", "INTERNAL"])
-            #expect(dead.results?.allSatisfy { if case .rejected(_, _, true) = $0.status { true } else { false } } == true)
+            #expect(try dead.decodedResults()?.map(\.outcome) == ["INTERNAL", "INTERNAL"])
+            #expect(try dead.decodedResults()?.allSatisfy { if case .rejected(_, _, true) = $0.status { true } else { false } } == true)
             // Nothing of it was applied, and its keys were not remembered: pushing again applies.
             #expect(try await harness.pullAll().changes.isEmpty)
             // It counts as finished for the device watermark, and the user's next job runs.
@@ -122,7 +122,7 @@ import SyncGateConcurrency
             #expect(report == RescueReport(requeued: 0, dead: 1))
             let job = try #require(try await harness.store.job(id: id, userID: "alice"))
             #expect(job.state == .dead)
-            #expect(job.results?.map(\.outcome) == ["INTERNAL"])
+            #expect(try job.decodedResults()?.map(\.outcome) == ["INTERNAL"])
         }
     }
 
@@ -143,7 +143,7 @@ import SyncGateConcurrency
     @Test(arguments: Driver.selected)
     func queueLimitsRefuseWithoutEnqueueing(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness throws in
-            let job = NewJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+            let job = QueuedJob(userID: "alice", deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
             #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)).isAccepted)
             #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)).isAccepted)
             #expect(try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: 2, maximumQueuedTotal: 100)) == .rateLimited(queued: 2))
@@ -176,7 +176,7 @@ import SyncGateConcurrency
     /// `count` one-operation pushes of `user`'s device `d` enqueued all at once against a per-user
     /// `limit`; how many were accepted.
     static func enqueueAtOnce(_ count: Int, user: String, limit: Int, in harness: StoreHarness) async throws -> Int {
-        let job = NewJob(userID: user, deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
+        let job = QueuedJob(userID: user, deviceID: "d", operations: [Op.create("weightLogs", "w", ["kg": 1])], maximumAttempts: 5)
         return try await withThrowingTaskGroup(of: Bool.self) { group in
             for _ in 0..<count {
                 group.addTask { try await harness.store.enqueue(job, limits: .init(maximumQueuedPerUser: limit, maximumQueuedTotal: 10_000)).isAccepted }
@@ -245,7 +245,7 @@ extension JobQueueTests {
                 defer { group.cancelAll() }
                 let job = try await harness.waitFinished(id)
                 #expect(job.state == .done && job.attempts == 1, "\(job.state) after \(job.attempts) attempts")
-                #expect(job.results?.map(\.outcome) == ["applied"])
+                #expect(try job.decodedResults()?.map(\.outcome) == ["applied"])
             }
             #expect(try await harness.pullAll().changes.map(\.version) == [1])
         }
@@ -265,7 +265,7 @@ extension JobQueueTests {
             }
             #expect(try await harness.store.retryDeadJobs(ids: [first]) == 1)
             let requeued = try #require(try await harness.store.job(id: first, userID: "alice"))
-            #expect(requeued.state == .queued && requeued.attempts == 0 && requeued.results == nil)
+            #expect(requeued.state == .queued && requeued.attempts == 0 && requeued.storedResults == nil)
             #expect(requeued.lastError?.hasPrefix("retried by an operator after: broken") == true)
             #expect(try await harness.store.job(id: second, userID: "bob")?.state == .dead)
             #expect(try await harness.store.retryDeadJobs(ids: nil) == 1)
@@ -286,7 +286,7 @@ struct HeartbeatCounter: WorkerStore {
 
     var notifier: ChangeNotifier { store.notifier }
 
-    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob] {
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64) async throws -> [ClaimedJob<JobPayload>] {
         try await store.claimJobs(workerID: workerID, limit: limit, leaseMilliseconds: leaseMilliseconds)
     }
 
@@ -296,11 +296,11 @@ struct HeartbeatCounter: WorkerStore {
         heartbeats.update { $0 += 1 }
     }
 
-    func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+    func apply(_ job: ClaimedJob<JobPayload>, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
         try await store.apply(job, collections: collections, now: now)
     }
 
-    func fail(_ job: ClaimedJob, error: String, settlement: JobSettlement) async throws -> Bool {
+    func fail(_ job: ClaimedJob<JobPayload>, error: String, settlement: JobSettlement) async throws -> Bool {
         try await store.fail(job, error: error, settlement: settlement)
     }
 

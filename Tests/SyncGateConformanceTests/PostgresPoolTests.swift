@@ -26,7 +26,7 @@ import Testing
             try await withConnection(location) { try await $0.integer("SELECT count(*)::int \(pooled)") }
         }
         func push(_ id: String) async throws {
-            let enqueued = try await store.enqueue(NewJob(userID: "ann", deviceID: "d", operations: [Op.create("weightLogs", id, ["kg": 70])], maximumAttempts: 5), limits: .init())
+            let enqueued = try await store.enqueue(QueuedJob(userID: "ann", deviceID: "d", operations: [Op.create("weightLogs", id, ["kg": 70])], maximumAttempts: 5), limits: .init())
             guard case .accepted = enqueued else { throw TestEnvironmentError(description: "not accepted: \(enqueued)") }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in

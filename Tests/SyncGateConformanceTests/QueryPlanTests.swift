@@ -168,7 +168,7 @@ import Testing
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
         let collections = Collections.default
         func apply(_ operations: [SyncOperation], user: String) async throws {
-            let id = try await store.enqueue(NewJob(userID: user, deviceID: "d", operations: operations, maximumAttempts: 5), limits: .init())
+            let id = try await store.enqueue(QueuedJob(userID: user, deviceID: "d", operations: operations, maximumAttempts: 5), limits: .init())
             guard case .accepted(let jobID) = id, let job = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000).first, job.id == jobID,
                 case .done = try await store.apply(job, collections: collections, now: .now())
             else { throw TestEnvironmentError(description: "not applied: \(id)") }

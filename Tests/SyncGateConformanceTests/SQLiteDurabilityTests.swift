@@ -48,7 +48,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         try await StoreHarness.withExisting(.sqlite(path: path)) { _ in }
         let store = SyncStore(driver: try SQLiteDriver(path: path, busyTimeout: .milliseconds(200), logger: TestDatabases.logger), logger: TestDatabases.logger)
-        let job = NewJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
+        let job = QueuedJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
         var unsafe = Configuration()
         unsafe.allowsUnsafeTransactions = true  // the lock stays held across two accesses
         let other = try DatabaseQueue(path: path, configuration: unsafe)

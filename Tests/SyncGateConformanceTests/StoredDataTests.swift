@@ -112,7 +112,7 @@ import Testing
             let id = try await harness.push([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
             try await harness.withWorkers(1, concurrency: 1) {
                 let job = try await harness.waitFinished(id)
-                #expect(job.state == .dead, "\(String(describing: job.results))")
+                #expect(job.state == .dead, "\(job.storedResults ?? "no results")")
                 #expect(job.lastError?.contains("w1") == true, "\(job.lastError ?? "-")")
             }
         }
@@ -154,7 +154,7 @@ extension StoredDataTests {
             try await harness.withWorkers(1, concurrency: 1) {
                 let job = try await harness.waitFinished(id)
                 #expect(job.state == .done && job.attempts == 1)
-                #expect(job.results?.map(\.outcome) == ["applied", "VALIDATION_ERROR", "VALIDATION_ERROR", "applied"])
+                #expect(try job.decodedResults()?.map(\.outcome) == ["applied", "VALIDATION_ERROR", "VALIDATION_ERROR", "applied"])
             }
             #expect(try await harness.pullAll().changes.map(\.entityID) == ["good", "after"])
         }

@@ -185,15 +185,15 @@ import SyncGateConcurrency
     /// however many jobs it applies — at most `batchLimit` jobs and, while lanes are free,
     /// ``Worker/operationsPerLane`` operations each, balanced by operations, in claim order.
     @Test func aClaimFillsAsFewLanesAsHoldIt() {
-        func jobs(_ operations: [Int]) -> [ClaimedJob] {
+        func jobs(_ operations: [Int]) -> [ClaimedJob<JobPayload>] {
             operations.enumerated().map { index, count in
                 ClaimedJob(
-                    id: Int64(index + 1), leaseToken: "t", userID: "u\(index + 1)", deviceID: "d", attempts: 1, maximumAttempts: 5,
-                    operations: (0..<count).map { Op.create("weightLogs", "w\(index)-\($0)", ["kg": 1]) }
+                    lease: JobLease(id: Int64(index + 1), token: "t"), userID: "u\(index + 1)", deviceID: "d", attempts: 1, maximumAttempts: 5,
+                    createdAt: .now(), payload: JobPayload(operations: (0..<count).map { Op.create("weightLogs", "w\(index)-\($0)", ["kg": 1]) })
                 )
             }
         }
-        func ids(_ lanes: [[ClaimedJob]]) -> [[Int64]] { lanes.map { $0.map(\.id) } }
+        func ids(_ lanes: [[ClaimedJob<JobPayload>]]) -> [[Int64]] { lanes.map { $0.map(\.id) } }
         let seven = jobs(Array(repeating: 1, count: 7))
         #expect(ids(Worker.share(seven, lanes: 3, batchLimit: 16)) == [[1, 2, 3, 4, 5, 6, 7]], "small jobs share one transaction")
         #expect(ids(Worker.share(seven, lanes: 3, batchLimit: 3)) == [[1, 4, 7], [2, 5], [3, 6]], "at most batchLimit jobs a lane")

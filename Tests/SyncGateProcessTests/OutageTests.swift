@@ -80,7 +80,7 @@ import SyncGateConcurrency
                 let ids = accepted.value
                 for jobID in Set(ids.values) {
                     let job = try await harness.waitFinished(Int64(jobID)!)
-                    #expect(job.state == .done && job.results?.first?.outcome == "applied")
+                    #expect(try job.state == .done && job.decodedResults()?.first?.outcome == "applied")
                 }
                 phase("every accepted job finished")
                 let changes = try await harness.pullAll().changes

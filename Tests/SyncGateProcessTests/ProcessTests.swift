@@ -68,7 +68,7 @@ import Glibc
             let job = try await harness.waitFinished(id)
             #expect(job.state == .done)
             #expect(job.attempts == 2)
-            #expect(job.results?.map(\.outcome) == ["applied", "applied", "applied"])
+            #expect(try job.decodedResults()?.map(\.outcome) == ["applied", "applied", "applied"])
             let changes = try await harness.pullAll().changes
             #expect(changes.map(\.entityID).sorted() == ["2026-01-15", "c1", "f1", "w1"])
             #expect(changes.allSatisfy { $0.version == 1 })
@@ -232,7 +232,7 @@ import Glibc
             let worker = try SyncGateProcess(["worker", "--concurrency", "1"], environment: environment)
             defer { Task { await worker.stop() } }
             let done = try await harness.waitFinished(id)
-            #expect(done.state == .done && done.results?.map(\.outcome) == ["applied"])
+            #expect(try done.state == .done && done.decodedResults()?.map(\.outcome) == ["applied"])
         }
     }
 

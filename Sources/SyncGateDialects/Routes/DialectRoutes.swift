@@ -39,10 +39,11 @@ struct DialectRoutes: Sendable {
         let (_, job) = try await sync.enqueue(
             push.operations, userID: userID, deviceID: deviceID, wait: configuration.maximumPushWaitMilliseconds, logger: context.logger
         )
-        guard let job, job.state.isFinished else {
+        guard case .finished(let job) = job else {
             throw ProtocolError(.unavailable, "the push is queued but not applied yet; send it again", retryAfterSeconds: configuration.retryAfterSeconds)
         }
-        guard job.state == .done, let results = job.results, results.count == push.changes.count else {
+        let results = try job.decodedResults()
+        guard job.state == .done, results.count == push.changes.count else {
             // Dead after every retry: nothing of it took effect.
             throw ProtocolError(.unavailable, "the push could not be applied; send it again", retryAfterSeconds: configuration.retryAfterSeconds)
         }

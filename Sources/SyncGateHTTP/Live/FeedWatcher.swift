@@ -111,7 +111,7 @@ package final class FeedWatcher: Service, Sendable {
             switch event {
             case .feedAdvanced(let scope, let head): observed.heads[scope] = max(observed.heads[scope] ?? head, head)
             case .scopesChanged(let userID, let version): observed.scopesVersions[userID] = max(observed.scopesVersions[userID] ?? version, version)
-            case .jobFinished(let id, let device, _): finished.append((id, device))
+            case .jobFinished, .jobFinishedWithoutResults: if let job = event.finishedJob { finished.append(job) }
             case .resynchronize: lost = true
             case .jobsAvailable: break
             }

@@ -1,8 +1,28 @@
 import ServiceLifecycle
 import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 import SyncGateRuntime
-import SyncGateStorage
+package import SyncGateStorage
+
+/// Where a job stands for the client that pushed it.
+package enum JobProgress: Sendable, Hashable {
+    case unfinished(Int64, JobState)
+    case finished(FinishedJob)
+
+    /// The job as read back; a finished job without results is a ``StoredDataError``.
+    init(_ record: JobRecord) throws(StoredDataError) {
+        self = try record.finished().map(Self.finished) ?? .unfinished(record.id, record.state)
+    }
+
+    var isFinished: Bool { if case .finished = self { true } else { false } }
+
+    var state: JobState {
+        switch self {
+        case .unfinished(_, let state): state
+        case .finished(let job): job.state
+        }
+    }
+}
 
 /// Waiting for something to commit: a job to finish, a feed to advance.
 ///
@@ -22,30 +42,36 @@ struct LiveUpdates: Sendable {
     /// - Parameter subscription: made before the job could finish (before its enqueue), with an
     ///   interest in its device: then nothing is read unless the notification cannot answer. `nil`:
     ///   the job may be finished already, so it is read first.
-    func waitForJob(id: Int64, userID: String, timeout: Duration, subscription: ChangeSubscription? = nil) async throws -> JobSnapshot? {
+    func waitForJob(id: Int64, userID: String, timeout: Duration, subscription: ChangeSubscription? = nil) async throws -> JobProgress? {
         let subscription = subscription ?? store.notifier.subscribe(.init(jobs: [id]))
         defer { subscription.cancel() }
         let deadline = ContinuousClock.now + timeout
+        @Sendable func progress() async throws -> JobProgress? {
+            try await store.job(id: id, userID: userID).map(JobProgress.init)
+        }
         return try await withGracefulShutdownHandler {
-            var job: JobSnapshot?
+            var job: JobProgress?
             var read = subscription.interest.jobs.contains(id)
             var lastRead = ContinuousClock.now
             while true {
                 if read {
-                    job = try await store.job(id: id, userID: userID)
-                    if job?.state.isFinished ?? true { return job }
+                    job = try await progress()
+                    if job?.isFinished ?? true { return job }
                     lastRead = .now
                 }
                 let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { return read ? job : try await store.job(id: id, userID: userID) }
+                if remaining <= .zero { return read ? job : try await progress() }
                 // nil: the subscription ended (shutdown); answer with what there is.
                 guard let events = await subscription.next(timeout: min(pollInterval, remaining)) else {
-                    return read ? job : try await store.job(id: id, userID: userID)
+                    return read ? job : try await progress()
                 }
                 var finished = false
-                for case .jobFinished(id, let device, let outcome) in events where device.userID == userID {
-                    if let outcome { return Self.snapshot(id: id, device: device, outcome: outcome) }
-                    finished = true
+                for event in events {
+                    switch event {
+                    case .jobFinished(let job) where job.id == id && job.userID == userID: return .finished(job)
+                    case .jobFinishedWithoutResults(id, let device) where device.userID == userID: finished = true
+                    default: continue
+                    }
                 }
                 // Read on its notification without the results, when notifications may have been
                 // lost (the listener reconnected), and once per poll interval whatever else came.
@@ -55,18 +81,6 @@ struct LiveUpdates: Sendable {
         } onGracefulShutdown: {
             subscription.cancel()
         }
-    }
-
-    /// The job as its finishing notification describes it, the results as stored (an answer
-    /// checks them as it writes them: ``SyncRoutes/finishedAnswer(_:)``).
-    static func snapshot(id: Int64, device: DeviceKey, outcome: FinishedJob) -> JobSnapshot {
-        let now = Timestamp.now()
-        var job = JobSnapshot(
-            id: id, userID: device.userID, deviceID: device.deviceID, state: outcome.state, attempts: 0, maximumAttempts: 0,
-            operationCount: 0, results: nil, lastError: nil, createdAt: now, finishedAt: now
-        )
-        job.storedResults = outcome.results
-        return job
     }
 
     /// One page, not older than the heads this process has heard of: a read replica's page that

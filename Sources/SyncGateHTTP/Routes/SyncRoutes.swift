@@ -28,8 +28,8 @@ package struct SyncRoutes: Sendable {
         let body = try await readBody(request)
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
         let (jobID, job) = try await enqueue(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger)
-        if let job, job.state.isFinished {
-            return .json(bytes: try Self.finishedAnswer(job))
+        if case .finished(let finished) = job {
+            return .json(bytes: try Self.finishedAnswer(finished))
         }
         let statusURL = JobAnswer.statusURL(of: jobID)
         let accepted = JobAnswer(jobID: jobID, state: job?.state ?? .queued, statusURL: statusURL)
@@ -52,8 +52,9 @@ package struct SyncRoutes: Sendable {
     }
 
     /// Makes `operations` one durable job and waits up to `wait` ms for it to finish: the job's
-    /// id, and its snapshot unless the wait ended first (or was 0).
-    package func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobSnapshot?) {
+    /// id, and where it stands once the wait ended (nil when `wait` was 0, or the wait failed:
+    /// the push is durable, the client follows it by its id).
+    package func enqueue(_ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger) async throws -> (Int64, JobProgress?) {
         // Subscribed before the job exists: it may finish before the enqueue's answer arrives,
         // and its notification then answers the push without reading the job back.
         let subscription = wait > 0 ? store.notifier.subscribe(.init(devices: [DeviceKey(userID: userID, deviceID: deviceID)])) : nil
@@ -62,7 +63,7 @@ package struct SyncRoutes: Sendable {
         let enqueued = try await tracer.withSpan("enqueue", ofKind: .producer) { span in
             span.attributes["syncgate.operations"] = operations.count
             return try await store.enqueue(
-                NewJob(
+                QueuedJob(
                     userID: userID, deviceID: deviceID, operations: operations, maximumAttempts: configuration.maximumAttempts,
                     traceContext: tracer.carrier(of: span.context)
                 ),
@@ -81,11 +82,18 @@ package struct SyncRoutes: Sendable {
         logger.debug("push queued", metadata: ["syncgate.job": "\(jobID)", "syncgate.operations": "\(operations.count)"])
         // From here the push is durable: whatever happens, the client gets the job id.
         guard let subscription else { return (jobID, nil) }
-        let job = try? await tracer.withSpan("wait for job") { span in
-            span.attributes["syncgate.job"] = jobID
-            return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait), subscription: subscription)
+        do {
+            let job = try await tracer.withSpan("wait for job") { span in
+                span.attributes["syncgate.job"] = jobID
+                return try await live.waitForJob(id: jobID, userID: userID, timeout: .milliseconds(wait), subscription: subscription)
+            }
+            return (jobID, job)
+        } catch {
+            logger.warning("waiting for a queued push failed; answering with its job id", metadata: [
+                "syncgate.job": "\(jobID)", "syncgate.error": "\(error)",
+            ])
+            return (jobID, nil)
         }
-        return (jobID, job)
     }
 
     func jobStatus(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -99,9 +107,12 @@ package struct SyncRoutes: Sendable {
         }
         let job = wait > 0
             ? try await live.waitForJob(id: id, userID: userID, timeout: .milliseconds(wait))
-            : try await store.job(id: id, userID: userID)
-        guard let job else { throw ProtocolError(.notFound, "no such job") }
-        return job.state.isFinished ? .json(bytes: try Self.finishedAnswer(job)) : .json(JobAnswer(jobID: job.id, state: job.state).json)
+            : try await store.job(id: id, userID: userID).map(JobProgress.init)
+        switch job {
+        case nil: throw ProtocolError(.notFound, "no such job")
+        case .finished(let finished): return .json(bytes: try Self.finishedAnswer(finished))
+        case .unfinished(let id, let state): return .json(JobAnswer(jobID: id, state: state).json)
+        }
     }
 
     func pull(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -140,13 +151,14 @@ package struct SyncRoutes: Sendable {
     /// A finished job's ``JobAnswer``, its stored results written as they are once the parser
     /// has checked them (decoding a thousand results to write them again was most of a large
     /// push's answer).
-    static func finishedAnswer(_ job: JobSnapshot) throws -> [UInt8] {
-        guard let stored = job.storedResults else {
-            return JobAnswer(jobID: job.id, state: job.state, results: job.results ?? []).json.serializedBytes()
+    static func finishedAnswer(_ job: FinishedJob) throws -> [UInt8] {
+        let results: [UInt8]
+        do {
+            results = try JSONParser(maximumDepth: 512).compacted(job.results)
+        } catch {
+            throw StoredDataError("job \(job.id): the stored results are not JSON (\(error))")
         }
-        guard let results = try? JSONParser(maximumDepth: 512).compacted(stored), results.first == UInt8(ascii: "[") else {
-            throw StoredDataError("job \(job.id): the stored results are not a JSON array")
-        }
+        guard results.first == UInt8(ascii: "[") else { throw StoredDataError("job \(job.id): the stored results are not a JSON array") }
         return JobAnswer.finishedBytes(jobID: job.id, state: job.state, results: results)
     }
 

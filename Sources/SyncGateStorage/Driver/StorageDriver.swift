@@ -36,11 +36,11 @@ package protocol StorageDriver: Sendable {
     /// Inserts a job unless its user has `maximumQueuedPerUser` unfinished jobs or the queue
     /// `maximumQueuedTotal`; announces `jobsAvailable` once the insert has committed (PostgreSQL:
     /// in a statement of its own, so that the insert's commit never waits for the NOTIFY lock).
-    func insertJob(_ job: JobInsert, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult
-    func job(id: Int64, userID: String) async throws -> JobRow?
+    func insertJob(_ job: QueuedJob, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult
+    func job(id: Int64, userID: String) async throws -> JobRecord?
     /// Moves up to `limit` runnable jobs to `running` under fresh lease tokens: oldest first, only
     /// a user's oldest unfinished job, skipping rows other workers are claiming.
-    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJobRow]
+    func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJob<String>]
     /// Extends the leases still held; a job locked by its apply is skipped (it is alive).
     func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws
 
@@ -80,7 +80,7 @@ package protocol StorageDriver: Sendable {
     /// Unfinished jobs by state and the oldest runnable job's age, by index: cheap at any table
     /// size (the metrics sample it every few seconds; ``stats(now:)`` counts whole tables).
     func queueStats(now: Timestamp?) async throws -> StoreStats
-    func listJobs(_ filter: JobFilter) async throws -> [JobRow]
+    func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func householdRows(userID: String?) async throws -> [HouseholdRow]
 
     /// Runs `body` in one write transaction; commits when it returns, rolls back when it throws.
@@ -117,11 +117,11 @@ package protocol StorageTransaction: AnyObject {
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws
     func writeHouseholds(_ households: [HouseholdState]) async throws
     /// Finishes a job (`done` or `dead`) with its results and advances its device's watermark.
-    func finishJob(_ finish: JobFinish) async throws
+    func finishJob(_ job: FinishedJob, error: String?) async throws
     /// Returns a running job to `retrying`, claimable after `delayMilliseconds`.
     func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws
     /// Up to `limit` running jobs whose lease has expired, locked, skipping rows an apply holds.
-    func expiredLeases(limit: Int) async throws -> [ExpiredJobRow]
+    func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>]
     /// Queues dead jobs again with fresh attempts (all of them when `ids` is nil); returns how many.
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int
     /// Deletes up to `limit` of the feed's tombstones older than `cutoff` (oldest first), every
@@ -232,122 +232,11 @@ package struct ApplyWrite: Sendable, Hashable {
     /// A plain insert: a key recorded concurrently (which per-user ordering rules out) aborts
     /// the transaction instead of applying twice.
     package var records: [IdempotencyRecord] = []
-    /// Finished jobs (one per device at most), each advancing its device's watermark.
-    package var finished: [JobFinish] = []
+    /// Jobs done (one per device at most), each advancing its device's watermark.
+    package var finished: [FinishedJob] = []
     package var events: [StoreEvent] = []
 
     package init() {}
-}
-
-/// A push to insert: its operations already in their storage format (``JobCodec``).
-package struct JobInsert: Sendable, Hashable {
-    package var userID: String
-    package var deviceID: String
-    package var maximumAttempts: Int
-    package var operationCount: Int
-    package var payload: String
-
-    package init(userID: String, deviceID: String, maximumAttempts: Int, operationCount: Int, payload: String) {
-        self.userID = userID
-        self.deviceID = deviceID
-        self.maximumAttempts = maximumAttempts
-        self.operationCount = operationCount
-        self.payload = payload
-    }
-}
-
-/// A job row; results still in their stored form.
-package struct JobRow: Sendable, Hashable {
-    package var id: Int64
-    package var userID: String
-    package var deviceID: String
-    package var state: String
-    package var attempts: Int
-    package var maximumAttempts: Int
-    package var operationCount: Int
-    package var results: String?
-    package var lastError: String?
-    package var createdAt: Timestamp
-    package var finishedAt: Timestamp?
-
-    package init(
-        id: Int64, userID: String, deviceID: String, state: String, attempts: Int, maximumAttempts: Int, operationCount: Int,
-        results: String?, lastError: String?, createdAt: Timestamp, finishedAt: Timestamp?
-    ) {
-        self.id = id
-        self.userID = userID
-        self.deviceID = deviceID
-        self.state = state
-        self.attempts = attempts
-        self.maximumAttempts = maximumAttempts
-        self.operationCount = operationCount
-        self.results = results
-        self.lastError = lastError
-        self.createdAt = createdAt
-        self.finishedAt = finishedAt
-    }
-}
-
-/// A job just claimed; its payload still in its stored form.
-package struct ClaimedJobRow: Sendable, Hashable {
-    package var id: Int64
-    package var leaseToken: String
-    package var userID: String
-    package var deviceID: String
-    package var attempts: Int
-    package var maximumAttempts: Int
-    package var payload: String
-    /// When the push was enqueued.
-    package var createdAt: Timestamp
-
-    package init(
-        id: Int64, leaseToken: String, userID: String, deviceID: String, attempts: Int, maximumAttempts: Int, payload: String, createdAt: Timestamp
-    ) {
-        self.createdAt = createdAt
-        self.id = id
-        self.leaseToken = leaseToken
-        self.userID = userID
-        self.deviceID = deviceID
-        self.attempts = attempts
-        self.maximumAttempts = maximumAttempts
-        self.payload = payload
-    }
-}
-
-/// A running job whose lease expired.
-package struct ExpiredJobRow: Sendable, Hashable {
-    package var id: Int64
-    package var userID: String
-    package var deviceID: String
-    package var attempts: Int
-    package var payload: String
-
-    package init(id: Int64, userID: String, deviceID: String, attempts: Int, payload: String) {
-        self.id = id
-        self.userID = userID
-        self.deviceID = deviceID
-        self.attempts = attempts
-        self.payload = payload
-    }
-}
-
-/// A job's end: `done` or `dead`, with its results in their stored form.
-package struct JobFinish: Sendable, Hashable {
-    package var id: Int64
-    package var userID: String
-    package var deviceID: String
-    package var state: JobState
-    package var results: String
-    package var lastError: String?
-
-    package init(id: Int64, userID: String, deviceID: String, state: JobState, results: String, lastError: String?) {
-        self.id = id
-        self.userID = userID
-        self.deviceID = deviceID
-        self.state = state
-        self.results = results
-        self.lastError = lastError
-    }
 }
 
 /// An entity row as stored: its JSON columns still text.

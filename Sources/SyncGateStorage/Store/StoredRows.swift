@@ -68,29 +68,6 @@ extension FeedChange {
     }
 }
 
-extension JobSnapshot {
-    /// A job from its row; `withResults: false` skips decoding the results (listings).
-    /// - Parameter decodingResults: `false` keeps the results in their stored form
-    ///   (``JobSnapshot/storedResults``) for an answer that writes them as they are.
-    init(row: JobRow, withResults: Bool = true, decodingResults: Bool = true) throws(StoredDataError) {
-        guard let state = JobState(rawValue: row.state) else { throw StoredDataError("job \(row.id) has an unknown state '\(row.state)'") }
-        var results: [OperationResult]?
-        if withResults, decodingResults, let text = row.results {
-            do {
-                results = try JobCodec.decodeResults(text)
-            } catch {
-                throw StoredDataError("job \(row.id): \(error.message)")
-            }
-        }
-        self.init(
-            id: row.id, userID: row.userID, deviceID: row.deviceID, state: state, attempts: row.attempts,
-            maximumAttempts: row.maximumAttempts, operationCount: row.operationCount, results: results,
-            lastError: row.lastError, createdAt: row.createdAt, finishedAt: row.finishedAt
-        )
-        if withResults, !decodingResults { storedResults = row.results }
-    }
-}
-
 extension EntityRowWrite {
     /// The rows for `states`, numbered after the feed heads (advanced in place), each with the group
     /// key its type's derivation files it under.

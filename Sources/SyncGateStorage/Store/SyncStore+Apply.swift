@@ -4,29 +4,17 @@ package import SyncGateWire
 package import Tracing
 import SyncGateConcurrency
 
-/// A claimed job to apply and the trace context its apply runs in (the worker's `apply` span):
-/// the `notify` span of its commit joins it.
-package struct JobToApply: Sendable {
-    package var job: ClaimedJob
-    package var context: ServiceContext
-
-    package init(job: ClaimedJob, context: ServiceContext) {
-        self.job = job
-        self.context = context
-    }
-}
-
 extension SyncStore {
     /// Applies a job in one transaction whose statement count does not grow with its operations
-    /// (see ``apply(_:collections:now:)-(JobToApply...)``).
+    /// (see ``apply(_:collections:now:)-([(job:context:)]...)``).
     ///
     /// When the database refuses what one operation would store (an error retrying cannot fix,
     /// see ``ClassifiedFailure``) — something the shared validation did not foresee — the job is
     /// not failed as a whole: each operation is tried alone in a transaction that is rolled back,
     /// and the job is applied again with the refused ones rejected (`VALIDATION_ERROR`), so one
     /// bad operation never fails its neighbours.
-    package func apply(_ job: ClaimedJob, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
-        try await applyAlone(JobToApply(job: job, context: ServiceContext.current ?? .topLevel), collections: collections, now: now)
+    package func apply(_ job: ClaimedJob<JobPayload>, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
+        try await applyAlone(job, context: ServiceContext.current ?? .topLevel, collections: collections, now: now)
     }
 
     /// Applies claimed jobs of different users, as few transactions as their feeds allow
@@ -46,16 +34,19 @@ extension SyncStore {
     ///    device watermarks in one statement (households and scopes versions before it, when
     ///    memberships changed); the announcements go out at commit.
     ///
-    /// Each job's outcome, in order. When a shared transaction fails, each of its jobs is applied
-    /// again alone (``apply(_:collections:now:)-(ClaimedJob...)``), so one job's failure never
+    /// Each job applies in its trace context (the worker's `apply` span): the `notify` span of
+    /// its commit joins it. Each job's outcome, in order. When a shared transaction fails, each of its jobs is applied
+    /// again alone (``apply(_:collections:now:)-(ClaimedJob<JobPayload>...)``), so one job's failure never
     /// fails its neighbours.
-    package func apply(_ jobs: [JobToApply], collections: Collections, now: Timestamp) async -> [Result<ApplyOutcome, any Error>] {
-        let work = jobs.map { Work($0, operations: $0.job.operations, collections: collections, now: now, refused: [:]) }
+    package func apply(
+        _ jobs: [(job: ClaimedJob<JobPayload>, context: ServiceContext)], collections: Collections, now: Timestamp
+    ) async -> [Result<ApplyOutcome, any Error>] {
+        let work = jobs.map { Work($0.job, context: $0.context, operations: $0.job.operations, collections: collections, now: now, refused: [:]) }
         let members = work.map { ApplyGroups.Member(scopes: Set($0.requirements.scopes), operations: $0.operations.count) }
         var outcomes: [Int64: Result<ApplyOutcome, any Error>] = [:]
         for group in applyGroups.groups(members).map({ $0.map { work[$0] } }) {
             if group.count == 1 {
-                outcomes[group[0].job.id] = await Self.result { try await applyAlone(group[0].toApply, prepared: group[0], collections: collections, now: now) }
+                outcomes[group[0].job.id] = await Self.result { try await applyAlone(group[0].job, context: group[0].context, prepared: group[0], collections: collections, now: now) }
                 continue
             }
             do {
@@ -65,7 +56,7 @@ extension SyncStore {
                     "syncgate.jobs": "\(group.map(\.job.id))", "syncgate.error": "\(error)",
                 ])
                 for member in group {
-                    outcomes[member.job.id] = await Self.result { try await applyAlone(member.toApply, prepared: member, collections: collections, now: now) }
+                    outcomes[member.job.id] = await Self.result { try await applyAlone(member.job, context: member.context, prepared: member, collections: collections, now: now) }
                 }
             }
         }
@@ -78,18 +69,21 @@ extension SyncStore {
 
     /// One job in a transaction of its own, with the refused-operation isolation.
     /// - Parameter prepared: the job's work with all its operations and none refused, when the
-    ///   caller has it: its requirements then are not worked out again (they were 10.9 % of a
-    ///   worker's samples on 1,000-operation jobs, computed twice).
-    private func applyAlone(_ job: JobToApply, prepared: Work? = nil, collections: Collections, now: Timestamp) async throws -> ApplyOutcome {
-        let operations = job.job.operations
+    ///   caller has it: its requirements (costly on large jobs) then are not worked out again.
+    private func applyAlone(
+        _ job: ClaimedJob<JobPayload>, context: ServiceContext, prepared: Work? = nil, collections: Collections, now: Timestamp
+    ) async throws -> ApplyOutcome {
+        let operations = job.operations
         func run(_ work: Work, probe: Bool) async throws -> ApplyOutcome {
-            try await attempt([work], probe: probe)[job.job.id] ?? .leaseLost
+            try await attempt([work], probe: probe)[job.id] ?? .leaseLost
         }
         func once(_ operations: [SyncOperation], refused: [String: String], probe: Bool) async throws -> ApplyOutcome {
-            try await run(Work(job, operations: operations, collections: collections, now: now, refused: refused), probe: probe)
+            try await run(Work(job, context: context, operations: operations, collections: collections, now: now, refused: refused), probe: probe)
         }
         do {
-            return try await run(prepared ?? Work(job, operations: operations, collections: collections, now: now, refused: [:]), probe: false)
+            return try await run(
+                prepared ?? Work(job, context: context, operations: operations, collections: collections, now: now, refused: [:]), probe: false
+            )
         } catch where error.isDataRefusal && operations.count > 1 {
             var refused: [String: String] = [:]
             for operation in operations where refused[operation.idempotencyKey] == nil {
@@ -103,7 +97,7 @@ extension SyncStore {
             }
             guard !refused.isEmpty else { throw error }
             logger.warning("the database refused operations of a job; applying the rest", metadata: [
-                "syncgate.job": "\(job.job.id)", "syncgate.refused": "\(refused.count)", "syncgate.error": "\(error)",
+                "syncgate.job": "\(job.id)", "syncgate.refused": "\(refused.count)", "syncgate.error": "\(error)",
             ])
             return try await once(operations, refused: refused, probe: false)
         }
@@ -112,23 +106,28 @@ extension SyncStore {
     /// A probe's transaction ends here, rolled back, after every write succeeded.
     struct ProbeRolledBack: Error {}
 
-    /// A job as one transaction applies it: the operations it tries and what they need.
+    /// What one transaction does for a job: the operations it tries (some may be refused
+    /// already) and what they need.
     struct Work: Sendable {
-        var toApply: JobToApply
+        var job: ClaimedJob<JobPayload>
+        /// The trace context the job's commit announces in.
+        var context: ServiceContext
         var operations: [SyncOperation]
         var applier: BatchApplier
         var requirements: BatchApplier.Requirements
 
-        init(_ toApply: JobToApply, operations: [SyncOperation], collections: Collections, now: Timestamp, refused: [String: String]) {
-            var applier = BatchApplier(userID: toApply.job.userID, collections: collections, now: now)
+        init(
+            _ job: ClaimedJob<JobPayload>, context: ServiceContext, operations: [SyncOperation], collections: Collections, now: Timestamp,
+            refused: [String: String]
+        ) {
+            var applier = BatchApplier(userID: job.userID, collections: collections, now: now)
             applier.refused = refused
-            self.toApply = toApply
+            self.job = job
+            self.context = context
             self.operations = operations
             self.applier = applier
             self.requirements = applier.requirements(for: operations)
         }
-
-        var job: ClaimedJob { toApply.job }
     }
 
     /// One transaction for `work` (jobs that share no feed); each job's outcome. A probe rolls
@@ -236,10 +235,9 @@ extension SyncStore {
             changedHouseholds += outcome.households
             wakeUsers.formUnion(outcome.wakeUsers)
             let results = JobCodec.encodeResults(outcome.results)
-            write.finished.append(JobFinish(id: job.job.id, userID: job.job.userID, deviceID: job.job.deviceID, state: .done, results: results, lastError: nil))
-            write.events.append(
-                .jobFinished(job.job.id, device: DeviceKey(userID: job.job.userID, deviceID: job.job.deviceID), outcome: FinishedJob(state: .done, results: results))
-            )
+            let finished = FinishedJob(id: job.job.id, userID: job.job.userID, deviceID: job.job.deviceID, state: .done, results: results)
+            write.finished.append(finished)
+            write.events.append(.jobFinished(finished))
         }
         write.heads = heads.filter { advanced.contains($0.key) }
         write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
@@ -253,7 +251,7 @@ extension SyncStore {
         if !probe {
             notify.update { spans in
                 for job in held {
-                    let span = tracer.startSpan("notify", context: job.toApply.context)
+                    let span = tracer.startSpan("notify", context: job.context)
                     span.attributes["syncgate.events"] = write.events.count
                     span.attributes["syncgate.jobs_together"] = held.count
                     spans.append(span)
@@ -263,7 +261,7 @@ extension SyncStore {
         try await transaction.write(write)
         if probe { throw ProbeRolledBack() }
         for (job, sequences) in zip(held, sequences) {
-            try await hooks.midApply(ApplyingJob(jobID: job.job.id, userID: job.job.userID, sequences: sequences))
+            try await hooks.midApply(job.job, sequences)
         }
         let statements = transaction.statementCount
         for (job, outcome) in zip(held, outcomesOfJobs) { outcomes[job.job.id] = .done(outcome.results, statements: statements) }

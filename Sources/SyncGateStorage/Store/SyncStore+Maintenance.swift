@@ -119,8 +119,8 @@ extension SyncStore {
     }
 
     /// Recent jobs, newest first; listings carry no results.
-    package func listJobs(_ filter: JobFilter) async throws -> [JobSnapshot] {
-        try await driver.listJobs(filter).map { try JobSnapshot(row: $0, withResults: false) }
+    package func listJobs(_ filter: JobFilter) async throws -> [JobRecord] {
+        try await driver.listJobs(filter)
     }
 
     package func retryDeadJobs(ids: [Int64]?) async throws -> Int {

@@ -26,7 +26,7 @@ package struct SyncStore: FrontStore, WorkerStore, MaintenanceStore, SchemaStore
     /// How much one compaction batch takes. It holds its feeds until it commits, and a writer to
     /// one of them waits for it: README, Retention, "Compaction and writers".
     package var compactionBatch = CompactionBatchLimits(feeds: 100, changes: 1000)
-    /// Which jobs ``apply(_:collections:now:)-(JobToApply...)`` applies in one transaction.
+    /// Which jobs ``apply(_:collections:now:)-([(job:context:)]...)`` applies in one transaction.
     package var applyGroups = ApplyGroups()
 
     package init(driver: any StorageDriver, clock: StoreClock = .database, hooks: StoreHooks = .init(), tracer: (any Tracer)? = nil, logger: Logger) {
@@ -104,13 +104,14 @@ package struct StoreHooks: Sendable {
     /// changes, idempotency records, result), before it commits: a job held here is
     /// mid-transaction with its feeds locked. Throwing rolls the apply back (with every job
     /// applied in the same transaction).
-    package var midApply: @Sendable (ApplyingJob) async throws -> Void
+    /// It gets the job and the feed sequence numbers its changes take, per feed.
+    package var midApply: @Sendable (ClaimedJob<JobPayload>, _ sequences: [Scope: [Int64]]) async throws -> Void
     /// Runs between the batches of a compaction pass (after each batch that looked at feeds):
     /// a test writes here to play a writer that keeps up with compaction.
     package var betweenCompactionBatches: @Sendable () async throws -> Void
 
     package init(
-        midApply: @escaping @Sendable (ApplyingJob) async throws -> Void = { _ in },
+        midApply: @escaping @Sendable (ClaimedJob<JobPayload>, _ sequences: [Scope: [Int64]]) async throws -> Void = { _, _ in },
         betweenCompactionBatches: @escaping @Sendable () async throws -> Void = {}
     ) {
         self.midApply = midApply
@@ -131,10 +132,3 @@ package struct CompactionBatchLimits: Sendable, Hashable {
     }
 }
 
-/// An apply paused at ``StoreHooks/midApply``.
-package struct ApplyingJob: Sendable, Hashable {
-    package var jobID: Int64
-    package var userID: String
-    /// The feed sequence numbers its changes take, per feed.
-    package var sequences: [Scope: [Int64]]
-}
