@@ -204,23 +204,48 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "syncgate",
+        // What the commands share: the options every command takes, logging, metrics and tracing bootstrap.
+        .target(
+            name: "SyncGateCommandLine",
             dependencies: [
                 "SyncGateServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
-                "SyncGateWorker",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // `syncgate load`: the load generators, linked by the executable only, never by a server target.
+        .target(
+            name: "SyncGateLoad",
+            dependencies: [
+                "SyncGateCommandLine",
+                "SyncGateServer",
                 "SyncGateHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "OTel", package: "swift-otel"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "syncgate",
+            dependencies: [
+                "SyncGateCommandLine",
+                "SyncGateLoad",
+                "SyncGateServer",
+                "SyncGateWorker",
+                "SyncGateHTTP",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -266,6 +291,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

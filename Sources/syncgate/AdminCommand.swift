@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateCommandLine
 import Foundation
 import SyncGateCore
 import SyncGateWire
@@ -125,7 +126,7 @@ struct AdminCommand: AsyncParsableCommand {
                 return
             }
             print(
-                "maintenance pass: \(String(format: "%.1f", Double(duration.microseconds) / 1000)) ms; deleted \(report.deletedJobs) finished job(s), "
+                "maintenance pass: \(String(format: "%.1f", duration / .milliseconds(1))) ms; deleted \(report.deletedJobs) finished job(s), "
                     + "forgot \(report.prunedIdempotencyRecords) idempotency record(s), compacted \(report.compaction.deletedChanges) change(s), "
                     + "purged \(report.purge.purgedTombstones) tombstone(s)"
             )

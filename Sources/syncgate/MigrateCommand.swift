@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateCommandLine
 import Foundation
 import SyncGateServer
 import SyncGateStorage

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateCommandLine
 import Hummingbird
 import SyncGateCore
 import SyncGateWire

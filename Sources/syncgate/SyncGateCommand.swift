@@ -1,7 +1,9 @@
 import ArgumentParser
+import SyncGateCommandLine
 import NIOCore
 import NIOPosix
 import SyncGateServer
+import SyncGateLoad
 
 @main
 struct SyncGateCommand: AsyncParsableCommand {
@@ -47,25 +49,3 @@ struct SyncGateCommand: AsyncParsableCommand {
         }
     }
 }
-
-/// A command whose Swift concurrency jobs run on NIO's event loops
-/// (`MultiThreadedEventLoopGroup.singleton`, which PostgresNIO and AsyncHTTPClient use) instead of
-/// the concurrency runtime's own thread pool: a task that awaits a database answer or a socket
-/// then resumes on the thread that read it, instead of waking a second thread. The price: code
-/// that blocks a thread blocks an event loop — these commands' code does not block.
-///
-/// Measured (docs/performance-log.md, step 10): the write-path load generator's CPU per push fell by
-/// a quarter and the worker's by a tenth; `serve` does not adopt it: with 16,000 idle connections
-/// its CPU rose from 9.6 % to 10.6–10.7 % of a core, and `load live` measured a household's fan-out
-/// p50 of 62–64 ms instead of 39–45.
-///
-/// NIO installs the hook through `dlsym`, so only where the Swift runtime is a shared library: in a
-/// binary built with `--static-swift-stdlib` (`deploy/Dockerfile`, `scripts/bench`) the runtime's
-/// hook is a local symbol and these commands run on the runtime's pool like the others. Measured
-/// there, a task executor preference that keeps the command's tasks on the event loops in any build
-/// made no difference (same-run A/B at saturation, 4 rounds, each build loaded by its own load
-/// generator: B/A 0.975), so the static build goes without it.
-///
-/// `SendableMetatype`: no conformance to it is isolated to an actor, so `main` may ask a parsed
-/// command for it on the main thread and then hand the command to its nonisolated `run`.
-protocol RunsOnEventLoops: SendableMetatype {}

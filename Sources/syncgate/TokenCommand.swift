@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateCommandLine
 import SyncGateCore
 import SyncGateWire
 import SyncGateHTTP

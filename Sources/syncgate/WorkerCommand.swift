@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncGateCommandLine
 import ServiceLifecycle
 import SyncGateServer
 import SyncGateStorage

@@ -1,35 +1,37 @@
-import ArgumentParser
+package import ArgumentParser
 import Foundation
 import Configuration
-import Logging
+package import Logging
 import Metrics
 import OTel
 import Prometheus
-import ServiceLifecycle
+package import ServiceLifecycle
 import SyncGateCore
 import SyncGateWire
-import SyncGateServer
+package import SyncGateServer
 import SyncGateStorage
 
 /// Options every command that touches the database takes. Each option is also a setting of the
 /// layered configuration (flag > `SYNCGATE_*` environment > `--config` file > default).
-struct CommonOptions: ParsableArguments {
+package struct CommonOptions: ParsableArguments {
+    package init() {}
+
     @Option(name: .customLong("database-url"), help: "postgres://user[:pass]@host:port/db or sqlite:PATH (env SYNCGATE_DATABASE_URL; default sqlite:./data/syncgate.sqlite)")
-    var databaseURL: String?
+    package var databaseURL: String?
 
     @Option(name: .customLong("config"), help: "A YAML file of settings (keys as in the README, e.g. queueLimitPerUser: 50; env SYNCGATE_CONFIG)")
-    var configFile: String?
+    package var configFile: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SYNCGATE_LOG_LEVEL; default info)")
-    var logLevel: String?
+    package var logLevel: String?
 
     /// These options as command-line arguments again (for a child process).
-    var arguments: [String] {
+    package var arguments: [String] {
         [("--database-url", databaseURL), ("--config", configFile), ("--log-level", logLevel)].flatMap { flag, value in value.map { [flag, $0] } ?? [] }
     }
 
     /// The configuration with these options and `extra` flags on top of environment and file.
-    func configuration(_ extra: [ServerConfiguration.Setting: String] = [:]) async throws -> (ServerConfiguration, Logger) {
+    package func configuration(_ extra: [ServerConfiguration.Setting: String] = [:]) async throws -> (ServerConfiguration, Logger) {
         var flags = extra
         if let databaseURL { flags[.databaseURL] = databaseURL }
         if let logLevel { flags[.logLevel] = logLevel }
@@ -54,13 +56,13 @@ struct CommonOptions: ParsableArguments {
     }
 }
 
-enum LoggingBootstrap {
+package enum LoggingBootstrap {
     private static let done = NSLock()
     nonisolated(unsafe) private static var bootstrapped = false
 
     /// Bootstraps the process's logging (text or JSON lines on standard error) and metrics
     /// (Prometheus, served at `/metrics`) once, and returns a logger.
-    static func logger(level: Logger.Level, format: ServerConfiguration.LogFormat = .text, label: String = "syncgate") -> Logger {
+    package static func logger(level: Logger.Level, format: ServerConfiguration.LogFormat = .text, label: String = "syncgate") -> Logger {
         done.lock()
         if !bootstrapped {
             bootstrapped = true
@@ -87,21 +89,23 @@ enum LoggingBootstrap {
     }
 }
 
-struct CollectionsOption: ParsableArguments {
-    @Option(name: .customLong("collections"), help: "Entity types YAML file (env SYNCGATE_COLLECTIONS; default: the built-in types)")
-    var collectionsFile: String?
+package struct CollectionsOption: ParsableArguments {
+    package init() {}
 
-    var flags: [ServerConfiguration.Setting: String] {
+    @Option(name: .customLong("collections"), help: "Entity types YAML file (env SYNCGATE_COLLECTIONS; default: the built-in types)")
+    package var collectionsFile: String?
+
+    package var flags: [ServerConfiguration.Setting: String] {
         collectionsFile.map { [.collections: $0] } ?? [:]
     }
 }
 
-enum TracingBootstrap {
+package enum TracingBootstrap {
     /// When `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces-specific variable) is set, bootstraps
     /// swift-otel's tracer with the OTLP/HTTP exporter and returns its exporting service, which
     /// the process runs beside its own; otherwise tracing stays the free no-op. The standard
     /// `OTEL_*` variables (service name, sampler, headers…) apply.
-    static func service(logger: Logger) throws -> (any Service)? {
+    package static func service(logger: Logger) throws -> (any Service)? {
         let environment = ProcessInfo.processInfo.environment
         guard environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil else { return nil }
         var configuration = OTel.Configuration.default

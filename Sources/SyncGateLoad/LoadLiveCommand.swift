@@ -11,6 +11,7 @@ import SyncGateCore
 import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
+import SyncGateCommandLine
 import SyncGateStorage
 
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import Histogram
@@ -10,9 +10,14 @@ import SyncGateCore
 import SyncGateWire
 import SyncGateHTTP
 import SyncGateServer
+import SyncGateCommandLine
 
-struct LoadCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `syncgate load`: load generators for benchmarks and capacity checks, kept out of the server's
+/// targets (only the `syncgate` executable links them).
+package struct LoadCommand: AsyncParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         commandName: "load",
         abstract: "Generate load against a running server and print latencies.",
         subcommands: [SyncLoad.self, BatchLoad.self, LiveLoad.self, IdleLoad.self, BootstrapLoad.self],
