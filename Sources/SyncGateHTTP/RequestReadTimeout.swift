@@ -37,8 +37,8 @@ package final class RequestReadTimeoutHandler: ChannelInboundHandler, RemovableC
 
     /// The timer starts only for a request still incomplete once the bytes at hand are read: a
     /// request that arrives whole (every GET, most pushes) costs none. (Cancelling a timer costs
-    /// NIO 2.101 a linear search of the loop's scheduled tasks: 4 % of a front holding 16,000
-    /// idle connections, for a timer per re-poll.)
+    /// NIO 2.101 a linear search of the loop's scheduled tasks, and a front holding many idle
+    /// connections would cancel one per re-poll.)
     package func channelReadComplete(context: ChannelHandlerContext) {
         if let since = headArrived, scheduled == nil {
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)

@@ -33,8 +33,8 @@ struct ResponseCompressionMiddleware<Context: RequestContext>: RouterMiddleware 
 
     /// Whether an `Accept-Encoding` value admits gzip: `gzip` (or `x-gzip`, or `*` when gzip is not
     /// named) with a quality above 0 (RFC 9110, 12.5.3). Read as bytes: the header is ASCII, and
-    /// Foundation's trimming and lowercasing of each piece cost a front 1.4 % of its CPU at
-    /// saturation (every pull page above `minimumBytes` asks).
+    /// every pull page above `minimumBytes` asks, too often for Foundation's trimming and
+    /// lowercasing of each piece.
     static func acceptsGzip(_ header: String) -> Bool {
         var gzip: Double?
         var any: Double?

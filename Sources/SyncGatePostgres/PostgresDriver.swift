@@ -143,8 +143,8 @@ package final class PostgresDriver: StorageDriver, Service {
     /// `Task.sleep` each, several times per request at saturation. So the pool sends no keep-alive
     /// queries, and `serve` and `worker` keep a connection open (the pool's minimum, which has no
     /// idle timeout; the pool leases the first free connection, so light work stays on it; the
-    /// others close after a minute idle); docs/performance-log.md, step 12, has the
-    /// same-run A/B of keeping all of them, which the pool does not survive (below).
+    /// others close after a minute idle). Keeping all of them would save more, but the pool
+    /// does not survive it (below).
     /// What the keep-alive query was for: a connection whose socket closes (the server
     /// restarted, or ended the session) leaves the pool at once without one; one that dies
     /// silently fails its next statement at the caller's deadline, as the keep-alive query would
@@ -153,8 +153,8 @@ package final class PostgresDriver: StorageDriver, Service {
     static func hotPool(_ client: inout PostgresClient.Configuration, keepsAConnection: Bool) {
         client.options.additionalStartupParameters = hotPathSettings + connectionHealthSettings + [("application_name", "syncgate")]
         client.options.keepAliveBehavior = nil
-        // One kept, not as many as the process uses at once (a front's 10, a worker's lanes + 1,
-        // as step 12 had): PostgresNIO's pool (1.33) stops the process when a lease finds no idle
+        // One kept, not as many as the process uses at once (a front's 10, a worker's lanes + 1):
+        // PostgresNIO's pool (1.33) stops the process when a lease finds no idle
         // connection while the pool holds fewer than its minimum (a precondition in
         // `createNewDemandConnectionIfPossible`), and after the database restarts under load it
         // can hold fewer: connection attempts that fail during the outage are dropped, and the

@@ -8,7 +8,7 @@ import Synchronization
 /// Written by hand because neither a task sleeping beside the work (a child task and a dispatch
 /// timer each) nor NIO 2.101's own scheduled tasks scale to a front holding 16,000 connections:
 /// cancelling a scheduled task searches all of its loop's tasks, and each task that fires is
-/// popped from a heap whose sifting copies tasks with their retains (7 % of such an idle front).
+/// popped from a heap whose sifting copies tasks with their retains.
 /// Here a timer is added and cancelled in O(1) (``TimerSlots``), and the loop holds one task of
 /// ours (the next tick with timers; briefly another when an earlier timer came). A timer fires
 /// at the first tick at or after its deadline: up to one tick late, never early.

@@ -10,9 +10,8 @@ import Synchronization
 /// Swift 6.3 runtime a group keeps its children in a singly linked list, oldest first, and a
 /// child that ends is found by walking that list from the head (swiftlang/swift#87887 makes it
 /// doubly linked, after 6.3). With 16,000 idle connections open, each connection that closed
-/// (a long-poll client reconnecting) walked past every older one: profiled at 8,000 long-polls
-/// re-polling every 30 s beside 8,000 event streams, `TaskGroup::removeChildTask` was 46 % of
-/// the front's CPU. Here the server's child only hands its connection to one of `count` groups
+/// (a long-poll client reconnecting) walked past every older one, and
+/// `TaskGroup::removeChildTask` became most of an idle front's CPU. Here the server's child only hands its connection to one of `count` groups
 /// (round robin) and ends, so the server's list holds only connections being handed over, and a
 /// connection that ends walks past about 1/`count` of the others.
 ///
@@ -84,9 +83,7 @@ struct ShardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     func handle(value: Value, logger: Logger) async {
         let base = self.base
         // On the connection's own event loop: its reads, its writes and the handler's code run on
-        // one thread instead of handing every step between the event loop and the task pool
-        // (16,000 idle connections: front CPU 15.5 % -> 12.3 % of a core; the write path and push
-        // latency at half load unchanged within noise, same-run A/B).
+        // one thread instead of handing every step between the event loop and the task pool.
         let executor = EventLoopTaskExecutor.of(value.channel.eventLoop)
         if shards.submit(on: executor, { await base.handle(value: value, logger: logger) }) { return }
         await withTaskExecutorPreference(executor) { await base.handle(value: value, logger: logger) }

@@ -2,10 +2,9 @@
 /// tested without a database (``ClaimGateTests``).
 ///
 /// Every transaction costs the same five or six round trips however many jobs it applies, so a
-/// lane that takes one job at a time below saturation pays them per push: two lanes at 300
-/// pushes/s cost the worker and PostgreSQL ~10 % more CPU per push than one, and raised the push p99
-/// (docs/performance-log.md, step 22). At saturation a second lane fed full groups is worth ~12 %.
-/// So an idle worker claims at once, and a busy one opens another lane only for a backlog: once
+/// lane that takes one job at a time below saturation pays them per push: below saturation a
+/// second lane costs the worker and PostgreSQL more CPU per push and raises the push p99, while
+/// at saturation a second lane fed full groups adds throughput. So an idle worker claims at once, and a busy one opens another lane only for a backlog: once
 /// `backlog` jobs were announced since its last claim, or once work has waited `patience` (a
 /// lane finished, so its users' next jobs may be runnable, or a job was announced). Below that,
 /// the busy lane takes the jobs when it finishes, in one transaction. `patience` bounds how long

@@ -69,9 +69,8 @@ private struct Reader {
     let maximumDepth: Int
     var index = 0
     /// The members of the objects being parsed, innermost last: an object's dictionary is made
-    /// once, at its size, when its `}` is read. Grown from empty, a dictionary rehashed its
-    /// members at each doubling (3 % of a worker's samples at saturation); a job's payload of 10
-    /// operations parses in ~28 µs instead of ~35 (`bench/json REVISION`).
+    /// once, at its size, when its `}` is read, instead of growing from empty and rehashing its
+    /// members at each doubling (`bench/json REVISION` measures the parser).
     var members: [(key: String, value: JSONValue)] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
@@ -304,9 +303,9 @@ private struct Reader {
 
     /// The string of a run of bytes between escapes, which must be UTF-8. ASCII (most keys, ids
     /// and values) needs no validation: `String(decoding:as:)` takes it as it is. The standard
-    /// library's `String(validating:as:)` is generic and not specialized for UTF-8 buffers — the
-    /// worker spent 4.7 % of its samples in it and the metadata look-ups it makes, parsing job
-    /// payloads and stored documents — so it checks only the runs that need it.
+    /// library's `String(validating:as:)` is generic and not specialized for UTF-8 buffers, a
+    /// visible cost when a worker parses job payloads and stored documents, so it checks only
+    /// the runs that need it.
     static func string(_ run: UnsafeBufferPointer<UInt8>, ascii: Bool, at offset: Int) throws(JSONParseError) -> String {
         if ascii { return String(decoding: run, as: UTF8.self) }
         guard let string = String(validating: run, as: UTF8.self) else {

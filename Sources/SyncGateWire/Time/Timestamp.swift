@@ -28,8 +28,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let second = millisOfDay / 1000 % 60
         let millis = millisOfDay % 1000
         guard (0...9999).contains(date.year) else { return Self.interpolated(date, hour, minute, second, millis) }
-        // Written digit by digit into the string's own storage: one per change of every pull
-        // page, where seven padded pieces and an interpolation were 7 % of the front's time.
+        // Written digit by digit into the string's own storage: every change of every pull page
+        // has one, too many for seven padded pieces and an interpolation.
         return String(unsafeUninitializedCapacity: 24) { buffer in
             func put(_ value: Int64, width: Int, at offset: Int) {
                 var rest = value
