@@ -149,10 +149,16 @@ package final class Worker: Service {
                             running.update { $0 += 1 }
                             for job in batch { leases.insert(job.lease) }
                             group.addTask {
-                                await self.process(batch, claim: claim)
+                                let retryIn = await self.process(batch, claim: claim)
                                 for job in batch { leases.remove(job.lease) }
                                 running.update { $0 -= 1 }
                                 doorbell.publish(.jobsAvailable)
+                                // A retry is not announced: the producer decides again when its
+                                // backoff ends instead of at the next poll.
+                                if let retryIn {
+                                    await stop.sleep(for: retryIn + .milliseconds(1))
+                                    doorbell.publish(.jobsAvailable)
+                                }
                             }
                         }
                     } catch {
@@ -218,8 +224,14 @@ package final class Worker: Service {
     }
 
     /// Applies a lane's jobs while the heartbeat keeps their leases; records each failure for
-    /// retry. Each job's claim and apply are spans of its push's trace.
-    func process(_ batch: [ClaimedJob<JobPayload>], claim: ClaimTiming? = nil) async {
+    /// retry. Each job's claim and apply are spans of its push's trace. Returns how long until
+    /// the first job it sent back to the queue is runnable again (nil: none).
+    @discardableResult
+    func process(_ batch: [ClaimedJob<JobPayload>], claim: ClaimTiming? = nil) async -> Duration? {
+        var retryIn: Duration?
+        func failed(_ job: ClaimedJob<JobPayload>, error: any Error, span: any Span) async {
+            if let delay = await self.failed(job, error: error, span: span) { retryIn = min(retryIn ?? delay, delay) }
+        }
         var spans: [Int64: any Span] = [:]
         for job in batch {
             let parent = tracer.context(from: job.payload.traceContext)
@@ -259,7 +271,7 @@ package final class Worker: Service {
             if let error = hookFailures[job.id], let span = spans[job.id] { await failed(job, error: error, span: span) }
         }
         let ready = batch.filter { hookFailures[$0.id] == nil }
-        guard !ready.isEmpty else { return }
+        guard !ready.isEmpty else { return retryIn }
         let started = ContinuousClock.now
         let outcomes = await store.apply(
             ready.map { (job: $0, context: spans[$0.id]?.context ?? .topLevel) }, collections: collections, now: Timestamp.now()
@@ -272,6 +284,7 @@ package final class Worker: Service {
             case .failure(let error): await failed(job, error: error, span: span)
             }
         }
+        return retryIn
     }
 
     private func applied(_ job: ClaimedJob<JobPayload>, outcome: ApplyOutcome, duration: Duration, span: any Span) {
@@ -293,7 +306,8 @@ package final class Worker: Service {
         }
     }
 
-    private func failed(_ job: ClaimedJob<JobPayload>, error: any Error, span: any Span) async {
+    /// Settles a failed attempt; the backoff when the job went back to the queue.
+    private func failed(_ job: ClaimedJob<JobPayload>, error: any Error, span: any Span) async -> Duration? {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         span.recordError(error)
@@ -307,11 +321,14 @@ package final class Worker: Service {
         ])
         if case .dead = settlement { metrics.attempt(.dead) } else { metrics.attempt(.retry) }
         do {
-            try await store.fail(job, error: String(describing: error), settlement: settlement)
+            guard try await store.fail(job, error: String(describing: error), settlement: settlement) else { return nil }
         } catch {
             // The lease will expire and the rescuer will count the attempt instead.
             logger.error("recording the failure failed", metadata: ["syncgate.error": "\(error)"])
+            return nil
         }
+        if case .retry(let delay) = settlement { return .milliseconds(delay) }
+        return nil
     }
 
     func runRescuer(stop: StopSignal) async {

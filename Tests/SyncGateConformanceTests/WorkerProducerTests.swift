@@ -97,6 +97,27 @@ import SyncGateConcurrency
         }
     }
 
+    /// A failed attempt's job runs again when its backoff ends, not at the worker's next poll
+    /// (a retry is not announced: nothing else would wake the worker for it).
+    @Test(arguments: Driver.selected)
+    func aRetriedJobRunsWhenItsBackoffEndsNotAtTheNextPoll(_ driver: Driver) async throws {
+        struct Refused: Error {}
+        try await StoreHarness.with(driver) { harness in
+            let attempts = Locked(0)
+            let hooks = WorkerHooks(beforeApply: { _ in
+                if attempts.update({ $0 += 1; return $0 }) == 1 { throw Refused() }
+            })
+            // A poll far beyond the hang guard: only the end of the backoff (about a second) can
+            // bring the job back.
+            let worker = Self.worker(harness.store, harness, concurrency: 1, pollInterval: .seconds(3600), hooks: hooks)
+            try await Self.running(worker) {
+                let id = try await harness.push([Op.create("weightLogs", "w-retried", ["kg": 1])])
+                let job = try await harness.waitFinished(id)
+                #expect(job.state == .done && job.attempts == 2, "\(job.state) after \(job.attempts) attempts")
+            }
+        }
+    }
+
     /// Runs `whileHeld` with a two-lane worker one of whose lanes holds user "long"'s job (in its
     /// `beforeApply`) until `whileHeld` returns; then the job goes through and `afterwards` runs.
     /// `inHand`: when each user's job reached its lane.
