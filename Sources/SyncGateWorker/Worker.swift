@@ -17,7 +17,8 @@ import SyncGateConcurrency
 /// (``WorkerStore/apply(_:collections:now:)``). So a busy worker's transactions grow with its
 /// backlog, and an idle one applies each push at once. An idle worker claims when a "jobs
 /// available" notification arrives (however many arrive meanwhile: they coalesce into one
-/// claim), or every `pollInterval`; one with a busy lane claims again when its lanes are all done,
+/// claim), when the backoff of a job it sent back for a retry ends, or every `pollInterval`; one
+/// with a busy lane claims again when its lanes are all done,
 /// for a backlog, or once work has waited `backlogPatience` (``ClaimGate``). One heartbeat per
 /// process extends every lease in hand in one statement. Failures are recorded
 /// with capped, jittered backoff until the attempts run out and the job is `dead`. A rescuer
@@ -111,6 +112,9 @@ package final class Worker: Service {
         let doorbell = ChangeNotifier()
         let rung = doorbell.subscribe(.init(jobsAvailable: true))
         defer { rung.cancel() }
+        // When the jobs this process sent back for a retry become runnable: nothing announces a
+        // retry, so the producer wakes for each instead of leaving it to the next poll.
+        let retriesDue = Locked<[ContinuousClock.Instant]>([])
         await withDiscardingTaskGroup { group in
             group.addTask {
                 while let events = await subscription.next(timeout: .seconds(3600)) {
@@ -149,16 +153,12 @@ package final class Worker: Service {
                             running.update { $0 += 1 }
                             for job in batch { leases.insert(job.lease) }
                             group.addTask {
-                                let retryIn = await self.process(batch, claim: claim)
+                                let retries = await self.process(batch, claim: claim)
+                                let now = ContinuousClock.now
+                                if !retries.isEmpty { retriesDue.update { $0 += retries.map { now + $0 + .milliseconds(1) } } }
                                 for job in batch { leases.remove(job.lease) }
                                 running.update { $0 -= 1 }
                                 doorbell.publish(.jobsAvailable)
-                                // A retry is not announced: the producer decides again when its
-                                // backoff ends instead of at the next poll.
-                                if let retryIn {
-                                    await stop.sleep(for: retryIn + .milliseconds(1))
-                                    doorbell.publish(.jobsAvailable)
-                                }
                             }
                         }
                     } catch {
@@ -168,8 +168,14 @@ package final class Worker: Service {
                 // Decide again when a lane finishes (its user's next job may be runnable now), on
                 // a notification (all that arrived meanwhile count once), or when the wait is up.
                 // One that rang during the claim is still pending: no wake-up is lost.
+                if let next = retriesDue.value.min() { wait = max(.zero, min(wait, ContinuousClock.now.duration(to: next))) }
                 guard let events = await rung.next(timeout: wait) else { break }
-                if !events.isEmpty, waitingSince == nil { waitingSince = .now }
+                let retryDue = retriesDue.update { due in
+                    let count = due.count
+                    due.removeAll { $0 <= .now }
+                    return due.count < count
+                }
+                if !events.isEmpty || retryDue, waitingSince == nil { waitingSince = .now }
             }
             subscription.cancel()
         }
@@ -224,13 +230,13 @@ package final class Worker: Service {
     }
 
     /// Applies a lane's jobs while the heartbeat keeps their leases; records each failure for
-    /// retry. Each job's claim and apply are spans of its push's trace. Returns how long until
-    /// the first job it sent back to the queue is runnable again (nil: none).
+    /// retry. Each job's claim and apply are spans of its push's trace. Returns the backoffs of
+    /// the jobs it sent back to the queue: how long until each is runnable again.
     @discardableResult
-    func process(_ batch: [ClaimedJob<JobPayload>], claim: ClaimTiming? = nil) async -> Duration? {
-        var retryIn: Duration?
+    func process(_ batch: [ClaimedJob<JobPayload>], claim: ClaimTiming? = nil) async -> [Duration] {
+        var retries: [Duration] = []
         func failed(_ job: ClaimedJob<JobPayload>, error: any Error, span: any Span) async {
-            if let delay = await self.failed(job, error: error, span: span) { retryIn = min(retryIn ?? delay, delay) }
+            if let delay = await self.failed(job, error: error, span: span) { retries.append(delay) }
         }
         var spans: [Int64: any Span] = [:]
         for job in batch {
@@ -271,7 +277,7 @@ package final class Worker: Service {
             if let error = hookFailures[job.id], let span = spans[job.id] { await failed(job, error: error, span: span) }
         }
         let ready = batch.filter { hookFailures[$0.id] == nil }
-        guard !ready.isEmpty else { return retryIn }
+        guard !ready.isEmpty else { return retries }
         let started = ContinuousClock.now
         let outcomes = await store.apply(
             ready.map { (job: $0, context: spans[$0.id]?.context ?? .topLevel) }, collections: collections, now: Timestamp.now()
@@ -284,7 +290,7 @@ package final class Worker: Service {
             case .failure(let error): await failed(job, error: error, span: span)
             }
         }
-        return retryIn
+        return retries
     }
 
     private func applied(_ job: ClaimedJob<JobPayload>, outcome: ApplyOutcome, duration: Duration, span: any Span) {

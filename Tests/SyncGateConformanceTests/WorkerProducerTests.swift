@@ -97,23 +97,28 @@ import SyncGateConcurrency
         }
     }
 
-    /// A failed attempt's job runs again when its backoff ends, not at the worker's next poll
-    /// (a retry is not announced: nothing else would wake the worker for it).
+    /// Failed attempts' jobs run again when their backoffs end, not at the worker's next poll (a
+    /// retry is not announced: nothing else would wake the worker for it). Two jobs of one claim
+    /// fail, with different backoffs: each comes back.
     @Test(arguments: Driver.selected)
-    func aRetriedJobRunsWhenItsBackoffEndsNotAtTheNextPoll(_ driver: Driver) async throws {
+    func retriedJobsRunWhenTheirBackoffsEndNotAtTheNextPoll(_ driver: Driver) async throws {
         struct Refused: Error {}
         try await StoreHarness.with(driver) { harness in
-            let attempts = Locked(0)
-            let hooks = WorkerHooks(beforeApply: { _ in
-                if attempts.update({ $0 += 1; return $0 }) == 1 { throw Refused() }
-            })
-            // A poll far beyond the hang guard: only the end of the backoff (about a second) can
-            // bring the job back.
-            let worker = Self.worker(harness.store, harness, concurrency: 1, pollInterval: .seconds(3600), hooks: hooks)
+            let users = ["ann", "ben"]
+            var pushed: [Int64] = []
+            for user in users { pushed.append(try await harness.push([Op.create("weightLogs", "w-\(user)", ["kg": 1])], user: user)) }
+            let ids = pushed
+            let store = CountingWorkerStore(harness.store)
+            let hooks = WorkerHooks(beforeApply: { job in if job.attempts == 1 { throw Refused() } })
+            // A poll far beyond the hang guard: only the ends of the backoffs (about a second
+            // each, jittered) can bring the jobs back.
+            let worker = Self.worker(store, harness, concurrency: 1, pollInterval: .seconds(3600), hooks: hooks)
             try await Self.running(worker) {
-                let id = try await harness.push([Op.create("weightLogs", "w-retried", ["kg": 1])])
-                let job = try await harness.waitFinished(id)
-                #expect(job.state == .done && job.attempts == 2, "\(job.state) after \(job.attempts) attempts")
+                for (id, user) in zip(ids, users) {
+                    let job = try await harness.waitFinished(id, user: user)
+                    #expect(job.state == .done && job.attempts == 2, "\(user): \(job.state) after \(job.attempts) attempts")
+                }
+                #expect(store.claims.first == ids.sorted(), "one claim handed out both jobs: \(store.claims)")
             }
         }
     }
