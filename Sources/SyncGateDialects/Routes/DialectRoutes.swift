@@ -42,8 +42,7 @@ struct DialectRoutes: Sendable {
         guard case .finished(let job) = job else {
             throw ProtocolError(.unavailable, "the push is queued but not applied yet; send it again", retryAfterSeconds: configuration.retryAfterSeconds)
         }
-        let results = try job.decodedResults()
-        guard job.state == .done, results.count == push.changes.count else {
+        guard job.state == .done, case let results = try job.decodedResults(), results.count == push.changes.count else {
             // Dead after every retry: nothing of it took effect.
             throw ProtocolError(.unavailable, "the push could not be applied; send it again", retryAfterSeconds: configuration.retryAfterSeconds)
         }

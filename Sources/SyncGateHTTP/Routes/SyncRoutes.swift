@@ -29,7 +29,14 @@ package struct SyncRoutes: Sendable {
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
         let (jobID, job) = try await enqueue(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger)
         if case .finished(let finished) = job {
-            return .json(bytes: try Self.finishedAnswer(finished))
+            do {
+                return .json(bytes: try Self.finishedAnswer(finished))
+            } catch {
+                // The push is durable: answer with its id; its status route reports the fault.
+                context.logger.error("a finished push's results cannot be answered", metadata: [
+                    "syncgate.job": "\(jobID)", "syncgate.error": "\(error)",
+                ])
+            }
         }
         let statusURL = JobAnswer.statusURL(of: jobID)
         let accepted = JobAnswer(jobID: jobID, state: job?.state ?? .queued, statusURL: statusURL)
