@@ -20,7 +20,8 @@ extension PostgresDriver {
         )
     }
 
-    /// A running job's columns, as claims and the lease rescuer read them.
+    /// A running job's columns, in the order ``claimedJob(_:)`` decodes them: the lease rescuer
+    /// selects these; a claim returns the same (``ClaimStatement``, qualified by table).
     static let claimedColumns = "id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at"
     typealias ClaimedColumns = (Int64, String, String, String, Int, Int, String, Date)
 

@@ -118,7 +118,7 @@ extension SyncStore {
         try await driver.queueStats(now: clock.now())
     }
 
-    /// Recent jobs, newest first; listings carry no results.
+    /// Recent jobs, newest first, their results as stored.
     package func listJobs(_ filter: JobFilter) async throws -> [JobRecord] {
         try await driver.listJobs(filter)
     }
