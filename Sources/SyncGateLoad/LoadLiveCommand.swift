@@ -570,11 +570,9 @@ final class LiveClient: Sendable {
     let base: String
     let client: HTTPClient
 
-    init(base: String, connections: Int) {
+    init(base: String, client: HTTPClient) {
         self.base = base
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(120), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        self.client = client
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String, device: String, body: String? = nil) async throws -> (status: Int, json: JSONValue?) {
@@ -583,14 +581,10 @@ final class LiveClient: Sendable {
 
     /// Runs `body` with a client, shut down afterwards whatever happens (an HTTP client must be).
     static func with<Result>(base: String, connections: Int, _ body: (LiveClient) async throws -> Result) async throws -> Result {
-        let client = LiveClient(base: base, connections: connections)
-        do {
-            let result = try await body(client)
-            try await client.client.shutdown()
-            return result
-        } catch {
-            try? await client.client.shutdown()
-            throw error
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(120), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        return try await HTTPClient.withHTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration) { client in
+            try await body(LiveClient(base: base, client: client))
         }
     }
 }

@@ -12,24 +12,18 @@ package final class SocketClient: Sendable {
     package let port: Int
     let client: HTTPClient
 
-    package init(port: Int, connections: Int = 256) {
+    init(port: Int, client: HTTPClient) {
         self.port = port
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
-        client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        self.client = client
     }
 
-    /// Runs `body` with a client, and shuts it down after.
+    /// Runs `body` with a client, and shuts it down after, whatever happens.
     package static func with<Result: Sendable>(port: Int, _ body: (SocketClient) async throws -> Result) async throws -> Result {
-        let client = SocketClient(port: port)
-        do {
-            let result = try await body(client)
-            try await client.client.shutdown()
-            return result
-        } catch {
-            try? await client.client.shutdown()
-            throw error
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
+        return try await HTTPClient.withHTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration) { client in
+            try await body(SocketClient(port: port, client: client))
         }
     }
 
