@@ -262,12 +262,13 @@ package final class PostgresDriver: StorageDriver, Service {
         }
         // A failure before the closure runs is the pool's: no connection could be had.
         let leased = Locked(false)
-        // While it waits for a connection, a request gives up as soon as the database is known
-        // to refuse connections; once it has one, its query runs to its end or its deadline.
-        let waitingForConnection: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in !leased.value } : nil
+        // A request gives up (503) as soon as the database is known to refuse connections,
+        // whether it still waits for a connection or holds one: a statement in flight when the
+        // server went away may never be answered, and the client retries what it was told failed.
+        let giveUpWhileDown: (@Sendable () -> Bool)? = kind == .request ? { @Sendable in true } : nil
         let client = kind == .maintenance ? maintenanceClient : client
         return try await withDeadline(
-            operation, kind, giveUpWhileDown: waitingForConnection, cancelsAbandonedWork: { cancelsAbandonedWork || !leased.value }
+            operation, kind, giveUpWhileDown: giveUpWhileDown, cancelsAbandonedWork: { cancelsAbandonedWork || !leased.value }
         ) { [client, poolMetrics] in
             poolMetrics.waiting.increment()
             // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.

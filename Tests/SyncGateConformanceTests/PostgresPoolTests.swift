@@ -4,6 +4,8 @@ import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
 import SyncGateTestSupport
+import SyncGateConcurrency
+import Synchronization
 import Testing
 
 /// The pool of requests and jobs as `serve` and `worker` run it (`PostgresDriver.hotPool`): it
@@ -47,6 +49,45 @@ import Testing
             // Later statements do not fail on the ended sessions (an enqueue's announcement may
             // open a second connection beside the kept one: not counted).
             for index in 0..<6 { try await push("after-\(index)") }
+        }
+    }
+
+    /// A request that holds a connection gives up (503) once the database is known to refuse
+    /// connections, instead of waiting out its deadline for an answer that may never come (a
+    /// statement in flight when the server went away). The listener's verdict is played here by
+    /// setting it, while the statement sleeps well past the test.
+    @Test func aRequestHoldingAConnectionGivesUpOnceTheDatabaseIsKnownDown() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        var configuration = PostgresDriver.Configuration(location: location, maximumConnections: 2)
+        configuration.requestTimeout = .seconds(3600)
+        configuration.listens = false
+        let driver = PostgresDriver(configuration: configuration, logger: StoreHarness.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            let sleeping = "FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(3600)%' AND state = 'active'"
+            let outcome = Locked<Result<[String], any Error>?>(nil)
+            let request = Task {
+                do {
+                    let rows = try await driver.query("sleep", .request, "SELECT pg_sleep(3600)::text", as: String.self)
+                    outcome.update { $0 = .success(rows) }
+                } catch {
+                    outcome.update { $0 = .failure(error) }
+                }
+            }
+            defer { request.cancel() }
+            // The statement runs: the request holds its connection.
+            try await eventually("the statement running") {
+                try await withConnection(location) { try await $0.integer("SELECT count(*)::int \(sleeping)") } == 1
+            }
+            driver.databaseDown.store(true, ordering: .relaxed)
+            try await eventually("the request to give up") { outcome.value != nil }
+            guard case .failure(let error)? = outcome.value, error is StoreUnavailableError else {
+                throw TestEnvironmentError(description: "expected StoreUnavailableError, got \(String(describing: outcome.value))")
+            }
+            // Clean-up: end the sleeping statement, should its cancellation not have reached it yet.
+            try await withConnection(location) { _ = try await $0.integer("SELECT count(pg_cancel_backend(pid))::int \(sleeping)") }
         }
     }
 }
