@@ -191,12 +191,12 @@ struct ClientServerTests {
         let observed = listener.observe(type: "recentFoods")
         try await writer.write(type: "recentFoods", id: id, data: ["name": "Live"])
         try await writer.sync()
-        _ = try await first(of: observed.filter { $0.contains { $0.entityID == id && !$0.hasPendingWrites } }, within: .seconds(20), "the poke-driven pull")
+        _ = try await first(of: observed.filter { $0.contains { $0.entityID == id && !$0.hasPendingWrites } }, within: hangGuard, "the poke-driven pull")
 
         let events = listener.events()
         let reply = try #require(try await listener.write(type: "recentFoods", id: id, data: ["name": "Live", "seen": true]).idempotencyKey)
         let settled = events.filter { if case .writeSettled(let outcome) = $0 { outcome.idempotencyKey == reply } else { false } }
-        _ = try await first(of: settled, within: .seconds(20), "the live push")
+        _ = try await first(of: settled, within: hangGuard, "the live push")
         try await writer.sync()
         #expect(try await writer.read(type: "recentFoods", id: id)?.data == ["name": "Live", "seen": true])
         await listener.stopLive()
