@@ -47,10 +47,6 @@ package struct RequestObservationMiddleware: RouterMiddleware {
         var status: Int = 0
     }
 
-    package init(tracer: any Tracer) {
-        self.tracer = tracer
-    }
-
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
         var parent = ServiceContext.current ?? .topLevel

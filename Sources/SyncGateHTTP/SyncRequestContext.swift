@@ -10,11 +10,6 @@ package struct AuthenticatedUser: Sendable, Hashable {
     package var userID: String
     /// When the token expires (`nil`: it has no `exp`): an event stream ends then.
     package var expiresAt: Date?
-
-    package init(userID: String, expiresAt: Date? = nil) {
-        self.userID = userID
-        self.expiresAt = expiresAt
-    }
 }
 
 /// The request context of every SyncGate route: Hummingbird's, plus the authenticated user,

@@ -129,13 +129,13 @@ final class PostgresTransaction: StorageTransaction {
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
         guard !entities.isEmpty else { return }
-        let scopes = entities.map(\.scope), types = entities.map(\.entityType), ids = entities.map(\.entityID)
-        let versions = entities.map(\.version), sequences = entities.map(\.sequence)
+        let scopes = entities.map(\.row.scope), types = entities.map(\.row.entityType), ids = entities.map(\.row.entityID)
+        let versions = entities.map(\.row.version), sequences = entities.map(\.sequence)
         // Arrays cannot carry SQL NULLs here: the JSON text `null` stands for "no document", and
         // an empty group key for none.
-        let documents = entities.map { $0.data ?? "null" }, metas = entities.map { $0.meta ?? "null" }
+        let documents = entities.map { $0.row.data ?? "null" }, metas = entities.map { $0.row.meta ?? "null" }
         let groups = entities.map { $0.groupKey ?? "" }
-        let clientTimestamps = entities.map(\.clientTimestamp), updatedAts = entities.map(\.updatedAt)
+        let clientTimestamps = entities.map(\.row.clientTimestamp), updatedAts = entities.map(\.row.updatedAt)
         try await query(
             """
             INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)

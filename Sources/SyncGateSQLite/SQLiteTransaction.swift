@@ -119,11 +119,12 @@ final class SQLiteTransaction: StorageTransaction {
     /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
     private static func writeEntities(_ db: Database, _ entities: [EntityRowWrite], heads: [Scope: Int64]) throws {
         guard !entities.isEmpty else { return }
-        let list = JSONValue.rows(entities.map { entity in
-            [
+        let list = JSONValue.rows(entities.map { write in
+            let entity = write.row
+            return [
                 .string(entity.scope), .string(entity.entityType), .string(entity.entityID), .int(entity.version),
                 entity.data.map(JSONValue.string) ?? .null, entity.meta.map(JSONValue.string) ?? .null,
-                .int(entity.clientTimestamp), .int(entity.updatedAt), .int(entity.sequence), entity.groupKey.map(JSONValue.string) ?? .null,
+                .int(entity.clientTimestamp), .int(entity.updatedAt), .int(write.sequence), write.groupKey.map(JSONValue.string) ?? .null,
             ]
         })
         let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })

@@ -12,11 +12,6 @@ package struct OpenStore: Sendable {
     package let store: SyncStore
     package let service: any Service
 
-    package init(store: SyncStore, service: any Service) {
-        self.store = store
-        self.service = service
-    }
-
     /// Opens the database at `url`.
     /// - Parameter keepsAConnection: PostgreSQL: whether a pooled connection is opened at start
     ///   and kept, for long-running processes (`serve`, `worker`). The others open on demand and

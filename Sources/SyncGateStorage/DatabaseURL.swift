@@ -6,34 +6,20 @@ package enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
 
     package struct PostgresLocation: Sendable, Hashable {
         package var host: String
-        package var port: Int
+        package var port: Int = 5432
         package var user: String
         package var password: String?
         package var database: String
         /// As libpq's `sslmode`: `disable` (default), `prefer` and `require` (encrypted, the
         /// certificate not checked), `verify-ca` (signed by a trusted CA) or `verify-full` (and
         /// issued for the host).
-        package var tlsMode: String
+        package var tlsMode: String = "disable"
         /// A PEM file of the CAs to trust (`?sslrootcert=/path`) instead of the system's.
         package var tlsRootCertificate: String?
         /// A directory holding the server's Unix socket (`?host=/path`), used instead of TCP.
         package var socketDirectory: String?
 
         package static let tlsModes = ["disable", "prefer", "require", "verify-ca", "verify-full"]
-
-        package init(
-            host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable",
-            tlsRootCertificate: String? = nil, socketDirectory: String? = nil
-        ) {
-            self.host = host
-            self.port = port
-            self.user = user
-            self.password = password
-            self.database = database
-            self.tlsMode = tlsMode
-            self.tlsRootCertificate = tlsRootCertificate
-            self.socketDirectory = socketDirectory
-        }
     }
 
     /// The embedded default.

@@ -127,13 +127,8 @@ package enum ApplyOutcome: Sendable, Hashable {
 }
 
 package struct RescueReport: Sendable, Hashable {
-    package var requeued: Int
-    package var dead: Int
-
-    package init(requeued: Int = 0, dead: Int = 0) {
-        self.requeued = requeued
-        self.dead = dead
-    }
+    package var requeued: Int = 0
+    package var dead: Int = 0
 }
 
 package struct JobFilter: Sendable, Hashable {
@@ -168,13 +163,9 @@ package struct PurgeReport: Sendable, Hashable {
 /// What a rebuild of derived data (`syncgate admin recompute-summaries`) did.
 package struct DerivationReport: Sendable, Hashable {
     /// Groups (days, for the daily summaries) whose derived entity was checked.
-    package var groupsChecked: Int
+    package var groupsChecked: Int = 0
     /// Derived entities written because they had changed.
-    package var written: Int
-    package init(groupsChecked: Int = 0, written: Int = 0) {
-        self.groupsChecked = groupsChecked
-        self.written = written
-    }
+    package var written: Int = 0
 }
 
 package struct StoreStats: Sendable, Hashable {
@@ -209,11 +200,6 @@ package struct StoreStats: Sendable, Hashable {
 package struct FeedSlice: Sendable, Hashable {
     package var changes: [FeedChange]
     package var floor: Int64
-
-    package init(changes: [FeedChange], floor: Int64) {
-        self.changes = changes
-        self.floor = floor
-    }
 }
 
 /// A storage failure the front reports as `503 UNAVAILABLE`.

@@ -1,3 +1,4 @@
+@testable import SyncGateStorage
 import Foundation
 package import SyncGateStorage
 

@@ -1,7 +1,7 @@
 import Foundation
 import SyncGateCore
 import SyncGateWire
-import SyncGateStorage
+@testable import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
 import Synchronization

@@ -2,7 +2,7 @@ import Foundation
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
-import SyncGateDialects
+@testable import SyncGateDialects
 import SyncGateTestSupport
 import Testing
 import SyncGateConcurrency

@@ -1,4 +1,4 @@
-import SyncGateStorage
+@testable import SyncGateStorage
 import Testing
 
 /// `SYNCGATE_DATABASE_URL` as operators write it, libpq-style.

@@ -20,17 +20,10 @@ package struct EntityTypeConfig: Sendable, Hashable {
 
     /// The array an `items_merge` type merges item by item.
     package struct ItemsConfig: Sendable, Hashable {
-        package var path: String
-        package var idField: String
-        package var updatedAtField: String
-        package var deletedAtField: String
-
-        package init(path: String = "items", idField: String = "id", updatedAtField: String = "updatedAt", deletedAtField: String = "deletedAt") {
-            self.path = path
-            self.idField = idField
-            self.updatedAtField = updatedAtField
-            self.deletedAtField = deletedAtField
-        }
+        package var path: String = "items"
+        package var idField: String = "id"
+        package var updatedAtField: String = "updatedAt"
+        package var deletedAtField: String = "deletedAt"
     }
 
     package enum FieldType: String, Sendable, CaseIterable {
@@ -41,27 +34,14 @@ package struct EntityTypeConfig: Sendable, Hashable {
         package var name: String
         package var type: FieldType
         package var required: Bool
-
-        package init(name: String, type: FieldType, required: Bool) {
-            self.name = name
-            self.type = type
-            self.required = required
-        }
     }
 
     /// Writes are refused while the referenced parent entity is archived.
     package struct ParentRule: Sendable, Hashable {
         package var parentType: String
         package var referenceField: String
-        package var archivedField: String
-        package var errorCode: String
-
-        package init(parentType: String, referenceField: String, archivedField: String = "archived", errorCode: String = "PROJECT_ARCHIVED") {
-            self.parentType = parentType
-            self.referenceField = referenceField
-            self.archivedField = archivedField
-            self.errorCode = errorCode
-        }
+        package var archivedField: String = "archived"
+        package var errorCode: String = "PROJECT_ARCHIVED"
     }
 
     /// Types whose behaviour the server implements itself.

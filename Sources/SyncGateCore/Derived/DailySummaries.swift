@@ -11,11 +11,7 @@ package struct DailySummaries: Derivation {
     package static let nutrients = ["calories", "protein", "carbs", "fat"]
 
     /// Where the items live in a food log (the `foodLogs` type's `items` setting).
-    package var items: EntityTypeConfig.ItemsConfig
-
-    package init(items: EntityTypeConfig.ItemsConfig = .init()) {
-        self.items = items
-    }
+    package var items: EntityTypeConfig.ItemsConfig = .init()
 
     package var sourceType: String { Self.sourceTypeName }
     package var derivedType: String { Self.derivedTypeName }

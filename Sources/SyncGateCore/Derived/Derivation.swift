@@ -22,11 +22,6 @@ package struct DerivedGroup: Sendable, Hashable, Comparable {
     package var scope: Scope
     package var key: String
 
-    package init(scope: Scope, key: String) {
-        self.scope = scope
-        self.key = key
-    }
-
     package static func < (lhs: DerivedGroup, rhs: DerivedGroup) -> Bool {
         (lhs.scope.key, lhs.key) < (rhs.scope.key, rhs.key)
     }

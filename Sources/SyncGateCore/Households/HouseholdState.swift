@@ -7,15 +7,8 @@ package struct HouseholdState: Sendable, Hashable {
 
     package var id: String
     package var ownerID: String
-    package var archived: Bool
-    package var members: [String: Role]
-
-    package init(id: String, ownerID: String, archived: Bool = false, members: [String: Role] = [:]) {
-        self.id = id
-        self.ownerID = ownerID
-        self.archived = archived
-        self.members = members
-    }
+    package var archived: Bool = false
+    package var members: [String: Role] = [:]
 
     /// Whether `userID` may read and write this household's data.
     package func isActiveMember(_ userID: String) -> Bool {

@@ -76,21 +76,7 @@ package struct PullResult: Sendable, Hashable {
     package var deviceWatermark: Int64
     /// The user's scopes version this page was read under (not on the wire: a live waiter
     /// compares it with the versions notifications announce).
-    package var scopesVersion: Int64
-
-    package init(
-        changes: [FeedChange], cursor: SyncCursor, hasMore: Bool, forceResync: Bool, scopesAdded: [String], scopesRemoved: [String],
-        deviceWatermark: Int64, scopesVersion: Int64 = 0
-    ) {
-        self.changes = changes
-        self.cursor = cursor
-        self.hasMore = hasMore
-        self.forceResync = forceResync
-        self.scopesAdded = scopesAdded
-        self.scopesRemoved = scopesRemoved
-        self.deviceWatermark = deviceWatermark
-        self.scopesVersion = scopesVersion
-    }
+    package var scopesVersion: Int64 = 0
 
     /// Whether a waiting pull should answer now rather than hold.
     package var hasNews: Bool {

@@ -82,9 +82,4 @@ package struct EntityMeta: Sendable, Hashable {
 package struct FieldStamp: Sendable, Hashable {
     package var version: Int64
     package var timestamp: Timestamp
-
-    package init(version: Int64, timestamp: Timestamp) {
-        self.version = version
-        self.timestamp = timestamp
-    }
 }

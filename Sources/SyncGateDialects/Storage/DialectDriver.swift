@@ -24,12 +24,7 @@ package protocol DialectDriver: StorageDriver {
 /// them at the join's commit time: every older change of it counts as made then.
 package struct TimedRead: Sendable, Hashable {
     package var scope: Scope
-    package var visibleFrom: Int64
-
-    package init(scope: Scope, visibleFrom: Int64 = .min) {
-        self.scope = scope
-        self.visibleFrom = visibleFrom
-    }
+    package var visibleFrom: Int64 = .min
 }
 
 /// A change row with its feed and its time (``TimedRead``: the commit time, or the time its feed
@@ -38,11 +33,5 @@ package struct TimedChangeRow: Sendable, Hashable {
     package var scope: Scope
     package var time: Int64
     package var row: ChangeRow
-
-    package init(scope: Scope, time: Int64, row: ChangeRow) {
-        self.scope = scope
-        self.time = time
-        self.row = row
-    }
 }
 

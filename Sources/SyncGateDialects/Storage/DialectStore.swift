@@ -12,14 +12,6 @@ package struct SinceQuery: Sendable, Hashable {
     package var household: String?
     package var entityTypes: Set<String>?
     package var limit: Int
-
-    package init(userID: String, since: Int64?, household: String? = nil, entityTypes: Set<String>? = nil, limit: Int) {
-        self.userID = userID
-        self.since = since
-        self.household = household
-        self.entityTypes = entityTypes
-        self.limit = limit
-    }
 }
 
 package struct SincePage: Sendable, Hashable {
@@ -27,12 +19,6 @@ package struct SincePage: Sendable, Hashable {
     /// What the client sends back as `since` (milliseconds since the epoch).
     package var serverTime: Int64
     package var hasMore: Bool
-
-    package init(changes: [FeedChange], serverTime: Int64, hasMore: Bool) {
-        self.changes = changes
-        self.serverTime = serverTime
-        self.hasMore = hasMore
-    }
 }
 
 /// A live document of a full sync.
@@ -41,24 +27,12 @@ package struct LiveDocument: Sendable, Hashable {
     package var version: Int64
     package var data: JSONObject
     package var updatedAt: Timestamp
-
-    package init(key: EntityKey, version: Int64, data: JSONObject, updatedAt: Timestamp) {
-        self.key = key
-        self.version = version
-        self.data = data
-        self.updatedAt = updatedAt
-    }
 }
 
 package struct LiveDocuments: Sendable, Hashable {
     package var documents: [LiveDocument]
     /// What the client sends back as `since` next (milliseconds since the epoch).
     package var serverTime: Int64
-
-    package init(documents: [LiveDocument], serverTime: Int64) {
-        self.documents = documents
-        self.serverTime = serverTime
-    }
 }
 
 /// The dialects' reads: by commit time (a `since` the client sends back) and every live document,

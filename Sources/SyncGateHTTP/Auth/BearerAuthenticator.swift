@@ -10,10 +10,6 @@ package struct BearerAuthenticator: AuthenticatorMiddleware {
     package typealias Context = SyncRequestContext
     let authority: TokenAuthority
 
-    package init(authority: TokenAuthority) {
-        self.authority = authority
-    }
-
     package func authenticate(request: Request, context: Context) async throws -> AuthenticatedUser? {
         guard let header = request.headers[.authorization] else {
             throw ProtocolError(.unauthenticated, "missing Authorization: Bearer <token>")

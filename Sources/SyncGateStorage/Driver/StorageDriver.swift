@@ -175,20 +175,13 @@ package struct IdempotencyKey: Sendable, Hashable, Comparable {
 /// What ``StorageTransaction/load(_:)`` reads.
 package struct ApplyReads: Sendable, Hashable {
     /// Entities by key (live or tombstoned).
-    package var entities: [EntityKey]
-    package var idempotencyKeys: [IdempotencyKey]
+    package var entities: [EntityKey] = []
+    package var idempotencyKeys: [IdempotencyKey] = []
     /// Households with their members.
-    package var households: [String]
+    package var households: [String] = []
     /// Derivation inputs (``Derivation/inputs(for:)``: `.keys` and `.groupMembers`), returned
     /// apart in ``ApplyRows/inputs``.
-    package var inputs: [EntityQuery]
-
-    package init(entities: [EntityKey] = [], idempotencyKeys: [IdempotencyKey] = [], households: [String] = [], inputs: [EntityQuery] = []) {
-        self.entities = entities
-        self.idempotencyKeys = idempotencyKeys
-        self.households = households
-        self.inputs = inputs
-    }
+    package var inputs: [EntityQuery] = []
 }
 
 /// What ``StorageTransaction/load(_:)`` found.
@@ -215,12 +208,6 @@ package struct IdempotencyRecord: Sendable, Hashable {
     package var userID: String
     package var key: String
     package var version: Int64?
-
-    package init(userID: String, key: String, version: Int64?) {
-        self.userID = userID
-        self.key = key
-        self.version = version
-    }
 }
 
 /// What ``StorageTransaction/write(_:)`` writes.
@@ -264,35 +251,12 @@ package struct StoredEntityRow: Sendable, Hashable {
 
 /// An entity to upsert, and the change it appends to its feed (same version, document and time).
 package struct EntityRowWrite: Sendable, Hashable {
-    package var scope: String
-    package var entityType: String
-    package var entityID: String
-    package var version: Int64
-    /// The document as JSON text; `nil` for a tombstone.
-    package var data: String?
-    package var meta: String?
-    package var clientTimestamp: Int64
-    package var updatedAt: Int64
+    /// The row as it is stored; its `data` is `nil` for a tombstone.
+    package var row: StoredEntityRow
     /// The group a derivation files the entity under (see ``Derivation``).
     package var groupKey: String?
     /// The change's sequence number in the scope's feed.
     package var sequence: Int64
-
-    package init(
-        scope: String, entityType: String, entityID: String, version: Int64, data: String?, meta: String?,
-        clientTimestamp: Int64, updatedAt: Int64, groupKey: String?, sequence: Int64
-    ) {
-        self.scope = scope
-        self.entityType = entityType
-        self.entityID = entityID
-        self.version = version
-        self.data = data
-        self.meta = meta
-        self.clientTimestamp = clientTimestamp
-        self.updatedAt = updatedAt
-        self.groupKey = groupKey
-        self.sequence = sequence
-    }
 }
 
 /// What a pull plans with: read in one snapshot.

@@ -75,14 +75,16 @@ extension EntityRowWrite {
         let sequences = try FeedAppend.sequences(for: states, heads: &heads)
         return zip(states, sequences).map { state, sequence in
             EntityRowWrite(
-                scope: state.key.scope.key,
-                entityType: state.key.entityType,
-                entityID: state.key.entityID,
-                version: state.version,
-                data: state.data.map { JSONValue.object($0).serialized() },
-                meta: state.meta.isEmpty ? nil : state.meta.json.serialized(),
-                clientTimestamp: state.clientTimestamp.millisecondsSinceEpoch,
-                updatedAt: state.updatedAt.millisecondsSinceEpoch,
+                row: StoredEntityRow(
+                    scope: state.key.scope.key,
+                    entityType: state.key.entityType,
+                    entityID: state.key.entityID,
+                    version: state.version,
+                    data: state.data.map { JSONValue.object($0).serialized() },
+                    meta: state.meta.isEmpty ? nil : state.meta.json.serialized(),
+                    clientTimestamp: state.clientTimestamp.millisecondsSinceEpoch,
+                    updatedAt: state.updatedAt.millisecondsSinceEpoch
+                ),
                 groupKey: derivations.lazy.compactMap { $0.storedGroupKey(of: state) }.first,
                 sequence: sequence
             )

@@ -230,7 +230,7 @@ extension SyncStore {
             let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
             write.entities += rows
             advanced.formUnion(outcome.scopes)
-            sequences.append(Dictionary(grouping: rows) { Scope(key: $0.scope)! }.mapValues { $0.map(\.sequence) })
+            sequences.append(Dictionary(grouping: rows) { Scope(key: $0.row.scope)! }.mapValues { $0.map(\.sequence) })
             write.records += outcome.recorded.map { IdempotencyRecord(userID: job.job.userID, key: $0.key, version: $0.version) }
             changedHouseholds += outcome.households
             wakeUsers.formUnion(outcome.wakeUsers)

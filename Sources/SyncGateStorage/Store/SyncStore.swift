@@ -125,10 +125,5 @@ package struct StoreHooks: Sendable {
 package struct CompactionBatchLimits: Sendable, Hashable {
     package var feeds: Int
     package var changes: Int
-
-    package init(feeds: Int, changes: Int) {
-        self.feeds = feeds
-        self.changes = changes
-    }
 }
 
