@@ -1,6 +1,5 @@
-@testable import SyncGateStorage
 import Foundation
-package import SyncGateStorage
+@testable package import SyncGateStorage
 
 #if canImport(Glibc)
 import Glibc

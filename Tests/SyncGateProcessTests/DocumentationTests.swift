@@ -112,20 +112,28 @@ import Testing
                 for line in block.body.split(separator: "\n") {
                     let code = line.prefix { $0 != "#" }
                     for match in code.matches(of: /(?:^|[\s(])(?:swift run(?: -q)? |\.build\/release\/|\$\(|\b)syncgate((?: [a-z][a-z-]*)*)((?: [^|;&)]*)?)/) {
-                        let words = match.output.1.split(separator: " ").map(String.init)
+                        var words = match.output.1.split(separator: " ").map(String.init)
                         guard let first = words.first, !first.hasPrefix("demo") else { continue }
                         commands += 1
-                        let help: String
-                        if let known = helps[words.joined(separator: " ")] {
-                            help = known
-                        } else {
-                            let process = try SyncGateProcess(["help"] + words, environment: [:])
-                            let status = await process.waitForExit(timeout: hangGuard)
-                            // An unknown subcommand gets its parent's help: the usage line tells.
-                            #expect(status == 0 && process.log.contains("USAGE: syncgate \(words.joined(separator: " "))"), "\(page): `syncgate \(words.joined(separator: " "))` is not a command")
-                            help = process.log
-                            helps[words.joined(separator: " ")] = help
+                        // Trailing lowercase words may be arguments (`admin keys revoke billing`):
+                        // the command is the longest prefix that is one, and it must take them.
+                        var arguments = 0
+                        var help = ""
+                        while !words.isEmpty {
+                            let name = words.joined(separator: " ")
+                            if helps[name] == nil {
+                                let process = try SyncGateProcess(["help"] + words, environment: [:])
+                                // An unknown subcommand gets its parent's help: the usage line tells.
+                                helps[name] = await process.waitForExit(timeout: hangGuard) == 0 ? process.log : ""
+                            }
+                            help = helps[name]!
+                            let usage = "USAGE: syncgate \(name)"
+                            if help.contains(usage) && (arguments == 0 || help.contains("\nARGUMENTS:")) { break }
+                            help = ""
+                            words.removeLast()
+                            arguments += 1
                         }
+                        #expect(!help.isEmpty, "\(page): `syncgate \(match.output.1)` is not a command")
                         for flag in match.output.2.matches(of: /(?:^|\s)(--[a-z][a-z-]*)/).map({ String($0.output.1) }) {
                             #expect(help.contains(flag), "\(page): `syncgate \(words.joined(separator: " "))` has no \(flag)")
                         }
