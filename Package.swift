@@ -96,6 +96,7 @@ let package = Package(
                 .embedInCode("0007_uncompacted_feeds.sql"),
                 .embedInCode("0008_enqueue_without_notify.sql"),
                 .embedInCode("0009_job_compression.sql"),
+                .embedInCode("0010_service_keys.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -109,6 +110,7 @@ let package = Package(
                 .embedInCode("0004_commit_times.sql"),
                 .embedInCode("0005_incremental_maintenance.sql"),
                 .embedInCode("0006_uncompacted_feeds.sql"),
+                .embedInCode("0007_service_keys.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -47,6 +47,14 @@ package func buildRouter(
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
 
+    // The service API: a backend's key, never a user's token (see ServiceRoutes).
+    let services = ServiceRoutes(sync: sync)
+    let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
+    let service = router.group("v1/service").add(middleware: ServiceKeyAuthenticator(verifier: verifier))
+    service.post("push", use: services.push)
+    service.get("jobs/:id", use: services.jobStatus)
+    service.get("pull", use: services.pull)
+
     let front = FrontRoutes(sync: sync, authenticator: authenticator)
     for plugin in plugins { plugin.addRoutes(to: router, front: front) }
     // The document lists the plug-ins' routes this router serves.

@@ -33,6 +33,8 @@ package struct FrontConfiguration: Sendable {
     package var idleTimeout: Duration
     /// `GET /metrics` on the public port; off when the metrics have a port of their own.
     package var servesMetrics: Bool
+    /// How long a front trusts a service key it checked: a revoked key is refused within this.
+    package var serviceKeyCacheTime: Duration
 
     package init(
         pushLimits: PushLimits = .init(),
@@ -51,7 +53,8 @@ package struct FrontConfiguration: Sendable {
         maximumStreamLifetime: Duration = .seconds(3600),
         requestReadTimeout: Duration = .seconds(30),
         idleTimeout: Duration = .seconds(75),
-        servesMetrics: Bool = true
+        servesMetrics: Bool = true,
+        serviceKeyCacheTime: Duration = .seconds(5)
     ) {
         self.pushLimits = pushLimits
         self.maximumBodyBytes = maximumBodyBytes
@@ -70,5 +73,6 @@ package struct FrontConfiguration: Sendable {
         self.requestReadTimeout = requestReadTimeout
         self.idleTimeout = idleTimeout
         self.servesMetrics = servesMetrics
+        self.serviceKeyCacheTime = serviceKeyCacheTime
     }
 }

@@ -11,12 +11,19 @@ package import Tracing
 /// value passed inwards, so the authenticator's user reaches the request log through this box.
 package final class RequestNotes: Sendable {
     private let user = Mutex<String?>(nil)
+    private let serviceName = Mutex<String?>(nil)
 
     package init() {}
 
     package var userID: String? {
         get { user.withLock { $0 } }
         set { user.withLock { $0 = newValue } }
+    }
+
+    /// The name of the service key that authenticated the request.
+    package var service: String? {
+        get { serviceName.withLock { $0 } }
+        set { serviceName.withLock { $0 = newValue } }
     }
 }
 
@@ -99,6 +106,7 @@ package struct RequestObservationMiddleware: RouterMiddleware {
             "http.duration_ms": "\(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)",
         ]
         if let user = context.notes.userID { metadata["syncgate.user"] = "\(user)" }
+        if let service = context.notes.service { metadata["syncgate.service_key"] = "\(service)" }
         // Inside the span, so a JSON log line carries its trace id.
         ServiceContext.withValue(span.context) {
             context.logger.info("request", metadata: metadata)

@@ -120,4 +120,8 @@ package final class ReplicatedFrontStore: FrontStore {
     package func schemaStatus() async throws -> SchemaStatus {
         try await primary.schemaStatus()
     }
+
+    package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
+        try await primary.serviceKey(hash: hash)
+    }
 }

@@ -32,6 +32,9 @@ package protocol FrontStore: Sendable {
     func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice
     /// The applied and the known schema versions, for readiness.
     func schemaStatus() async throws -> SchemaStatus
+    /// The service key whose SHA-256 is `hash`, revoked or not (always from the primary: a
+    /// revocation must not wait for a replica).
+    func serviceKey(hash: String) async throws -> ServiceKeyRecord?
 }
 
 extension FrontStore {
@@ -97,6 +100,12 @@ package protocol MaintenanceStore: Sendable {
     func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func retryDeadJobs(ids: [Int64]?) async throws -> Int
     func households(userID: String?) async throws -> [HouseholdState]
+    /// Stores a new service key; `false` when the name is taken (by a valid or revoked key).
+    func createServiceKey(_ key: NewServiceKey) async throws -> Bool
+    /// Every service key, revoked ones included, by name.
+    func serviceKeys() async throws -> [ServiceKeyRecord]
+    /// Revokes a valid key; `false` when no valid key has that name.
+    func revokeServiceKey(name: String) async throws -> Bool
 }
 
 /// The schema: migrations and their status.

@@ -72,4 +72,9 @@ package final class CountingFrontStore: FrontStore {
         record("schemaStatus")
         return try await base.schemaStatus()
     }
+
+    package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
+        record("serviceKey")
+        return try await base.serviceKey(hash: hash)
+    }
 }

@@ -13,5 +13,6 @@ package enum PostgresSchema {
         (7, "uncompacted_feeds", false, PackageResources._007_uncompacted_feeds_sql),
         (8, "enqueue_without_notify", false, PackageResources._008_enqueue_without_notify_sql),
         (9, "job_compression", false, PackageResources._009_job_compression_sql),
+        (10, "service_keys", false, PackageResources._010_service_keys_sql),
     ]
 }

@@ -10,5 +10,6 @@ package enum SQLiteSchema {
         (4, "commit_times", false, PackageResources._004_commit_times_sql),
         (5, "incremental_maintenance", false, PackageResources._005_incremental_maintenance_sql),
         (6, "uncompacted_feeds", false, PackageResources._006_uncompacted_feeds_sql),
+        (7, "service_keys", false, PackageResources._007_service_keys_sql),
     ]
 }

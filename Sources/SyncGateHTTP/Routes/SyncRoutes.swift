@@ -27,20 +27,28 @@ package struct SyncRoutes: Sendable {
 
         let body = try await readBody(request)
         let push = try PushRequest(body: body.readableBytesView, limits: configuration.pushLimits, receivedAt: .now())
-        let (jobID, job) = try await enqueue(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger)
+        return try await answerPush(push.operations, userID: userID, deviceID: deviceID, wait: wait, logger: context.logger, statusURL: JobAnswer.statusURL(of:))
+    }
+
+    /// Queues a validated push and answers it: `200` with the results when the job finished
+    /// within `wait`, else `202` with the job's id and `statusURL(id)` as its `Location`.
+    func answerPush(
+        _ operations: [SyncOperation], userID: String, deviceID: String, wait: Int, logger: Logger, statusURL: (Int64) -> String
+    ) async throws -> Response {
+        let (jobID, job) = try await enqueue(operations, userID: userID, deviceID: deviceID, wait: wait, logger: logger)
         if case .finished(let finished) = job {
             do {
                 return .json(bytes: try Self.finishedAnswer(finished))
             } catch {
                 // The push is durable: answer with its id; its status route reports the fault.
-                context.logger.error("a finished push's results cannot be answered", metadata: [
+                logger.error("a finished push's results cannot be answered", metadata: [
                     "syncgate.job": "\(jobID)", "syncgate.error": "\(error)",
                 ])
             }
         }
-        let statusURL = JobAnswer.statusURL(of: jobID)
-        let accepted = JobAnswer(jobID: jobID, state: job?.state ?? .queued, statusURL: statusURL)
-        return .json(accepted.json, status: .accepted, headers: [.location: statusURL])
+        let location = statusURL(jobID)
+        let accepted = JobAnswer(jobID: jobID, state: job?.state ?? .queued, statusURL: location)
+        return .json(accepted.json, status: .accepted, headers: [.location: location])
     }
 
     /// The body of a push, refused with 413 past the configured size.
@@ -108,8 +116,13 @@ package struct SyncRoutes: Sendable {
         let userID = try context.userID()
         let query = try reader.query(allowed: ["wait"])
         let wait = try RequestReader.integer(query, "wait", in: 0...configuration.maximumPushWaitMilliseconds, default: 0)
+        return try await answerJobStatus(context.parameters.get("id"), userID: userID, wait: wait)
+    }
+
+    /// The job `idText` of `userID`, once it finished or `wait` ms passed.
+    func answerJobStatus(_ idText: String?, userID: String, wait: Int) async throws -> Response {
         // Any id that is not one of the caller's jobs is simply not found.
-        guard let text = context.parameters.get("id"), text.utf8.count <= 19, let id = Int64(text), id > 0 else {
+        guard let text = idText, text.utf8.count <= 19, let id = Int64(text), id > 0 else {
             throw ProtocolError(.notFound, "no such job")
         }
         let job = wait > 0
@@ -127,6 +140,11 @@ package struct SyncRoutes: Sendable {
         let userID = try context.userID()
         let deviceID = try reader.deviceID()
         let parameters = try reader.query(allowed: ["cursor", "limit", "entity_types", "wait"])
+        return try await answerPull(parameters, userID: userID, deviceID: deviceID)
+    }
+
+    /// A page of `userID`'s feeds by the pull parameters (`cursor`, `limit`, `entity_types`, `wait`).
+    func answerPull(_ parameters: [String: String], userID: String, deviceID: String) async throws -> Response {
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)
         let wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
         var types: Set<String>?

@@ -83,6 +83,17 @@ package protocol StorageDriver: Sendable {
     func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func householdRows(userID: String?) async throws -> [HouseholdRow]
 
+    // MARK: Service keys
+
+    /// Stores a key; `false` when a key (valid or revoked) already has its name.
+    func insertServiceKey(_ key: NewServiceKey, now: Timestamp?) async throws -> Bool
+    /// Every key, revoked ones included, by name.
+    func serviceKeys() async throws -> [ServiceKeyRecord]
+    /// The key whose SHA-256 is `hash`, revoked or not; read on the request path.
+    func serviceKey(hash: String) async throws -> ServiceKeyRecord?
+    /// Revokes a valid key; `false` when no valid key has that name.
+    func revokeServiceKey(name: String, now: Timestamp?) async throws -> Bool
+
     /// Runs `body` in one write transaction; commits when it returns, rolls back when it throws.
     /// Announcements made in it reach the notifier only if it commits.
     func transaction<Result: Sendable>(now: Timestamp?, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result) async throws -> Result

@@ -131,6 +131,22 @@ extension SyncStore {
         }
     }
 
+    package func createServiceKey(_ key: NewServiceKey) async throws -> Bool {
+        try await driver.insertServiceKey(key, now: clock.now())
+    }
+
+    package func serviceKeys() async throws -> [ServiceKeyRecord] {
+        try await driver.serviceKeys()
+    }
+
+    package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
+        try await driver.serviceKey(hash: hash)
+    }
+
+    package func revokeServiceKey(name: String) async throws -> Bool {
+        try await driver.revokeServiceKey(name: name, now: clock.now())
+    }
+
     package func households(userID: String?) async throws -> [HouseholdState] {
         let households = HouseholdState.fold(try await driver.householdRows(userID: userID))
         return households.keys.sorted().compactMap { households[$0] }

@@ -1,0 +1,125 @@
+import Crypto
+import Foundation
+import HTTPTypes
+package import Hummingbird
+import Synchronization
+import SyncGateCore
+package import SyncGateStorage
+import SyncGateWire
+
+/// A service key: `sgk_` and 43 characters of base64url, 256 random bits. Only its SHA-256 is
+/// stored, so a key is shown once, when it is created.
+package enum ServiceKeySecret {
+    package static let prefix = "sgk_"
+
+    /// A new key from the system's secure random source.
+    package static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return prefix + Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The stored form of `key`: its SHA-256 in lowercase hex.
+    package static func hash(_ key: String) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in SHA256.hash(data: Array(key.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
+
+    /// What a listing shows of a key: its last four characters.
+    package static func hint(_ key: String) -> String {
+        String(key.suffix(4))
+    }
+
+    /// A key for `name` with `scopes`: the key to show the operator once, and what to store.
+    package static func new(name: String, scopes: Set<ServiceScope>) -> (key: String, stored: NewServiceKey) {
+        let key = generate()
+        return (key, NewServiceKey(name: name, keyHash: hash(key), hint: hint(key), scopes: scopes))
+    }
+}
+
+/// The backend a service key authenticated: the key's name and scopes.
+package struct AuthenticatedService: Sendable, Hashable {
+    package var name: String
+    package var scopes: Set<ServiceScope>
+
+    package init(name: String, scopes: Set<ServiceScope>) {
+        self.name = name
+        self.scopes = scopes
+    }
+
+    /// Where what the service writes comes from, as jobs and logs name it: `service:<name>`.
+    package var origin: String { "service:\(name)" }
+}
+
+/// Checks service keys against the store, remembering a valid key for `cacheTime` so that a busy
+/// backend costs one lookup per front every few seconds; a revocation therefore takes effect
+/// within `cacheTime`. Unknown and revoked keys are not remembered (a new key works at once),
+/// and at most `capacity` keys are.
+package final class ServiceKeyVerifier: Sendable {
+    let store: any FrontStore
+    let cacheTime: Duration
+    let capacity: Int
+    let now: @Sendable () -> ContinuousClock.Instant
+    private let cache = Mutex<[String: (service: AuthenticatedService, until: ContinuousClock.Instant)]>([:])
+
+    package init(
+        store: any FrontStore, cacheTime: Duration = .seconds(5), capacity: Int = 1024,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
+        self.store = store
+        self.cacheTime = cacheTime
+        self.capacity = capacity
+        self.now = now
+    }
+
+    /// The service `key` authenticates, or `401 UNAUTHENTICATED`.
+    package func verify(_ key: String) async throws -> AuthenticatedService {
+        guard key.hasPrefix(ServiceKeySecret.prefix), key.utf8.count <= 128 else {
+            throw ProtocolError(.unauthenticated, "service routes take a service key (sgk_…), not a user's token")
+        }
+        let hash = ServiceKeySecret.hash(key)
+        let instant = now()
+        if let cached = cache.withLock({ $0[hash] }), cached.until > instant { return cached.service }
+        guard let record = try await store.serviceKey(hash: hash) else {
+            throw ProtocolError(.unauthenticated, "unknown service key")
+        }
+        guard record.revokedAt == nil else {
+            cache.withLock { _ = $0.removeValue(forKey: hash) }
+            throw ProtocolError(.unauthenticated, "this service key was revoked")
+        }
+        let service = AuthenticatedService(name: record.name, scopes: record.scopes)
+        cache.withLock { cache in
+            if cache.count >= capacity { cache = cache.filter { $0.value.until > instant } }
+            if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+            cache[hash] = (service, instant + cacheTime)
+        }
+        return service
+    }
+}
+
+/// Authenticates every request of the service group (`/v1/service`) from
+/// `Authorization: Bearer sgk_…`: a user's token is refused there, and a service key anywhere else.
+package struct ServiceKeyAuthenticator: RouterMiddleware {
+    package typealias Context = SyncRequestContext
+    let verifier: ServiceKeyVerifier
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization] else {
+            throw ProtocolError(.unauthenticated, "missing Authorization: Bearer <service key>")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw ProtocolError(.unauthenticated, "Authorization must be 'Bearer <service key>'")
+        }
+        var context = context
+        context.service = try await verifier.verify(String(parts[1]))
+        return try await next(request, context)
+    }
+}

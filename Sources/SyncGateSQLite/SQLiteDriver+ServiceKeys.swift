@@ -1,0 +1,45 @@
+import GRDB
+package import SyncGateStorage
+package import SyncGateWire
+
+extension SQLiteDriver {
+    static let serviceKeyColumns = "name, hint, scopes, created_at, revoked_at"
+
+    static func serviceKeyRecord(_ row: Row) -> ServiceKeyRecord {
+        ServiceKeyRecord(
+            name: row[0], hint: row[1], scopes: ServiceScope.parse(stored: row[2]),
+            createdAt: Timestamp(millisecondsSinceEpoch: row[3]), revokedAt: (row[4] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+        )
+    }
+
+    package func insertServiceKey(_ key: NewServiceKey, now: Timestamp?) async throws -> Bool {
+        let created = (now ?? .now()).millisecondsSinceEpoch
+        return try await write { db in
+            try db.execute(
+                sql: "INSERT INTO service_keys (name, key_hash, hint, scopes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                arguments: [key.name, key.keyHash, key.hint, ServiceScope.stored(key.scopes), created]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    package func serviceKeys() async throws -> [ServiceKeyRecord] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.serviceKeyColumns) FROM service_keys ORDER BY name").map(Self.serviceKeyRecord)
+        }
+    }
+
+    package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.serviceKeyColumns) FROM service_keys WHERE key_hash = ?", arguments: [hash]).map(Self.serviceKeyRecord)
+        }
+    }
+
+    package func revokeServiceKey(name: String, now: Timestamp?) async throws -> Bool {
+        let revoked = (now ?? .now()).millisecondsSinceEpoch
+        return try await write { db in
+            try db.execute(sql: "UPDATE service_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", arguments: [revoked, name])
+            return db.changesCount == 1
+        }
+    }
+}

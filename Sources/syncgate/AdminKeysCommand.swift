@@ -1,0 +1,82 @@
+import ArgumentParser
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateWire
+
+extension AdminCommand {
+    /// `syncgate admin keys …`: the service keys of an app's own backend (docs/service-api.md).
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create, list and revoke service keys (the credentials of your own backend).",
+            subcommands: [Create.self, List.self, Revoke.self]
+        )
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Create a service key and print it; it is shown only this once (only its hash is stored).")
+            @OptionGroup var common: Common
+            @Argument(help: "The key's name: 1 to 64 characters of A-Z a-z 0-9 . _ - (logs and changes name it)") var name: String
+            @Option(name: .customLong("scope"), help: "read, write or admin (repeatable; at least one)") var scopes: [String] = []
+            @Flag(help: "Print JSON") var json = false
+
+            func validate() throws {
+                guard NewServiceKey.isValidName(name) else { throw ValidationError("a key's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
+                guard !scopes.isEmpty else { throw ValidationError("give at least one --scope (read, write or admin)") }
+                for scope in scopes where ServiceScope(rawValue: scope) == nil {
+                    throw ValidationError("unknown scope '\(scope)': read, write or admin")
+                }
+            }
+
+            func run() async throws {
+                let (key, stored) = ServiceKeySecret.new(name: name, scopes: Set(scopes.compactMap(ServiceScope.init)))
+                guard try await common.withStore({ try await $0.createServiceKey(stored) }) else {
+                    throw ValidationError("a key named '\(name)' exists (revoked keys keep their names); choose another name")
+                }
+                if json {
+                    let body: JSONObject = ["name": .string(name), "key": .string(key), "scopes": .array(stored.scopes.sorted().map { .string($0.rawValue) })]
+                    print(JSONValue.object(body).serialized())
+                } else {
+                    print(key)
+                    print("(service key '\(name)', scopes \(ServiceScope.stored(stored.scopes)): store it now, it is not shown again)")
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List service keys (never the keys themselves), revoked ones too.")
+            @OptionGroup var common: Common
+            @Flag(help: "Print JSON") var json = false
+
+            func run() async throws {
+                let keys = try await common.withStore { try await $0.serviceKeys() }
+                if json {
+                    print(JSONValue.array(keys.map { key in
+                        .object([
+                            "name": .string(key.name), "hint": .string(key.hint), "scopes": .array(key.scopes.sorted().map { .string($0.rawValue) }),
+                            "created_at": .string(key.createdAt.rfc3339), "revoked_at": key.revokedAt.map { .string($0.rfc3339) } ?? .null,
+                        ])
+                    }).serialized())
+                    return
+                }
+                print("name\thint\tscopes\tcreated\trevoked")
+                for key in keys {
+                    print([key.name, "…" + key.hint, ServiceScope.stored(key.scopes), key.createdAt.rfc3339, key.revokedAt?.rfc3339 ?? "-"].joined(separator: "\t"))
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Revoke a service key: every front refuses it within 5 seconds.")
+            @OptionGroup var common: Common
+            @Argument(help: "The key's name") var name: String
+
+            func run() async throws {
+                guard try await common.withStore({ try await $0.revokeServiceKey(name: name) }) else {
+                    throw ValidationError("no valid key is named '\(name)'")
+                }
+                print("revoked service key '\(name)'")
+            }
+        }
+    }
+}

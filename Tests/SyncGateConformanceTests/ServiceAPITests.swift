@@ -1,0 +1,226 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWire
+import Testing
+
+/// Service keys and the service API: an app's own backend writes and reads a user's data
+/// through the same pipeline as the user's devices, with a key of its own.
+@Suite(.timeLimit(.minutes(10))) struct ServiceAPITests {
+    /// A new key named `name` with `scopes`, stored; the key to send.
+    static func key(_ name: String, _ scopes: Set<ServiceScope>, in store: SyncStore) async throws -> String {
+        let (key, stored) = ServiceKeySecret.new(name: name, scopes: scopes)
+        #expect(try await store.createServiceKey(stored))
+        return key
+    }
+
+    static func serviceHeaders(_ key: String) -> HTTPFields {
+        [.authorization: "Bearer \(key)", .contentType: "application/json"]
+    }
+
+    static func body(user: String?, _ operations: [SyncOperation]) -> String {
+        var body: JSONObject = ["operations": .array(operations.map(\.json))]
+        if let user { body["user_id"] = .string(user) }
+        return JSONValue.object(body).serialized()
+    }
+
+    @Test(arguments: Driver.selected)
+    func keysAreStoredHashedListedAndRevoked(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let store = harness.store
+            let (key, stored) = ServiceKeySecret.new(name: "billing", scopes: [.write, .read])
+            #expect(key.hasPrefix("sgk_") && key.utf8.count == 47)
+            #expect(try await store.createServiceKey(stored))
+            // A name is taken once, whatever the key.
+            #expect(try await !store.createServiceKey(ServiceKeySecret.new(name: "billing", scopes: [.read]).stored))
+
+            // Only the hash is stored.
+            let hashes = try await harness.queryTexts("SELECT key_hash FROM service_keys")
+            #expect(hashes == [ServiceKeySecret.hash(key)])
+            #expect(hashes.allSatisfy { !$0.contains(key) && $0.utf8.count == 64 })
+
+            let listed = try await store.serviceKeys()
+            #expect(listed.map(\.name) == ["billing"])
+            #expect(listed.first?.scopes == [.read, .write])
+            #expect(listed.first?.hint == String(key.suffix(4)))
+            #expect(listed.first?.revokedAt == nil)
+            #expect(try await store.serviceKey(hash: ServiceKeySecret.hash(key))?.name == "billing")
+            #expect(try await store.serviceKey(hash: ServiceKeySecret.hash(key + "x")) == nil)
+
+            #expect(try await store.revokeServiceKey(name: "billing"))
+            #expect(try await !store.revokeServiceKey(name: "billing"))
+            #expect(try await !store.revokeServiceKey(name: "nobody"))
+            #expect(try await store.serviceKey(hash: ServiceKeySecret.hash(key))?.revokedAt != nil)
+            // A revoked key keeps its name.
+            #expect(try await !store.createServiceKey(ServiceKeySecret.new(name: "billing", scopes: [.read]).stored))
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aServiceWritesForAUserThroughTheSamePipelineAsADevice(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let key = try await Self.key("nutrition", [.write, .read], in: http.store.store)
+            // Alice's phone waits on a long-poll when the backend corrects her meal.
+            let start = try await http.pullAll()
+            let baseline = http.waiters
+            async let woken = http.pull(query: "cursor=\(start.cursor)&wait=30000")
+            try await http.waitForWaiters(1, beyond: baseline)
+
+            let meal = Op.create("foodLogs", "fl_1", ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "rice", "name": "Rice", "calories": 200]]], key: "svc-1")
+            let pushed = try await http.send(.post, "/v1/service/push?wait=30000", headers: Self.serviceHeaders(key), body: Self.body(user: "alice", [meal]))
+            #expect(pushed.status == 200, "\(String(describing: pushed.json))")
+            #expect(pushed.json?["results"]?[0]?["status"] == "applied")
+
+            // The live pull wakes with the change, and the derived summary follows.
+            let live = try await woken
+            #expect(live.status == 200)
+            #expect(live.json?["changes"]?.arrayValue?.contains { $0["entity_id"] == "fl_1" } == true)
+            let state = try await http.state()
+            #expect(state["foodLogs/fl_1"]?["version"] == 1)
+            #expect(state.keys.contains { $0.hasPrefix("dailySummaries/") })
+
+            // The job is the user's, from the key's device; the same idempotency key applies once.
+            let jobs = try await http.store.store.listJobs(JobFilter(userID: "alice", limit: 10))
+            #expect(jobs.map(\.deviceID) == ["service:nutrition"])
+            let again = try await http.send(.post, "/v1/service/push?wait=30000", headers: Self.serviceHeaders(key), body: Self.body(user: "alice", [meal]))
+            #expect(again.json?["results"]?[0]?["status"] == "duplicate")
+            #expect(try await http.state()["foodLogs/fl_1"]?["version"] == 1)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aServiceFollowsItsJobAndReadsWhatTheUserReads(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let key = try await Self.key("dashboard", [.write, .read], in: http.store.store)
+            // Alice shares a household with Bob.
+            _ = try await http.results([
+                Op.create("households", "home", ["name": "Home"]),
+                Op.create("household_members", "home:bob", ["user_id": "bob", "role": "member"]),
+            ])
+
+            // Without waiting: 202 and the job's service status URL, which the service follows.
+            let item = Op.create("inventory", "milk", ["qty": 1], household: "home")
+            let accepted = try await http.send(.post, "/v1/service/push?wait=0", headers: Self.serviceHeaders(key), body: Self.body(user: "bob", [item]))
+            #expect(accepted.status == 202, "\(String(describing: accepted.json))")
+            let location = try #require(accepted.headers[.location])
+            #expect(location.hasPrefix("/v1/service/jobs/") && location.hasSuffix("?user_id=bob"))
+            #expect(accepted.json?["status_url"]?.stringValue == location)
+            let finished = try await http.send(.get, location + "&wait=30000", headers: Self.serviceHeaders(key))
+            #expect(finished.status == 200)
+            #expect(finished.json?["status"] == "done")
+            #expect(finished.json?["results"]?[0]?["status"] == "applied")
+            // Another user's job is not found.
+            let jobID = try #require(location.split(separator: "?").first?.split(separator: "/").last)
+            let other = try await http.send(.get, "/v1/service/jobs/\(jobID)?user_id=alice", headers: Self.serviceHeaders(key))
+            #expect(other.status == 404)
+
+            // The service reads what Alice reads: her feed and the household's, by cursor.
+            let page = try await http.send(.get, "/v1/service/pull?user_id=alice&limit=1000", headers: Self.serviceHeaders(key))
+            #expect(page.status == 200)
+            let ids = Set(page.json?["changes"]?.arrayValue?.compactMap { $0["entity_id"]?.stringValue } ?? [])
+            #expect(ids.isSuperset(of: ["home", "home:bob", "milk"]))
+            let cursor = try #require(page.json?["cursor"]?.stringValue)
+            let next = try await http.send(.get, "/v1/service/pull?user_id=alice&cursor=\(cursor)", headers: Self.serviceHeaders(key))
+            #expect(next.status == 200)
+            #expect(next.json?["changes"] == [])
+            // A cursor is the user's: another user's cursor is refused.
+            let crossed = try await http.send(.get, "/v1/service/pull?user_id=bob&cursor=\(cursor)", headers: Self.serviceHeaders(key))
+            #expect(crossed.status == 409)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func keysAndTokensAreRefusedWhereTheyDoNotBelong(_ driver: Driver) async throws {
+        var configuration = HTTPHarness.testConfiguration
+        configuration.serviceKeyCacheTime = .zero
+        try await HTTPHarness.with(driver, configuration: configuration) { http in
+            let store = http.store.store
+            let writer = try await Self.key("writer", [.write], in: store)
+            let reader = try await Self.key("reader", [.read], in: store)
+            let meal = Op.create("weightLogs", "w1", ["kg": 70])
+            let body = Self.body(user: "alice", [meal])
+
+            // No key, a user's token, an unknown or malformed key: 401, and nothing queued.
+            let none = try await http.send(.post, "/v1/service/push", headers: [.contentType: "application/json"], body: body)
+            #expect(none.status == 401)
+            #expect(none.headers[.wwwAuthenticate] != nil)
+            let token = try await http.send(.post, "/v1/service/push", headers: try await http.headers(), body: body)
+            #expect(token.status == 401)
+            #expect(token.json?["error"]?["message"]?.stringValue?.contains("service key") == true)
+            let unknown = try await http.send(.post, "/v1/service/push", headers: Self.serviceHeaders(ServiceKeySecret.generate()), body: body)
+            #expect(unknown.status == 401)
+            // A service key is not a user's token.
+            var keyOnDeviceRoute = Self.serviceHeaders(writer)
+            keyOnDeviceRoute[HTTPField.Name("X-Device-Id")!] = "d1"
+            #expect(try await http.send(.get, "/v1/sync/pull", headers: keyOnDeviceRoute).status == 401)
+
+            // Each scope grants only itself.
+            let readerWrites = try await http.send(.post, "/v1/service/push", headers: Self.serviceHeaders(reader), body: body)
+            #expect(readerWrites.status == 403)
+            #expect(readerWrites.json?.errorCode == "PERMISSION_DENIED")
+            #expect(try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(writer)).status == 403)
+            #expect(try await http.send(.get, "/v1/service/jobs/1?user_id=alice", headers: Self.serviceHeaders(reader)).status == 403)
+
+            // A push without a user, or with a bad one: 400.
+            let noUser = try await http.send(.post, "/v1/service/push", headers: Self.serviceHeaders(writer), body: Self.body(user: nil, [meal]))
+            #expect(noUser.status == 400)
+            let badUser = try await http.send(
+                .post, "/v1/service/push", headers: Self.serviceHeaders(writer),
+                body: JSONValue.object(["user_id": .int(7), "operations": .array([meal.json])]).serialized()
+            )
+            #expect(badUser.status == 400)
+            #expect(try await store.listJobs(JobFilter(limit: 10)).isEmpty)
+
+            // No device can claim a service's origin.
+            let impostor = try await http.push([meal], device: "service:writer")
+            #expect(impostor.status == 400)
+
+            // Revoked: refused (this front trusts a checked key for zero seconds).
+            #expect(try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(reader)).status == 200)
+            #expect(try await store.revokeServiceKey(name: "reader"))
+            let revoked = try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(reader))
+            #expect(revoked.status == 401)
+            #expect(revoked.json?["error"]?["message"] == "this service key was revoked")
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aFrontTrustsACheckedKeyForItsCacheTimeOnly(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let counting = CountingFrontStore(harness.store)
+            let clock = Mutex(ContinuousClock.now)
+            let verifier = ServiceKeyVerifier(store: counting, cacheTime: .seconds(5), capacity: 2) { clock.withLock { $0 } }
+            let key = try await Self.key("billing", [.write], in: harness.store)
+            func lookups() -> Int { counting.count("serviceKey") }
+
+            #expect(try await verifier.verify(key) == AuthenticatedService(name: "billing", scopes: [.write]))
+            #expect(try await verifier.verify(key).name == "billing")
+            #expect(lookups() == 1)
+
+            // Revoked: still trusted until the cache time passes, then refused, and not remembered.
+            #expect(try await harness.store.revokeServiceKey(name: "billing"))
+            clock.withLock { $0 += .seconds(4) }
+            #expect(try await verifier.verify(key).name == "billing")
+            #expect(lookups() == 1)
+            clock.withLock { $0 += .seconds(2) }
+            await #expect(throws: ProtocolError.self) { try await verifier.verify(key) }
+            await #expect(throws: ProtocolError.self) { try await verifier.verify(key) }
+            #expect(lookups() == 3)
+
+            // A user's token or garbage never reaches the store.
+            await #expect(throws: ProtocolError.self) { try await verifier.verify("eyJhbGciOiJIUzI1NiJ9.e30.x") }
+            #expect(lookups() == 3)
+
+            // At most `capacity` keys are remembered: a third evicts the expired and then all.
+            let others = [try await Self.key("a", [.read], in: harness.store), try await Self.key("b", [.read], in: harness.store), try await Self.key("c", [.read], in: harness.store)]
+            for other in others { _ = try await verifier.verify(other) }
+            #expect(lookups() == 6)
+            _ = try await verifier.verify(others[2])
+            #expect(lookups() == 6)
+        }
+    }
+}
