@@ -54,6 +54,8 @@ package func buildRouter(
     service.post("push", use: services.push)
     service.get("jobs/:id", use: services.jobStatus)
     service.get("pull", use: services.pull)
+    service.get("entity", use: services.entity)
+    service.get("data", use: services.data)
 
     let front = FrontRoutes(sync: sync, authenticator: authenticator)
     for plugin in plugins { plugin.addRoutes(to: router, front: front) }

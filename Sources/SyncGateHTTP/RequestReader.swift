@@ -28,6 +28,16 @@ package struct RequestReader {
 
     package static let deviceIDField = HTTPField.Name("X-Device-Id")!
 
+    /// `entity_types`: a comma-separated list of 1 to 100 type names; `nil` when absent (every type).
+    static func entityTypes(_ parameters: [String: String]) throws(ProtocolError) -> Set<String>? {
+        guard let list = parameters["entity_types"] else { return nil }
+        let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !names.isEmpty, names.count <= 100, names.allSatisfy({ (1...IdentifierLimits.entityType).contains($0.count) }) else {
+            throw ProtocolError(.validationError, "'entity_types' must be a comma-separated list of 1 to 100 type names")
+        }
+        return Set(names)
+    }
+
     /// The query parameters, refusing any not in `allowed` and any given twice.
     func query(allowed: Set<String>) throws(ProtocolError) -> [String: String] {
         var parameters: [String: String] = [:]

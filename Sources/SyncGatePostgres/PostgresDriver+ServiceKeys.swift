@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+package import SyncGateCore
 package import SyncGateStorage
 package import SyncGateWire
 
@@ -55,5 +56,34 @@ extension PostgresDriver {
             as: String.self
         )
         return !revoked.isEmpty
+    }
+}
+
+extension PostgresDriver {
+    package func entity(_ key: EntityKey) async throws -> StoredEntityRow? {
+        try await query(
+            "read entity", .request,
+            """
+            SELECT \(unescaped: Self.entityColumns) FROM entities e
+            WHERE e.scope = \(key.scope.key) AND e.entity_type = \(key.entityType) AND e.entity_id = \(key.entityID)
+            """,
+            as: EntityColumns.self
+        ).first.map(Self.entityRow)
+    }
+
+    package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [StoredEntityRow] {
+        let typeList = types?.sorted()
+        return try await query(
+            "read current entities", .request,
+            """
+            SELECT \(unescaped: Self.entityColumns) FROM entities e
+            WHERE e.scope = \(scope.key) AND e.data IS NOT NULL
+              AND (\(typeList)::text[] IS NULL OR e.entity_type = ANY(\(typeList)::text[]))
+              AND (\(after?.entityType)::text IS NULL OR (e.entity_type, e.entity_id) > (\(after?.entityType)::text, \(after?.entityID)::text))
+            ORDER BY e.entity_type, e.entity_id
+            LIMIT \(limit)
+            """,
+            as: EntityColumns.self
+        ).map(Self.entityRow)
     }
 }

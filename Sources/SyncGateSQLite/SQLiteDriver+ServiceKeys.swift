@@ -1,4 +1,5 @@
 import GRDB
+package import SyncGateCore
 package import SyncGateStorage
 package import SyncGateWire
 
@@ -40,6 +41,36 @@ extension SQLiteDriver {
         return try await write { db in
             try db.execute(sql: "UPDATE service_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", arguments: [revoked, name])
             return db.changesCount == 1
+        }
+    }
+}
+
+extension SQLiteDriver {
+    package func entity(_ key: EntityKey) async throws -> StoredEntityRow? {
+        try await read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT \(Self.entityColumns) FROM entities e WHERE e.scope = ? AND e.entity_type = ? AND e.entity_id = ?",
+                arguments: [key.scope.key, key.entityType, key.entityID]
+            ).map(Self.entityRow)
+        }
+    }
+
+    package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [StoredEntityRow] {
+        let typeList = types.map { JSONValue.strings($0.sorted()) }
+        return try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.entityColumns) FROM entities e
+                    WHERE e.scope = ? AND e.data IS NOT NULL
+                      AND (? IS NULL OR e.entity_type IN (SELECT value FROM json_each(?)))
+                      AND (? IS NULL OR (e.entity_type, e.entity_id) > (?, ?))
+                    ORDER BY e.entity_type, e.entity_id
+                    LIMIT ?
+                    """,
+                arguments: [scope.key, typeList, typeList ?? "[]", after?.entityType, after?.entityType, after?.entityID, limit]
+            ).map(Self.entityRow)
         }
     }
 }

@@ -124,4 +124,12 @@ package final class ReplicatedFrontStore: FrontStore {
     package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
         try await primary.serviceKey(hash: hash)
     }
+
+    package func entity(_ key: EntityKey) async throws -> EntityState? {
+        try await primary.entity(key)
+    }
+
+    package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [EntityState] {
+        try await primary.currentEntities(in: scope, types: types, after: after, limit: limit)
+    }
 }

@@ -35,6 +35,10 @@ package protocol FrontStore: Sendable {
     /// The service key whose SHA-256 is `hash`, revoked or not (always from the primary: a
     /// revocation must not wait for a replica).
     func serviceKey(hash: String) async throws -> ServiceKeyRecord?
+    /// The entity at `key` as it stands now, live or deleted (the primary's).
+    func entity(_ key: EntityKey) async throws -> EntityState?
+    /// Up to `limit` of a scope's live entities after `after`, in (type, id) order (the primary's).
+    func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [EntityState]
 }
 
 extension FrontStore {

@@ -20,6 +20,17 @@ package enum ServiceScope: String, Sendable, Hashable, CaseIterable, Comparable 
     }
 }
 
+/// Where a page of a scope's current entities ends: its last entity's type and id.
+package struct EntityPosition: Sendable, Hashable {
+    package var entityType: String
+    package var entityID: String
+
+    package init(entityType: String, entityID: String) {
+        self.entityType = entityType
+        self.entityID = entityID
+    }
+}
+
 /// A service key as stored: its name, scopes and lifetime, never the key (only its hash).
 package struct ServiceKeyRecord: Sendable, Hashable {
     package var name: String

@@ -77,4 +77,14 @@ package final class CountingFrontStore: FrontStore {
         record("serviceKey")
         return try await base.serviceKey(hash: hash)
     }
+
+    package func entity(_ key: EntityKey) async throws -> EntityState? {
+        record("entity")
+        return try await base.entity(key)
+    }
+
+    package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [EntityState] {
+        record("currentEntities")
+        return try await base.currentEntities(in: scope, types: types, after: after, limit: limit)
+    }
 }

@@ -134,6 +134,70 @@ import Testing
     }
 
     @Test(arguments: Driver.selected)
+    func aServiceReadsAnEntityAndAScopesCurrentData(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let key = try await Self.key("reports", [.read], in: http.store.store)
+            let headers = Self.serviceHeaders(key)
+            _ = try await http.results([
+                Op.create("weightLogs", "w1", ["kg": 70]), Op.create("weightLogs", "w2", ["kg": 71]), Op.create("weightLogs", "w3", ["kg": 72]),
+                Op.create("weightLogs", "w4", ["kg": 73]), Op.create("households", "home", ["name": "Home"]),
+                Op.create("inventory", "milk", ["qty": 1], household: "home"), Op.create("inventory", "eggs", ["qty": 6], household: "home"),
+            ])
+            _ = try await http.results([Op.delete("weightLogs", "w4", base: 1)])
+
+            // One entity, live or deleted, in a pulled change's shape.
+            let w2 = try await http.send(.get, "/v1/service/entity?user_id=alice&entity_type=weightLogs&entity_id=w2", headers: headers)
+            #expect(w2.status == 200)
+            #expect(w2.json?["data"] == ["kg": 71])
+            #expect(w2.json?["version"] == 1)
+            #expect(w2.json?["operation"] == "upsert")
+            #expect(w2.json?["household_id"] == .null)
+            let w4 = try await http.send(.get, "/v1/service/entity?user_id=alice&entity_type=weightLogs&entity_id=w4", headers: headers)
+            #expect(w4.json?["operation"] == "delete")
+            #expect(w4.json?["data"] == .null)
+            #expect(w4.json?["version"] == 2)
+            let milk = try await http.send(.get, "/v1/service/entity?household_id=home&entity_type=inventory&entity_id=milk", headers: headers)
+            #expect(milk.json?["household_id"] == "home")
+            #expect(milk.json?["data"] == ["qty": 1])
+            let missing = try await http.send(.get, "/v1/service/entity?user_id=bob&entity_type=weightLogs&entity_id=w2", headers: headers)
+            #expect(missing.status == 404)
+            #expect(missing.json?.errorCode == "ENTITY_NOT_FOUND")
+
+            // A user's live entities, two at a time, in (type, id) order; the deleted one is not there.
+            var seen: [String] = []
+            var after: String?
+            for _ in 0..<10 {
+                let query = "user_id=alice&limit=2" + (after.map { "&after=\($0)" } ?? "")
+                let page = try await http.send(.get, "/v1/service/data?\(query)", headers: headers)
+                #expect(page.status == 200, "\(String(describing: page.json))")
+                let entities = page.json?["entities"]?.arrayValue ?? []
+                #expect(entities.count <= 2)
+                seen += entities.map { "\($0["entity_type"]!.stringValue!)/\($0["entity_id"]!.stringValue!)" }
+                guard page.json?["has_more"] == true else { break }
+                after = page.json?["after"]?.stringValue
+            }
+            #expect(seen == seen.sorted())
+            #expect(seen.filter { $0.hasPrefix("weightLogs/") } == ["weightLogs/w1", "weightLogs/w2", "weightLogs/w3"])
+            #expect(!seen.contains { $0.hasPrefix("inventory/") })
+
+            let weights = try await http.send(.get, "/v1/service/data?user_id=alice&entity_types=weightLogs", headers: headers)
+            #expect(weights.json?["entities"]?.arrayValue?.compactMap { $0["entity_id"]?.stringValue } == ["w1", "w2", "w3"])
+            #expect(weights.json?["has_more"] == false)
+            let household = try await http.send(.get, "/v1/service/data?household_id=home", headers: headers)
+            let ids = household.json?["entities"]?.arrayValue?.compactMap { $0["entity_id"]?.stringValue }
+            #expect(ids == ["home:alice", "home", "eggs", "milk"])
+
+            // Bad requests change nothing and say why.
+            #expect(try await http.send(.get, "/v1/service/data?user_id=alice&household_id=home", headers: headers).status == 400)
+            #expect(try await http.send(.get, "/v1/service/data", headers: headers).status == 400)
+            #expect(try await http.send(.get, "/v1/service/data?user_id=alice&after=%21%21", headers: headers).status == 400)
+            #expect(try await http.send(.get, "/v1/service/entity?user_id=alice&entity_type=weightLogs", headers: headers).status == 400)
+            let writer = try await Self.key("writer-only", [.write], in: http.store.store)
+            #expect(try await http.send(.get, "/v1/service/data?user_id=alice", headers: Self.serviceHeaders(writer)).status == 403)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
     func keysAndTokensAreRefusedWhereTheyDoNotBelong(_ driver: Driver) async throws {
         var configuration = HTTPHarness.testConfiguration
         configuration.serviceKeyCacheTime = .zero

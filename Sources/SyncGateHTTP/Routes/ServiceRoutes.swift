@@ -14,6 +14,10 @@ import SyncGateWire
 /// - `GET /v1/service/jobs/{id}?user_id=` (`write`): such a job's status.
 /// - `GET /v1/service/pull?user_id=` (`read`): a page of what the user reads (their feed and
 ///   their households'), by the same opaque cursor as a device's pull.
+/// - `GET /v1/service/entity?user_id=|household_id=&entity_type=&entity_id=` (`read`): one entity
+///   as it stands now, live or deleted, in a pulled change's shape.
+/// - `GET /v1/service/data?user_id=|household_id=` (`read`): a user's or a household's live
+///   entities, a page at a time in (type, id) order.
 package struct ServiceRoutes: Sendable {
     let sync: SyncRoutes
 
@@ -45,6 +49,96 @@ package struct ServiceRoutes: Sendable {
         var parameters = try RequestReader(request: request).query(allowed: ["user_id", "cursor", "limit", "entity_types", "wait"])
         let userID = try Self.userID(parameters.removeValue(forKey: "user_id").map(JSONValue.string))
         return try await sync.answerPull(parameters, userID: userID, deviceID: service.origin)
+    }
+
+    func entity(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .read)
+        let query = try RequestReader(request: request).query(allowed: ["user_id", "household_id", "entity_type", "entity_id"])
+        let scope = try Self.scope(query)
+        let type = try Self.identifier(query, "entity_type", maximumLength: IdentifierLimits.entityType)
+        let id = try Self.identifier(query, "entity_id", maximumLength: IdentifierLimits.entityID)
+        guard let entity = try await sync.store.entity(EntityKey(scope: scope, entityType: type, entityID: id)) else {
+            throw ProtocolError(.entityNotFound, "no \(type) '\(id)' in \(Self.describe(scope))")
+        }
+        var output: [UInt8] = []
+        Self.write(entity, to: &output)
+        return .json(bytes: output)
+    }
+
+    func data(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .read)
+        let query = try RequestReader(request: request).query(allowed: ["user_id", "household_id", "entity_types", "after", "limit"])
+        let scope = try Self.scope(query)
+        let limit = try RequestReader.integer(query, "limit", in: 1...sync.configuration.maximumPullLimit, default: sync.configuration.defaultPullLimit)
+        let types = try RequestReader.entityTypes(query)
+        let after = try query["after"].map(Self.position(decoding:))
+        let entities = try await sync.store.currentEntities(in: scope, types: types, after: after, limit: limit + 1)
+        let page = entities.prefix(limit)
+        var output = Array(#"{"entities":["#.utf8)
+        for (index, entity) in page.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            Self.write(entity, to: &output)
+        }
+        let next = page.last.map { Self.encode(EntityPosition(entityType: $0.key.entityType, entityID: $0.key.entityID)) }
+        let tail: JSONObject = ["has_more": .bool(entities.count > limit), "after": next.map(JSONValue.string) ?? .null]
+        output.append(contentsOf: "],".utf8)
+        output.append(contentsOf: JSONValue.object(tail).serializedBytes().dropFirst())
+        return .json(bytes: output)
+    }
+
+    /// An entity in a pulled change's shape (`operation` `upsert`, or `delete` with `data` null).
+    static func write(_ entity: EntityState, to output: inout [UInt8]) {
+        PulledChange.write(
+            entityType: entity.key.entityType, entityID: entity.key.entityID, householdID: entity.key.scope.householdID,
+            document: entity.data.map(DocumentText.init), version: entity.version, updatedAt: entity.updatedAt, to: &output
+        )
+    }
+
+    /// The scope a read names: exactly one of `user_id` and `household_id`.
+    static func scope(_ query: [String: String]) throws(ProtocolError) -> Scope {
+        switch (query["user_id"], query["household_id"]) {
+        case (let user?, nil):
+            return .user(try userID(.string(user)))
+        case (nil, let household?):
+            return .household(try identifier(["household_id": household], "household_id", maximumLength: IdentifierLimits.householdID))
+        default:
+            throw ProtocolError(.validationError, "give exactly one of 'user_id' and 'household_id'")
+        }
+    }
+
+    static func describe(_ scope: Scope) -> String {
+        switch scope {
+        case .user(let id): "user '\(id)'"
+        case .household(let id): "household '\(id)'"
+        }
+    }
+
+    /// A required query parameter of 1 to `maximumLength` characters without control characters.
+    static func identifier(_ query: [String: String], _ name: String, maximumLength: Int) throws(ProtocolError) -> String {
+        guard let value = query[name] else { throw ProtocolError(.validationError, "missing query parameter '\(name)'") }
+        guard IdentifierLimits.hasLength(value, in: 1...maximumLength), !value.unicodeScalars.contains(where: IdentifierLimits.isControl) else {
+            throw ProtocolError(.validationError, "'\(name)' must be 1 to \(maximumLength) characters without control characters")
+        }
+        return value
+    }
+
+    /// `after` on the wire: base64url of `["type","id"]`, opaque to the caller.
+    static func encode(_ position: EntityPosition) -> String {
+        let json = JSONValue.array([.string(position.entityType), .string(position.entityID)]).serialized()
+        return Data(json.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func position(decoding text: String) throws(ProtocolError) -> EntityPosition {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        guard text.utf8.count <= 2048, let bytes = Data(base64Encoded: base64),
+            let array = try? JSONParser().parse(Array(bytes)).arrayValue, array.count == 2,
+            let type = array[0].stringValue, let id = array[1].stringValue
+        else {
+            throw ProtocolError(.validationError, "'after' is not a value this server gave")
+        }
+        return EntityPosition(entityType: type, entityID: id)
     }
 
     /// RFC 3986's unreserved characters: everything else in a query value is percent-encoded.

@@ -147,14 +147,7 @@ package struct SyncRoutes: Sendable {
     func answerPull(_ parameters: [String: String], userID: String, deviceID: String) async throws -> Response {
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)
         let wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
-        var types: Set<String>?
-        if let list = parameters["entity_types"] {
-            let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-            guard !names.isEmpty, names.count <= 100, names.allSatisfy({ (1...IdentifierLimits.entityType).contains($0.count) }) else {
-                throw ProtocolError(.validationError, "'entity_types' must be a comma-separated list of 1 to 100 type names")
-            }
-            types = Set(names)
-        }
+        let types = try RequestReader.entityTypes(parameters)
         var cursor: SyncCursor?
         if let text = parameters["cursor"], !text.isEmpty {
             cursor = try SyncCursor.decode(text, expectedUserID: userID)

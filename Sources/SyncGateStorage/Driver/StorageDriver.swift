@@ -94,6 +94,14 @@ package protocol StorageDriver: Sendable {
     /// Revokes a valid key; `false` when no valid key has that name.
     func revokeServiceKey(name: String, now: Timestamp?) async throws -> Bool
 
+    // MARK: Current data (the service API's reads)
+
+    /// The entity at `key`, live or tombstoned.
+    func entity(_ key: EntityKey) async throws -> StoredEntityRow?
+    /// Up to `limit` live entities of `scope` after `after`, in (type, id) order; of `types` only,
+    /// when given.
+    func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [StoredEntityRow]
+
     /// Runs `body` in one write transaction; commits when it returns, rolls back when it throws.
     /// Announcements made in it reach the notifier only if it commits.
     func transaction<Result: Sendable>(now: Timestamp?, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result) async throws -> Result

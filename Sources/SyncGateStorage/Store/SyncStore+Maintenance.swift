@@ -147,6 +147,14 @@ extension SyncStore {
         try await driver.revokeServiceKey(name: name, now: clock.now())
     }
 
+    package func entity(_ key: EntityKey) async throws -> EntityState? {
+        try await driver.entity(key).map(EntityState.init(stored:))
+    }
+
+    package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [EntityState] {
+        try await driver.currentEntities(in: scope, types: types, after: after, limit: limit).map(EntityState.init(stored:))
+    }
+
     package func households(userID: String?) async throws -> [HouseholdState] {
         let households = HouseholdState.fold(try await driver.householdRows(userID: userID))
         return households.keys.sorted().compactMap { households[$0] }
