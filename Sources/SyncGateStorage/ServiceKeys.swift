@@ -1,3 +1,6 @@
+import Crypto
+import Foundation
+package import SyncGateCore
 package import SyncGateWire
 
 /// What a service key may do: `read` (server-side reads), `write` (server-side pushes), `admin`
@@ -25,9 +28,29 @@ package struct EntityPosition: Sendable, Hashable {
     package var entityType: String
     package var entityID: String
 
-    package init(entityType: String, entityID: String) {
-        self.entityType = entityType
-        self.entityID = entityID
+    /// After `entity`.
+    package init(after entity: EntityState) {
+        entityType = entity.key.entityType
+        entityID = entity.key.entityID
+    }
+
+    /// The position in its wire form: base64url of `["type","id"]`, opaque to the caller.
+    package var opaque: String {
+        let json = JSONValue.array([.string(entityType), .string(entityID)]).serialized()
+        return Data(json.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// A position from its wire form; `nil` for anything ``opaque`` did not write.
+    package init?(opaque text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        guard text.utf8.count <= 2048, let bytes = Data(base64Encoded: base64),
+            let array = try? JSONParser().parse(Array(bytes)).arrayValue, array.count == 2,
+            let type = array[0].stringValue, let id = array[1].stringValue
+        else { return nil }
+        entityType = type
+        entityID = id
     }
 }
 
@@ -58,10 +81,11 @@ package struct NewServiceKey: Sendable, Hashable {
     package var hint: String
     package var scopes: Set<ServiceScope>
 
-    package init(name: String, keyHash: String, hint: String, scopes: Set<ServiceScope>) {
+    /// What to store of `key`: its hash and its last four characters.
+    package init(name: String, key: String, scopes: Set<ServiceScope>) {
         self.name = name
-        self.keyHash = keyHash
-        self.hint = hint
+        self.keyHash = ServiceKeySecret.hash(key)
+        self.hint = ServiceKeySecret.hint(key)
         self.scopes = scopes
     }
 
@@ -73,5 +97,42 @@ package struct NewServiceKey: Sendable, Hashable {
                 (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
                     || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
             }
+    }
+}
+
+/// A service key: `sgk_` and 43 characters of base64url, 256 random bits. Only its SHA-256 is
+/// stored, so a key is shown once, when it is created.
+package enum ServiceKeySecret {
+    package static let prefix = "sgk_"
+
+    /// A new key from the system's secure random source.
+    package static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return prefix + Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The stored form of `key`: its SHA-256 in lowercase hex.
+    package static func hash(_ key: String) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in SHA256.hash(data: Array(key.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
+
+    /// What a listing shows of a key: its last four characters.
+    package static func hint(_ key: String) -> String {
+        String(key.suffix(4))
+    }
+
+    /// A key for `name` with `scopes`: the key to show the operator once, and what to store.
+    package static func new(name: String, scopes: Set<ServiceScope>) -> (key: String, stored: NewServiceKey) {
+        let key = generate()
+        return (key, NewServiceKey(name: name, key: key, scopes: scopes))
     }
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPTypes
 package import Hummingbird
@@ -6,43 +5,6 @@ import Synchronization
 import SyncGateCore
 package import SyncGateStorage
 import SyncGateWire
-
-/// A service key: `sgk_` and 43 characters of base64url, 256 random bits. Only its SHA-256 is
-/// stored, so a key is shown once, when it is created.
-package enum ServiceKeySecret {
-    package static let prefix = "sgk_"
-
-    /// A new key from the system's secure random source.
-    package static func generate() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    /// The stored form of `key`: its SHA-256 in lowercase hex.
-    package static func hash(_ key: String) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        hex.reserveCapacity(64)
-        for byte in SHA256.hash(data: Array(key.utf8)) {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: hex, as: UTF8.self)
-    }
-
-    /// What a listing shows of a key: its last four characters.
-    package static func hint(_ key: String) -> String {
-        String(key.suffix(4))
-    }
-
-    /// A key for `name` with `scopes`: the key to show the operator once, and what to store.
-    package static func new(name: String, scopes: Set<ServiceScope>) -> (key: String, stored: NewServiceKey) {
-        let key = generate()
-        return (key, NewServiceKey(name: name, keyHash: hash(key), hint: hint(key), scopes: scopes))
-    }
-}
 
 /// The backend a service key authenticated: the key's name and scopes.
 package struct AuthenticatedService: Sendable, Hashable {

@@ -79,7 +79,7 @@ package struct ServiceRoutes: Sendable {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             Self.write(entity, to: &output)
         }
-        let next = page.last.map { Self.encode(EntityPosition(entityType: $0.key.entityType, entityID: $0.key.entityID)) }
+        let next = page.last.map { EntityPosition(after: $0).opaque }
         let tail: JSONObject = ["has_more": .bool(entities.count > limit), "after": next.map(JSONValue.string) ?? .null]
         output.append(contentsOf: "],".utf8)
         output.append(contentsOf: JSONValue.object(tail).serializedBytes().dropFirst())
@@ -122,23 +122,9 @@ package struct ServiceRoutes: Sendable {
         return value
     }
 
-    /// `after` on the wire: base64url of `["type","id"]`, opaque to the caller.
-    static func encode(_ position: EntityPosition) -> String {
-        let json = JSONValue.array([.string(position.entityType), .string(position.entityID)]).serialized()
-        return Data(json.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
     static func position(decoding text: String) throws(ProtocolError) -> EntityPosition {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard text.utf8.count <= 2048, let bytes = Data(base64Encoded: base64),
-            let array = try? JSONParser().parse(Array(bytes)).arrayValue, array.count == 2,
-            let type = array[0].stringValue, let id = array[1].stringValue
-        else {
-            throw ProtocolError(.validationError, "'after' is not a value this server gave")
-        }
-        return EntityPosition(entityType: type, entityID: id)
+        guard let position = EntityPosition(opaque: text) else { throw ProtocolError(.validationError, "'after' is not a value this server gave") }
+        return position
     }
 
     /// RFC 3986's unreserved characters: everything else in a query value is percent-encoded.
