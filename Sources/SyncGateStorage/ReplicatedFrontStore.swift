@@ -22,6 +22,9 @@ package final class ReplicatedFrontStore: FrontStore {
     private let turn = Atomic<Int>(0)
     /// Until when each standby rests after a failure.
     private let resting: Mutex<[ContinuousClock.Instant?]>
+    /// The standbys whose last pull failed: a failure is logged when a standby starts failing,
+    /// not again after each rest while it stays down, and a success after it says it is back.
+    private let failing: Mutex<Set<Int>>
     private let outcomes = MetricHandles<String, Counter> { outcome in
         Counter(label: MetricName.replicaPulls, dimensions: [("outcome", outcome)])
     }
@@ -33,6 +36,7 @@ package final class ReplicatedFrontStore: FrontStore {
         self.restAfterFailure = restAfterFailure
         self.logger = logger
         self.resting = Mutex(Array(repeating: nil, count: replicas.count))
+        self.failing = Mutex([])
     }
 
     package var driverName: String { primary.driverName }
@@ -48,6 +52,10 @@ package final class ReplicatedFrontStore: FrontStore {
             result = .success(try await replicas[index].pull(query))
         } catch {
             result = .failure(error)
+        }
+        // Reachable again (even when its page is behind): a later failure is a new outage.
+        if case .success = result, failing.withLock({ $0.remove(index) }) != nil {
+            logger.notice("a read replica answers again", metadata: ["syncgate.replica": "\(index)"])
         }
         switch ReplicaVerdict.of(result) {
         case .answer:
@@ -84,11 +92,8 @@ package final class ReplicatedFrontStore: FrontStore {
     }
 
     private func rest(_ index: Int, after error: any Error) {
-        let wasResting = resting.withLock { resting in
-            defer { resting[index] = .now + restAfterFailure }
-            return resting[index] != nil
-        }
-        if !wasResting {
+        resting.withLock { $0[index] = .now + restAfterFailure }
+        if failing.withLock({ $0.insert(index).inserted }) {
             logger.warning("a read replica failed; the primary answers its pulls for a while", metadata: [
                 "syncgate.replica": "\(index)", "syncgate.error": "\(error)", "syncgate.rest_seconds": "\(restAfterFailure.components.seconds)",
             ])

@@ -10,6 +10,7 @@ package final class CountingFrontStore: FrontStore {
     package let notifier: ChangeNotifier
     private let calls = Locked<[String: Int]>([:])
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
+    private let pullsFail = Locked(false)
 
     /// - Parameter deaf: the front hears no notification at all: only the safety net wakes it.
     package init(_ base: any FrontStore, deaf: Bool = false) {
@@ -44,8 +45,12 @@ package final class CountingFrontStore: FrontStore {
         return try await base.job(id: id, userID: userID)
     }
 
+    /// While on, every pull fails as an unreachable database's would.
+    package func failPulls(_ on: Bool) { pullsFail.update { $0 = on } }
+
     package func pull(_ query: PullQuery) async throws -> PullResult {
         record("pull")
+        if pullsFail.value { throw StoreUnavailableError("pull: this test's replica is down") }
         let page = try await base.pull(query)
         if let hook = afterPull.update({ hook in defer { hook = nil }; return hook }) {
             try await hook()
