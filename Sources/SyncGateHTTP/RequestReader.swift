@@ -16,13 +16,8 @@ package struct RequestReader {
         guard let value = request.headers[Self.deviceIDField] else {
             throw ProtocolError(.validationError, "missing X-Device-Id header")
         }
-        guard IdentifierLimits.isValidDeviceID(value) else {
-            throw ProtocolError(.validationError, "X-Device-Id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
-        }
         // What a service key writes comes from `service:<name>`; no device can claim to be one.
-        guard !value.hasPrefix("service:") else {
-            throw ProtocolError(.validationError, "X-Device-Id must not start with 'service:' (reserved for service keys)")
-        }
+        if let problem = DeviceID.problem(with: value, field: "X-Device-Id") { throw ProtocolError(.validationError, problem) }
         return value
     }
 

@@ -57,20 +57,23 @@ extension SQLiteDriver {
     }
 
     package func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [StoredEntityRow] {
-        let typeList = types.map { JSONValue.strings($0.sorted()) }
+        // Only the clauses given: SQLite plans `(? IS NULL OR …)` without the primary key, and would
+        // walk the scope from its start for every page.
+        var sql = "SELECT \(Self.entityColumns) FROM entities e WHERE e.scope = ? AND e.data IS NOT NULL"
+        var arguments: StatementArguments = [scope.key]
+        if let types {
+            sql += " AND e.entity_type IN (SELECT value FROM json_each(?))"
+            arguments += [JSONValue.strings(types.sorted())]
+        }
+        if let after {
+            sql += " AND (e.entity_type, e.entity_id) > (?, ?)"
+            arguments += [after.entityType, after.entityID]
+        }
+        sql += " ORDER BY e.entity_type, e.entity_id LIMIT ?"
+        arguments += [limit]
+        let statement = sql, bound = arguments
         return try await read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.entityColumns) FROM entities e
-                    WHERE e.scope = ? AND e.data IS NOT NULL
-                      AND (? IS NULL OR e.entity_type IN (SELECT value FROM json_each(?)))
-                      AND (? IS NULL OR (e.entity_type, e.entity_id) > (?, ?))
-                    ORDER BY e.entity_type, e.entity_id
-                    LIMIT ?
-                    """,
-                arguments: [scope.key, typeList, typeList ?? "[]", after?.entityType, after?.entityType, after?.entityID, limit]
-            ).map(Self.entityRow)
+            try Row.fetchAll(db, sql: statement, arguments: bound).map(Self.entityRow)
         }
     }
 }

@@ -19,6 +19,21 @@ package enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
         /// A directory holding the server's Unix socket (`?host=/path`), used instead of TCP.
         package var socketDirectory: String?
 
+        // Spelled out: tests' support library builds locations, and a synthesized init is internal.
+        package init(
+            host: String, port: Int = 5432, user: String, password: String? = nil, database: String, tlsMode: String = "disable",
+            tlsRootCertificate: String? = nil, socketDirectory: String? = nil
+        ) {
+            self.host = host
+            self.port = port
+            self.user = user
+            self.password = password
+            self.database = database
+            self.tlsMode = tlsMode
+            self.tlsRootCertificate = tlsRootCertificate
+            self.socketDirectory = socketDirectory
+        }
+
         package static let tlsModes = ["disable", "prefer", "require", "verify-ca", "verify-full"]
     }
 

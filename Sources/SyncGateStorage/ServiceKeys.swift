@@ -45,7 +45,7 @@ package struct EntityPosition: Sendable, Hashable {
     package init?(opaque text: String) {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard text.utf8.count <= 2048, let bytes = Data(base64Encoded: base64),
+        guard text.utf8.count <= 8192, let bytes = Data(base64Encoded: base64),
             let array = try? JSONParser().parse(Array(bytes)).arrayValue, array.count == 2,
             let type = array[0].stringValue, let id = array[1].stringValue
         else { return nil }
@@ -111,6 +111,15 @@ package enum ServiceKeySecret {
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         return prefix + Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Whether `key` has a key's form: the prefix and 43 characters of base64url.
+    package static func isWellFormed(_ key: String) -> Bool {
+        key.utf8.count == prefix.utf8.count + 43 && key.hasPrefix(prefix)
+            && key.utf8.dropFirst(prefix.utf8.count).allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            }
     }
 
     /// The stored form of `key`: its SHA-256 in lowercase hex.

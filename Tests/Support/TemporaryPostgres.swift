@@ -1,5 +1,5 @@
 import Foundation
-@testable package import SyncGateStorage
+package import SyncGateStorage
 
 #if canImport(Glibc)
 import Glibc

@@ -102,6 +102,16 @@ import Testing
                 Op.create("household_members", "home:bob", ["user_id": "bob", "role": "member"]),
             ])
 
+            // A user id with characters a URL must escape survives the status URL's round trip.
+            let odd = "a b/ü+&%=?#"
+            let oddPush = try await http.send(.post, "/v1/service/push?wait=0", headers: Self.serviceHeaders(key), body: Self.body(user: odd, [Op.create("weightLogs", "w1", ["kg": 70])]))
+            #expect(oddPush.status == 202)
+            let oddLocation = try #require(oddPush.headers[.location])
+            #expect(oddLocation.hasSuffix("?user_id=a%20b%2F%C3%BC%2B%26%25%3D%3F%23"), "\(oddLocation)")
+            let oddDone = try await http.send(.get, oddLocation + "&wait=30000", headers: Self.serviceHeaders(key))
+            #expect(oddDone.status == 200 && oddDone.json?["status"] == "done", "\(String(describing: oddDone.json))")
+            #expect(try await http.state(user: odd)["weightLogs/w1"]?["data"] == ["kg": 70])
+
             // Without waiting: 202 and the job's service status URL, which the service follows.
             let item = Op.create("inventory", "milk", ["qty": 1], household: "home")
             let accepted = try await http.send(.post, "/v1/service/push?wait=0", headers: Self.serviceHeaders(key), body: Self.body(user: "bob", [item]))
@@ -242,6 +252,7 @@ import Testing
             // No device can claim a service's origin.
             let impostor = try await http.push([meal], device: "service:writer")
             #expect(impostor.status == 400)
+            #expect(impostor.json?["error"]?["message"]?.stringValue?.contains("reserved for service keys") == true)
 
             // Revoked: refused (this front trusts a checked key for zero seconds).
             #expect(try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(reader)).status == 200)
@@ -249,6 +260,17 @@ import Testing
             let revoked = try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(reader))
             #expect(revoked.status == 401)
             #expect(revoked.json?["error"]?["message"] == "this service key was revoked")
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func noDialectDeviceCanClaimAServicesOrigin(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 0, server: DialectTests.mounted) { http in
+            let body = JSONValue.object(["deviceId": "service:nutrition", "changes": []]).serialized()
+            let response = try await http.send(.post, "/sync/push", headers: try await http.headers(device: nil), body: body)
+            #expect(response.status == 400)
+            #expect(response.json?["error"]?["message"]?.stringValue?.contains("reserved for service keys") == true, "\(String(describing: response.json))")
+            #expect(try await http.store.store.listJobs(JobFilter(limit: 10)).isEmpty)
         }
     }
 
@@ -279,12 +301,25 @@ import Testing
             await #expect(throws: ProtocolError.self) { try await verifier.verify("eyJhbGciOiJIUzI1NiJ9.e30.x") }
             #expect(lookups() == 3)
 
-            // At most `capacity` keys are remembered: a third evicts the expired and then all.
-            let others = [try await Self.key("a", [.read], in: harness.store), try await Self.key("b", [.read], in: harness.store), try await Self.key("c", [.read], in: harness.store)]
-            for other in others { _ = try await verifier.verify(other) }
+            // At most `capacity` (2) keys are remembered: a full cache first drops the expired ones…
+            let a = try await Self.key("a", [.read], in: harness.store)
+            let b = try await Self.key("b", [.read], in: harness.store)
+            let c = try await Self.key("c", [.read], in: harness.store)
+            _ = try await verifier.verify(a)
+            clock.withLock { $0 += .seconds(3) }
+            _ = try await verifier.verify(b)
+            clock.withLock { $0 += .seconds(3) }  // a expired, b has 2 s left
+            _ = try await verifier.verify(c)
             #expect(lookups() == 6)
-            _ = try await verifier.verify(others[2])
+            _ = try await verifier.verify(b)
+            _ = try await verifier.verify(c)
             #expect(lookups() == 6)
+            // … and, when none expired, everything: b and c are looked up again.
+            _ = try await verifier.verify(a)
+            #expect(lookups() == 7)
+            _ = try await verifier.verify(b)
+            _ = try await verifier.verify(c)
+            #expect(lookups() == 9)
         }
     }
 }

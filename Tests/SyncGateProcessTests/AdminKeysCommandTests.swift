@@ -29,10 +29,14 @@ import Testing
         #expect(listed.status == 0)
         #expect(!listed.output.contains(key))
         #expect(listed.output.contains(#""hint":"\#(key.suffix(4))""#), "\(listed.output)")
-        #expect(try await syncgate("admin", "keys", "create", "billing", "--scope", "read").status != 0)
-        #expect(try await syncgate("admin", "keys", "create", "bad name", "--scope", "read").status != 0)
-        #expect(try await syncgate("admin", "keys", "create", "noscope").status != 0)
-        #expect(try await syncgate("admin", "keys", "create", "odd", "--scope", "root").status != 0)
+        func refused(_ arguments: String..., saying message: String) async throws {
+            let result = try await MigrateCommandTests.syncgate(arguments, url: url)
+            #expect(result.status != 0 && result.output.contains(message), "\(arguments): \(result.output)")
+        }
+        try await refused("admin", "keys", "create", "billing", "--scope", "read", saying: "a key named 'billing' exists")
+        try await refused("admin", "keys", "create", "bad name", "--scope", "read", saying: "1 to 64 characters")
+        try await refused("admin", "keys", "create", "noscope", saying: "give at least one --scope")
+        try await refused("admin", "keys", "create", "odd", "--scope", "root", saying: "unknown scope 'root'")
         let table = try await syncgate("admin", "keys", "list")
         #expect(table.output.split(separator: "\n").filter { $0.hasPrefix("billing\t") }.count == 1, "\(table.output)")
         #expect(!table.output.contains("noscope") && !table.output.contains("odd\t"))
@@ -40,7 +44,7 @@ import Testing
         // Revoked once; the listing shows when.
         let revoked = try await syncgate("admin", "keys", "revoke", "billing")
         #expect(revoked.status == 0, "\(revoked.output)")
-        #expect(try await syncgate("admin", "keys", "revoke", "billing").status != 0)
+        try await refused("admin", "keys", "revoke", "billing", saying: "no valid key is named 'billing'")
         let after = try await syncgate("admin", "keys", "list", "--json")
         let keys = try #require(after.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first?.arrayValue)
         #expect(keys.count == 1)

@@ -151,8 +151,8 @@ final class LocalStore: Sendable {
     /// The device id: `preferred` if given (kept if none is yet), else the kept one, else a new one.
     func deviceID(preferring preferred: String?) throws -> String {
         if let preferred {
-            guard Self.isValidDeviceID(preferred) else {
-                throw SyncGateClientError(.invalidArgument, "a device id is 1 to 128 of A-Za-z0-9._:- (got '\(preferred)')")
+            if let problem = DeviceID.problem(with: preferred, field: "a device id") {
+                throw SyncGateClientError(.invalidArgument, "\(problem) (got '\(preferred)')")
             }
         }
         return try database.write { db in
@@ -163,14 +163,6 @@ final class LocalStore: Sendable {
             try db.execute(sql: "UPDATE sync_state SET device_id = ? WHERE id = 1", arguments: [id])
             return id
         }
-    }
-
-    static func isValidDeviceID(_ id: String) -> Bool {
-        (1...128).contains(id.utf8.count)
-            && id.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")
-            }
     }
 
     static func takeSequence(_ db: Database) throws -> Int64 {

@@ -170,19 +170,9 @@ package enum IdentifierLimits {
     package static let entityID = 512
     package static let householdID = 128
 
-    /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-`.
+    /// `X-Device-Id`: 1–128 characters of `A-Za-z0-9._:-` (``DeviceID/isWellFormed(_:)``).
     package static func isValidDeviceID(_ value: String) -> Bool {
-        guard (1...deviceID).contains(value.utf8.count) else { return false }
-        return value.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: ":"), UInt8(ascii: "-"):
-                return true
-            default:
-                return false
-            }
-        }
+        DeviceID.isWellFormed(value)
     }
 
     /// A token's `sub`: 1–128 characters.

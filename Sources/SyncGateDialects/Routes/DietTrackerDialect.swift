@@ -39,9 +39,8 @@ package enum DietTrackerDialect {
         guard let root = document.objectValue else { throw ProtocolError(.validationError, "the body must be a JSON object") }
         var deviceID: String?
         if let value = root["deviceId"], !value.isNull {
-            guard let text = value.stringValue, IdentifierLimits.isValidDeviceID(text) else {
-                throw ProtocolError(.validationError, "deviceId must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
-            }
+            guard let text = value.stringValue else { throw ProtocolError(.validationError, "deviceId must be a string") }
+            if let problem = DeviceID.problem(with: text, field: "deviceId") { throw ProtocolError(.validationError, problem) }
             deviceID = text
         }
         guard let list = root["changes"]?.arrayValue else { throw ProtocolError(.validationError, "field 'changes' must be an array") }

@@ -43,7 +43,8 @@ package final class ServiceKeyVerifier: Sendable {
 
     /// The service `key` authenticates, or `401 UNAUTHENTICATED`.
     package func verify(_ key: String) async throws -> AuthenticatedService {
-        guard key.hasPrefix(ServiceKeySecret.prefix), key.utf8.count <= 128 else {
+        // Only what could be a key reaches the store: `sgk_` and 43 characters of base64url.
+        guard ServiceKeySecret.isWellFormed(key) else {
             throw ProtocolError(.unauthenticated, "service routes take a service key (sgk_…), not a user's token")
         }
         let hash = ServiceKeySecret.hash(key)
