@@ -10,20 +10,19 @@ package import Tracing
 /// What inner middleware learn about a request that the outer ones report: the context is a
 /// value passed inwards, so the authenticator's user reaches the request log through this box.
 package final class RequestNotes: Sendable {
-    private let user = Mutex<String?>(nil)
-    private let serviceName = Mutex<String?>(nil)
+    private let notes = Mutex<(user: String?, service: String?)>((nil, nil))
 
     package init() {}
 
     package var userID: String? {
-        get { user.withLock { $0 } }
-        set { user.withLock { $0 = newValue } }
+        get { notes.withLock { $0.user } }
+        set { notes.withLock { $0.user = newValue } }
     }
 
     /// The name of the service key that authenticated the request.
     package var service: String? {
-        get { serviceName.withLock { $0 } }
-        set { serviceName.withLock { $0 = newValue } }
+        get { notes.withLock { $0.service } }
+        set { notes.withLock { $0.service = newValue } }
     }
 }
 
@@ -105,8 +104,9 @@ package struct RequestObservationMiddleware: RouterMiddleware {
             "http.method": "\(method)", "http.route": "\(route)", "http.status": "\(status.code)",
             "http.duration_ms": "\(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)",
         ]
-        if let user = context.notes.userID { metadata["syncgate.user"] = "\(user)" }
-        if let service = context.notes.service { metadata["syncgate.service_key"] = "\(service)" }
+        let (user, service) = (context.notes.userID, context.notes.service)
+        if let user { metadata["syncgate.user"] = "\(user)" }
+        if let service { metadata["syncgate.service_key"] = "\(service)" }
         // Inside the span, so a JSON log line carries its trace id.
         ServiceContext.withValue(span.context) {
             context.logger.info("request", metadata: metadata)
