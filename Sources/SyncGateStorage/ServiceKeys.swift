@@ -1,5 +1,4 @@
 import Crypto
-import Foundation
 package import SyncGateCore
 package import SyncGateWire
 
@@ -36,17 +35,13 @@ package struct EntityPosition: Sendable, Hashable {
 
     /// The position in its wire form: base64url of `["type","id"]`, opaque to the caller.
     package var opaque: String {
-        let json = JSONValue.array([.string(entityType), .string(entityID)]).serialized()
-        return Data(json.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        Base64URL.encode(JSONValue.array([.string(entityType), .string(entityID)]).serializedBytes())
     }
 
     /// A position from its wire form; `nil` for anything ``opaque`` did not write.
     package init?(opaque text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard text.utf8.count <= 8192, let bytes = Data(base64Encoded: base64),
-            let array = try? JSONParser().parse(Array(bytes)).arrayValue, array.count == 2,
+        guard text.utf8.count <= 8192, let bytes = Base64URL.decode(text),
+            let array = try? JSONParser().parse(bytes).arrayValue, array.count == 2,
             let type = array[0].stringValue, let id = array[1].stringValue
         else { return nil }
         entityType = type
@@ -109,17 +104,13 @@ package enum ServiceKeySecret {
     package static func generate() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return prefix + Base64URL.encode(bytes)
     }
 
     /// Whether `key` has a key's form: the prefix and 43 characters of base64url.
     package static func isWellFormed(_ key: String) -> Bool {
         key.utf8.count == prefix.utf8.count + 43 && key.hasPrefix(prefix)
-            && key.utf8.dropFirst(prefix.utf8.count).allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-            }
+            && key.utf8.dropFirst(prefix.utf8.count).allSatisfy(Base64URL.alphabet.contains)
     }
 
     /// The stored form of `key`: its SHA-256 in lowercase hex.

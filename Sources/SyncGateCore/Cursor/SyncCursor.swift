@@ -113,11 +113,11 @@ package enum CursorError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// RFC 4648 base64url without padding.
-enum Base64URL {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+/// RFC 4648 base64url without padding (cursors, service keys, data page positions).
+package enum Base64URL {
+    package static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var output: [UInt8] = []
         output.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -137,7 +137,7 @@ enum Base64URL {
         return String(decoding: output, as: UTF8.self)
     }
 
-    static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         var values: [UInt32] = []
         values.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
