@@ -9,6 +9,7 @@ import SyncGateDialects
 import SyncGateSQLite
 package import SyncGateStorage
 import SyncGateWorker
+import SyncGateConcurrency
 import Tracing
 
 /// Builds a `serve` process: the HTTP front, its in-process workers and maintenance, migrations
@@ -66,7 +67,9 @@ package func buildApplication(
     let reads: any FrontStore = replicas.isEmpty
         ? store : ReplicatedFrontStore(primary: store, replicas: replicas.map(\.store), logger: logger)
     let frontStore = wrap?(reads) ?? reads
-    let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, waitsForSchema: true, logger: logger)
+    // Opened once this process has migrated: its live waiters and workers read nothing before.
+    let schemaReady = Latch()
+    let watcher = FeedWatcher(store: frontStore, interval: front.pollInterval, limits: front.liveLimits, schemaReady: schemaReady, logger: logger)
     observe?(watcher)
     var plugins: [any FrontPlugin] = []
     if !configuration.dialects.isEmpty {
@@ -105,7 +108,7 @@ package func buildApplication(
         app.addServices(
             Worker(
                 store: store, collections: configuration.collections, configuration: configuration.worker(lanes: configuration.workers),
-                hooks: configuration.workerHooks, tracer: tracer, logger: logger
+                hooks: configuration.workerHooks, schemaReady: schemaReady, tracer: tracer, logger: logger
             ),
             MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger)
         )
@@ -120,7 +123,7 @@ package func buildApplication(
         let applied = try await store.migrate(logger: logger)
         // SQLite serves one process: jobs left running belong to an earlier run of this server.
         if given == nil, workers > 0, let sqlite = store.driver as? SQLiteDriver { try await sqlite.releaseLeasesOfEarlierRuns() }
-        watcher.schemaIsReady()
+        schemaReady.open()
         logger.info("database ready", metadata: [
             "syncgate.version": "\(SyncGateVersion.current)", "syncgate.database": "\(database)",
             "syncgate.migrations_applied": "\(applied)", "syncgate.workers": "\(workers)",

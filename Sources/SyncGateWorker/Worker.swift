@@ -6,7 +6,7 @@ package import SyncGateCore
 import SyncGateWire
 package import SyncGateStorage
 package import Tracing
-import SyncGateConcurrency
+package import SyncGateConcurrency
 
 /// Claims jobs and applies them in up to `concurrency` lanes at a time.
 ///
@@ -34,11 +34,15 @@ package final class Worker: Service {
     /// Each job's claim and apply are spans of the trace its push started (stored with the job).
     let tracer: any Tracer
     let metrics = WorkerMetrics()
+    /// Opened by the process once it has migrated the schema (`serve`); without it the worker
+    /// checks the schema itself (`syncgate worker`, whose database `syncgate migrate` prepares).
+    let schemaReady: Latch?
 
     package init(
         store: any WorkerStore, collections: Collections, configuration: WorkerConfiguration, hooks: WorkerHooks = .init(),
-        tracer: (any Tracer)? = nil, logger: Logger
+        schemaReady: Latch? = nil, tracer: (any Tracer)? = nil, logger: Logger
     ) {
+        self.schemaReady = schemaReady
         self.tracer = tracer ?? InstrumentationSystem.tracer
         self.store = store
         self.collections = collections
@@ -56,7 +60,7 @@ package final class Worker: Service {
         } onGracefulShutdown: {
             stop.trigger()
         }
-        guard !stop.isTriggered else { return }
+        guard !stop.isTriggered, !Task.isCancelled else { return }
         let subscription = store.notifier.subscribe(.init(jobsAvailable: true))
         let leases = LeasesInHand()
         logger.info("worker started", metadata: ["syncgate.concurrency": "\(configuration.concurrency)"])
@@ -75,9 +79,14 @@ package final class Worker: Service {
 
     /// Waits until migrations are applied (a worker may start before `syncgate migrate` ran).
     func waitForSchema(stop: StopSignal) async throws {
-        // `serve` migrates while its workers start, which takes milliseconds: check again soon,
-        // backing off to every 500 ms (a first check that came too early used to leave the
-        // process's first pushes waiting half a second). Only a wait that lasts is worth a warning.
+        if let schemaReady {
+            // Its process migrates: nothing to check, nothing to warn about however long it takes.
+            try? await cancelWhenGracefulShutdown { try await schemaReady.wait() }
+            return
+        }
+        // Check soon, backing off to every 500 ms (a first check that came too early used to
+        // leave the process's first pushes waiting half a second). Only a wait that lasts is
+        // worth a warning.
         let started = ContinuousClock.now
         var checks = 0
         var warned = false

@@ -1,45 +1,25 @@
-import Synchronization
 package import SyncGateStorage
 import SyncGateConcurrency
 
 /// A one-shot signal between test tasks, waited on with a deadline: a test that waits for
 /// something that never happens fails with a message instead of hanging.
 package final class TestGate: Sendable {
-    private struct State {
-        var opened = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
+    private let latch = Latch()
     package let name: String
 
     package init(_ name: String) {
         self.name = name
     }
 
-    package var isOpen: Bool { state.withLock { $0.opened } }
+    package var isOpen: Bool { latch.isOpen }
 
-    package func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.opened = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        waiters.forEach { $0.resume() }
-    }
+    package func open() { latch.open() }
 
     /// Waits until the gate opens; throws once `timeout` passes.
     package func wait(timeout: Duration = hangGuard) async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
-                await withCheckedContinuation { continuation in
-                    let opened = self.state.withLock { state -> Bool in
-                        if state.opened { return true }
-                        state.waiters.append(continuation)
-                        return false
-                    }
-                    if opened { continuation.resume() }
-                }
+                try await self.latch.wait()
                 return true
             }
             group.addTask {
@@ -47,12 +27,9 @@ package final class TestGate: Sendable {
                 return false
             }
             let opened = try await group.next() ?? false
+            // The other task ends at its cancellation (its error is dropped with the group).
             group.cancelAll()
-            // The waiting task resumes once the gate opens; open it on timeout so it ends too.
-            if !opened {
-                self.open()
-                throw TestEnvironmentError(description: "timed out after \(timeout) waiting for \(self.name)")
-            }
+            if !opened { throw TestEnvironmentError(description: "timed out after \(timeout) waiting for \(self.name)") }
         }
     }
 }

@@ -13,7 +13,7 @@ import SyncGateConcurrency
 @Suite(.timeLimit(.minutes(10))) struct WorkerProducerTests {
     static func worker(
         _ store: any WorkerStore, _ harness: StoreHarness, concurrency: Int, patience: Duration = .milliseconds(10),
-        pollInterval: Duration = .milliseconds(200), hooks: WorkerHooks = .init()
+        pollInterval: Duration = .milliseconds(200), hooks: WorkerHooks = .init(), schemaReady: Latch? = nil
     ) -> Worker {
         Worker(
             store: store,
@@ -23,6 +23,7 @@ import SyncGateConcurrency
                 rescueInterval: .seconds(60), workerID: "producer"
             ),
             hooks: hooks,
+            schemaReady: schemaReady,
             logger: StoreHarness.logger
         )
     }
@@ -44,6 +45,27 @@ import SyncGateConcurrency
         #expect(delays == [10, 20, 40, 80, 160, 320, 500, 500, 500].map { Duration.milliseconds($0) })
         #expect(Worker.schemaRecheckDelay(afterChecks: 0) == .milliseconds(10))
         #expect(Worker.schemaRecheckDelay(afterChecks: 1_000_000) == .milliseconds(500))
+    }
+
+    /// A worker of `serve` waits for its own process's migrations (a latch the process opens),
+    /// not for what a look at the schema says: however long migrating takes on a loaded machine,
+    /// it neither reads the store before nor warns "run `syncgate migrate`" — which a fresh
+    /// `serve` logged once its migrations took longer than the 3 s a worker waits quietly.
+    @Test(arguments: Driver.selected)
+    func aServeWorkerWaitsForItsProcessToMigrateWithoutLooking(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            let store = CountingWorkerStore(harness.store)
+            let migrated = Latch()
+            let worker = Self.worker(store, harness, concurrency: 2, schemaReady: migrated)
+            try await Self.running(worker) {
+                try await eventually("the worker at the gate") { migrated.waiting == 1 }
+                #expect(store.counts.isEmpty, "the worker touched the store before its process migrated: \(store.counts)")
+                migrated.open()
+                #expect(try await harness.waitFinished(id, user: "alice").state == .done)
+                #expect(store.count("schemaStatus") == 0)
+            }
+        }
     }
 
     @Test(arguments: Driver.selected)

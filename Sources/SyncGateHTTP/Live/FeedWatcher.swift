@@ -5,6 +5,7 @@ package import SyncGateCore
 package import SyncGateWire
 package import SyncGateStorage
 import SyncGateRuntime
+package import SyncGateConcurrency
 
 /// The live waiters of one front process — long-polls and event streams — woken from memory.
 ///
@@ -22,10 +23,10 @@ package final class FeedWatcher: Service, Sendable {
     let reads: SharedFeedReads
     private let subscription: ChangeSubscription
     private let state: Mutex<State>
-    /// Finished by ``schemaIsReady()`` when the watcher was made to wait for it: `serve` migrates
+    /// Opened when the schema is migrated, for a watcher made to wait for it: `serve` migrates
     /// while its services start, and a first read of a database being created fails (a fresh
     /// `serve` logged "no such table: feeds" before its migrations).
-    private let schema: (stream: AsyncStream<Never>, continuation: AsyncStream<Never>.Continuation)?
+    private let schemaReady: Latch?
 
     private struct State {
         var table: WatchTable
@@ -58,11 +59,11 @@ package final class FeedWatcher: Service, Sendable {
     /// - Parameters:
     ///   - interval: how often the safety net reads every watched head.
     ///   - limits: caps on live connections, per user and for the process.
-    ///   - waitsForSchema: read nothing until ``schemaIsReady()`` (for a process that migrates
-    ///     while it starts; no request arrives before then).
-    package init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, waitsForSchema: Bool = false, logger: Logger) {
+    ///   - schemaReady: read nothing until it opens (for a process that migrates while it starts;
+    ///     no request arrives before then).
+    package init(store: any FrontStore, interval: Duration, limits: WatchTable.Limits, schemaReady: Latch? = nil, logger: Logger) {
         self.store = store
-        self.schema = waitsForSchema ? AsyncStream<Never>.makeStream() : nil
+        self.schemaReady = schemaReady
         self.interval = interval
         self.logger = logger
         self.reads = SharedFeedReads(store: store)
@@ -75,14 +76,9 @@ package final class FeedWatcher: Service, Sendable {
         defer { subscription.cancel() }
         await cancelWhenGracefulShutdown {
             // Ends when the schema is ready, or at cancellation (then `watch` returns at once).
-            if let schema = self.schema { for await _ in schema.stream {} }
+            try? await self.schemaReady?.wait()
             await self.watch()
         }
-    }
-
-    /// Lets a watcher made with `waitsForSchema` start reading the store.
-    package func schemaIsReady() {
-        schema?.continuation.finish()
     }
 
     /// Applies events as they come, and reads the table's heads once per interval (first at once,
