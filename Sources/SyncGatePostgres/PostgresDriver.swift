@@ -84,6 +84,8 @@ package final class PostgresDriver: StorageDriver, Service {
     /// answer `503` at once instead of queueing for a pooled connection until their deadline.
     /// The listener clears it as soon as it connects again.
     let databaseDown = Atomic(false)
+    /// Why the listener last found the database away, for the `503`s it causes.
+    let downCause = Mutex("")
     /// Pool occupancy for ``MetricName/poolInUse`` and ``MetricName/poolWaiting``.
     let poolMetrics = PoolMetrics()
     /// Requests to announce queued jobs (`insertJob`), one waiting at most: requests made while an
@@ -219,7 +221,10 @@ package final class PostgresDriver: StorageDriver, Service {
         let listener = PostgresListener(
             configuration: Self.clientConfiguration(configuration.location), location: configuration.location, notifier: notifier, logger: logger,
             reconnectDelay: configuration.listenerReconnectDelay,
-            reachability: { [self] reachable in self.databaseDown.store(!reachable, ordering: .relaxed) }
+            reachability: { [self] cause in
+                if let cause { downCause.withLock { $0 = cause } }
+                databaseDown.store(cause != nil, ordering: .relaxed)
+            }
         )
         try await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
@@ -258,7 +263,7 @@ package final class PostgresDriver: StorageDriver, Service {
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         if kind == .request, databaseDown.load(ordering: .relaxed) {
-            throw StoreUnavailableError("\(operation): the database refuses connections")
+            throw refusal(operation)
         }
         // A failure before the closure runs is the pool's: no connection could be had.
         let leased = Locked(false)
@@ -383,7 +388,7 @@ package final class PostgresDriver: StorageDriver, Service {
                     EventLoopTimer.shared.every(.milliseconds(50)) { [self] in
                         guard stillWaiting() else { return false }
                         guard databaseDown.load(ordering: .relaxed) else { return true }
-                        race.finish(.failure(StoreUnavailableError("\(operation): the database refuses connections")))
+                        race.finish(.failure(refusal(operation)))
                         return false
                     }
                 }
@@ -416,6 +421,21 @@ package final class PostgresDriver: StorageDriver, Service {
     static func spoilsPreparedStatements(_ error: PSQLError) -> Bool {
         guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
         return ["42P01", "42703", "42883", "0A000", "26000"].contains(state)
+    }
+
+    /// The answer to a request while the listener finds the database away.
+    func refusal(_ operation: String) -> StoreUnavailableError {
+        StoreUnavailableError("\(operation): the database refuses connections (\(downCause.withLock { $0 }))")
+    }
+
+    /// Whether a failure to connect shows the database away: a connection-level failure that is
+    /// not a timeout. A connection that took too long to open says the server is slow or far,
+    /// not that it is down; declaring it down would answer every request `503` at once, where
+    /// the request deadline already bounds a slow one.
+    static func showsTheDatabaseAway(_ error: PSQLError) -> Bool {
+        guard isConnectionFailure(error) else { return false }
+        if let underlying = error.underlying as? ChannelError, case .connectTimeout = underlying { return false }
+        return true
     }
 
     static func isConnectionFailure(_ error: PSQLError) -> Bool {

@@ -17,9 +17,9 @@ struct PostgresListener: Sendable {
     let logger: Logger
     /// The first wait before reconnecting (it doubles up to 2 s while reconnecting fails).
     let reconnectDelay: Duration
-    /// Told `false` when connecting fails at the connection level (the database is down or
-    /// refusing), `true` once listening again.
-    var reachability: @Sendable (Bool) -> Void = { _ in }
+    /// Told why when connecting shows the database away (refused, reset, shutting down), `nil`
+    /// once listening again.
+    var reachability: @Sendable (_ down: String?) -> Void = { _ in }
 
     /// How the connection shows in `pg_stat_activity.application_name`.
     static let applicationName = "syncgate listener"
@@ -42,10 +42,11 @@ struct PostgresListener: Sendable {
                     // Only a failure to connect at the connection level says the database is away
                     // (refused, reset, shutting down): a listening connection that ends may be that
                     // connection's problem alone, a server that answers with another error
-                    // (authentication, too many clients) is up, and a TLS or configuration error
-                    // is not an outage.
-                    if let failure = error as? PSQLError, PostgresDriver.isConnectionFailure(failure) {
-                        reachability(false)
+                    // (authentication, too many clients) is up, a connection that took too long
+                    // to open may be a busy server's, and a TLS or configuration error is not an
+                    // outage.
+                    if let failure = error as? PSQLError, PostgresDriver.showsTheDatabaseAway(failure) {
+                        reachability(failure.underlying.map { "\(failure.code): \($0)" } ?? "\(PostgresFailure(operation: "connect", failure))")
                     }
                     throw error
                 }
@@ -84,7 +85,7 @@ struct PostgresListener: Sendable {
             logger.debug("listening for notifications", metadata: ["syncgate.channel": "\(PostgresDriver.channel)"])
             // Anything sent before LISTEN took effect may have been missed.
             notifier.publish(.resynchronize)
-            reachability(true)
+            reachability(nil)
             delay = reconnectDelay
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
