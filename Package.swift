@@ -98,6 +98,7 @@ let package = Package(
                 .embedInCode("0008_enqueue_without_notify.sql"),
                 .embedInCode("0009_job_compression.sql"),
                 .embedInCode("0010_service_keys.sql"),
+                .embedInCode("0011_change_origin.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -112,6 +113,7 @@ let package = Package(
                 .embedInCode("0005_incremental_maintenance.sql"),
                 .embedInCode("0006_uncompacted_feeds.sql"),
                 .embedInCode("0007_service_keys.sql"),
+                .embedInCode("0008_change_origin.sql"),
             ],
             swiftSettings: swiftSettings
         ),

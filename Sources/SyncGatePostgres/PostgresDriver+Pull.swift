@@ -42,12 +42,14 @@ extension PostgresDriver {
         let rows = try await run("pull", .request, ReadChangesStatement(reads: reads, types: types?.sorted(), limit: limit))
         var page = FeedPage()
         var byFeed: [Int64: [ChangeRow]] = [:]
-        for (part, ordinal, sequence, type, id, version, data, number) in rows {
+        for (part, ordinal, sequence, type, id, version, data, number, origin) in rows {
             guard (1...Int64(reads.count)).contains(ordinal) else { continue }
             if part == 0 {
                 page.floors[reads[Int(ordinal) - 1].scope] = number ?? 0
             } else if let sequence, let type, let id, let version, let updatedAt = number {
-                byFeed[ordinal, default: []].append(ChangeRow(sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt))
+                byFeed[ordinal, default: []].append(ChangeRow(
+                    sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt, origin: origin
+                ))
             }
         }
         // The statement's bound, fed by the same rule: each feed at most one row more than the

@@ -337,14 +337,15 @@ extension PostgresDriver {
 /// Everything an apply writes, in one statement: entities and their changes, feed heads,
 /// idempotency records, the jobs' results and their devices' watermarks; then the
 /// notifications, which PostgreSQL delivers at commit. Arrays cannot carry SQL NULLs here: the
-/// JSON text `null` stands for "no document", and an empty string for no group key.
+/// JSON text `null` stands for "no document", and an empty string for no group key or origin.
 struct WriteAppliedStatement: PostgresPreparedStatement {
     static let name = "sg_apply_write"
     static let sql = """
         WITH w AS (
-            SELECT s, t, i, v, nullif(d, 'null')::jsonb AS d, nullif(m, 'null')::jsonb AS m, c, u, nullif(g, '') AS g, q
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[])
-                 AS w(s, t, i, v, d, m, c, u, g, q)
+            SELECT s, t, i, v, nullif(d, 'null')::jsonb AS d, nullif(m, 'null')::jsonb AS m, c, u, nullif(g, '') AS g, q, nullif(o, '') AS o
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[],
+                        $24::text[])
+                 AS w(s, t, i, v, d, m, c, u, g, q, o)
         ), upserted AS (
             INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
             SELECT s, t, i, v, d, m, c, u, g FROM w
@@ -352,8 +353,8 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
                 version = excluded.version, data = excluded.data, meta = excluded.meta,
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
         ), \(PostgresDriver.commitTimes), appended AS (
-            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at)
-            SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at FROM w JOIN at ON at.s = w.s
+            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin)
+            SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at, w.o FROM w JOIN at ON at.s = w.s
         ), advanced AS (
             UPDATE feeds SET head = h.head FROM unnest($11::text[], $12::bigint[]) AS h(scope, head) WHERE feeds.scope = h.scope
         ), recorded AS (
@@ -384,7 +385,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         let entities = write.entities
         let heads = write.heads.sorted { $0.key < $1.key }
-        var bindings = PostgresBindings(capacity: 23)
+        var bindings = PostgresBindings(capacity: 24)
         bindings.append(entities.map(\.row.scope))
         bindings.append(entities.map(\.row.entityType))
         bindings.append(entities.map(\.row.entityID))
@@ -408,6 +409,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
         bindings.append(write.finished.map(\.deviceID))
         bindings.append(PostgresDriver.channel)
         bindings.append(write.events.map(NotificationPayload.encode))
+        bindings.append(entities.map { $0.origin ?? "" })
         return bindings
     }
 
@@ -462,19 +464,19 @@ struct PullContextStatement: PostgresPreparedStatement {
 struct ReadChangesStatement: PostgresPreparedStatement {
     static let name = "sg_read_changes"
     static let sql = """
-        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor
+        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor, NULL::text
         FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
         UNION ALL
-        (SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at
+        (SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.origin
          FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(scope, after, ord)
          CROSS JOIN LATERAL (
-             SELECT seq, entity_type, entity_id, version, data, updated_at FROM changes c
+             SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes c
              WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
              ORDER BY c.seq LIMIT $4::bigint + 1
          ) c
          LIMIT $4::bigint + 1)
         """
-    typealias Row = (Int, Int64, Int64?, String?, String?, Int64?, String?, Int64?)
+    typealias Row = (Int, Int64, Int64?, String?, String?, Int64?, String?, Int64?, String?)
 
     var reads: [PullPlan.FeedRead]
     var types: [String]?

@@ -94,13 +94,13 @@ extension SQLiteDriver {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT seq, entity_type, entity_id, version, data, updated_at FROM changes
+                        SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
                         WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
                         ORDER BY seq LIMIT ?
                         """,
                     arguments: [read.scope.key, read.after, typeList, typeList ?? "[]", remaining + 1]
                 ).map { row in
-                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5])
+                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
                 }
                 page.rows[read.scope] = rows
                 remaining -= min(rows.count, remaining)

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import HTTPTypes
 import HummingbirdTesting
 import SyncGateStorage
 import SyncGateClient
@@ -114,6 +115,38 @@ struct ClientServerTests {
             #expect(rejected.rejectionCode == "PERMISSION_DENIED")
             try await alice.sync()
             #expect(try await alice.read(type: "inventory", id: "milk", household: "home")?.data["quantity"] == 1)
+        }
+    }
+
+    @Test("a change the app's backend made reaches a member's device as changed by the service", arguments: Driver.selected)
+    func changesByTheBackend(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let alice = try devices.make("alice", "alice-phone")
+            let bob = try devices.make("bob", "bob-phone")
+            try await alice.createHousehold("home", name: "Home")
+            try await alice.addMember("bob", to: "home")
+            try await alice.sync()
+            try await bob.sync()
+            let bobEvents = bob.events()
+
+            // The dashboard adds eggs to the household on Alice's behalf.
+            let (key, stored) = ServiceKeySecret.new(name: "dashboard", scopes: [.write])
+            #expect(try await http.store.store.createServiceKey(stored))
+            let operation = Op.create("inventory", "eggs", ["name": "Eggs", "quantity": 12], household: "home")
+            let body = JSONValue.object(["user_id": "alice", "operations": [operation.json]]).serialized()
+            let pushed = try await http.send(
+                .post, "/v1/service/push?wait=30000", headers: [.authorization: "Bearer \(key)", .contentType: "application/json"], body: body
+            )
+            #expect(pushed.json?["results"]?[0]?["status"] == "applied", "\(String(describing: pushed.json))")
+
+            try await bob.sync()
+            #expect(try await bob.read(type: "inventory", id: "eggs", household: "home")?.data["quantity"] == 12)
+            let byService = bobEvents.compactMap { @Sendable event -> [ServiceChange]? in
+                if case .changedByService(let changes) = event { changes } else { nil }
+            }
+            let changes = try await first(of: byService, within: hangGuard, "Bob's device told of the backend's change")
+            #expect(changes == [ServiceChange(key: EntityKey(entityType: "inventory", entityID: "eggs", householdID: "home"), origin: "service:dashboard", deleted: false)])
         }
     }
 

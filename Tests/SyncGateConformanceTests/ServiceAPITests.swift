@@ -89,6 +89,19 @@ import Testing
             let again = try await http.send(.post, "/v1/service/push?wait=30000", headers: Self.serviceHeaders(key), body: Self.body(user: "alice", [meal]))
             #expect(again.json?["results"]?[0]?["status"] == "duplicate")
             #expect(try await http.state()["foodLogs/fl_1"]?["version"] == 1)
+
+            // Each change it made, the derived summary too, is pulled with the service's origin;
+            // a device's change has none.
+            _ = try await http.results([Op.create("weightLogs", "w-phone", ["kg": 70])])
+            let pulled = try await http.pullAll().changes
+            let origins = Dictionary(pulled.map { change in
+                ("\(change["entity_type"]?.stringValue ?? "")/\(change["entity_id"]?.stringValue ?? "")", change["origin"]?.stringValue ?? "none")
+            }) { _, last in last }
+            #expect(origins["foodLogs/fl_1"] == "service:nutrition")
+            #expect(origins.filter { $0.key.hasPrefix("dailySummaries/") }.values.allSatisfy { $0 == "service:nutrition" })
+            #expect(origins["weightLogs/w-phone"] == "none")
+            let phoneChange = pulled.first { $0["entity_id"] == "w-phone" }
+            #expect(phoneChange != nil && phoneChange?["origin"] == nil, "a device's change has no origin member")
         }
     }
 
@@ -133,6 +146,9 @@ import Testing
             #expect(page.status == 200)
             let ids = Set(page.json?["changes"]?.arrayValue?.compactMap { $0["entity_id"]?.stringValue } ?? [])
             #expect(ids.isSuperset(of: ["home", "home:bob", "milk"]))
+            // Alice's device, a member, pulls what the service wrote for Bob with its origin.
+            let milk = try await http.pullAll().changes.first { $0["entity_id"] == "milk" }
+            #expect(milk?["origin"] == "service:dashboard" && milk?["household_id"] == "home")
             let cursor = try #require(page.json?["cursor"]?.stringValue)
             let next = try await http.send(.get, "/v1/service/pull?user_id=alice&cursor=\(cursor)", headers: Self.serviceHeaders(key))
             #expect(next.status == 200)

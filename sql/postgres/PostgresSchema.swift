@@ -14,5 +14,6 @@ package enum PostgresSchema {
         (8, "enqueue_without_notify", false, PackageResources._008_enqueue_without_notify_sql),
         (9, "job_compression", false, PackageResources._009_job_compression_sql),
         (10, "service_keys", false, PackageResources._010_service_keys_sql),
+        (11, "change_origin", false, PackageResources._011_change_origin_sql),
     ]
 }

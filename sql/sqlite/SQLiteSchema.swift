@@ -11,5 +11,6 @@ package enum SQLiteSchema {
         (5, "incremental_maintenance", false, PackageResources._005_incremental_maintenance_sql),
         (6, "uncompacted_feeds", false, PackageResources._006_uncompacted_feeds_sql),
         (7, "service_keys", false, PackageResources._007_service_keys_sql),
+        (8, "change_origin", false, PackageResources._008_change_origin_sql),
     ]
 }

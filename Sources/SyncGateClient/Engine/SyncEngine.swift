@@ -147,6 +147,15 @@ final class SyncEngine: Sendable {
                 if !effect.joined.isEmpty || !effect.left.isEmpty {
                     events.emit(.householdsChanged(joined: effect.joined, left: effect.left))
                 }
+                let byService = page.changes.compactMap { change in
+                    change.origin.map {
+                        ServiceChange(
+                            key: EntityKey(entityType: change.entityType, entityID: change.entityID, householdID: change.householdID),
+                            origin: $0, deleted: change.data == nil
+                        )
+                    }
+                }
+                if !byService.isEmpty { events.emit(.changedByService(byService)) }
                 if !page.hasMore { return }
                 cursor = page.cursor
                 continue

@@ -10,6 +10,24 @@ public enum SyncEvent: Sendable, Hashable {
     case householdsChanged(joined: [String], left: [String])
     /// Live sync failed and will try again after `retryIn`.
     case liveSyncFailed(SyncGateClientError, retryIn: Duration)
+    /// The app's own backend changed these entities (a push with a service key), as one pulled
+    /// page brought them: for a "changed by the server" note.
+    case changedByService([ServiceChange])
+}
+
+/// One change the app's backend made, as pulled.
+public struct ServiceChange: Sendable, Hashable {
+    public var key: EntityKey
+    /// `service:<key name>`: which of the backend's keys made it.
+    public var origin: String
+    /// Whether the change deleted the entity.
+    public var deleted: Bool
+
+    public init(key: EntityKey, origin: String, deleted: Bool) {
+        self.key = key
+        self.origin = origin
+        self.deleted = deleted
+    }
 }
 
 /// Why the client started over from the beginning of the feeds.

@@ -30,12 +30,23 @@ package struct FeedChange: Sendable, Hashable {
     /// The document as text; `nil` for a delete.
     package var document: DocumentText?
     package var updatedAt: Timestamp
+    /// `service:<key name>` for a change a service key's push made; `nil` for a device's.
+    package var origin: String?
 
-    package init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp) {
-        self.init(scope: scope, sequence: sequence, entityType: entityType, entityID: entityID, version: version, document: data.map(DocumentText.init), updatedAt: updatedAt)
+    package init(
+        scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp,
+        origin: String? = nil
+    ) {
+        self.init(
+            scope: scope, sequence: sequence, entityType: entityType, entityID: entityID, version: version, document: data.map(DocumentText.init),
+            updatedAt: updatedAt, origin: origin
+        )
     }
 
-    package init(scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, document: DocumentText?, updatedAt: Timestamp) {
+    package init(
+        scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, document: DocumentText?, updatedAt: Timestamp,
+        origin: String? = nil
+    ) {
         self.scope = scope
         self.sequence = sequence
         self.entityType = entityType
@@ -43,6 +54,7 @@ package struct FeedChange: Sendable, Hashable {
         self.version = version
         self.document = document
         self.updatedAt = updatedAt
+        self.origin = origin
     }
 
     /// The document; `nil` for a delete.
@@ -50,14 +62,16 @@ package struct FeedChange: Sendable, Hashable {
 
     /// The change as a pull page carries it.
     package var pulled: PulledChange {
-        PulledChange(entityType: entityType, entityID: entityID, householdID: scope.householdID, data: data, version: version, updatedAt: updatedAt)
+        PulledChange(
+            entityType: entityType, entityID: entityID, householdID: scope.householdID, data: data, version: version, updatedAt: updatedAt, origin: origin
+        )
     }
 
     /// Appends the change as ``pulled`` serializes, its document written as the checked text it is.
     package func write(to output: inout [UInt8]) {
         PulledChange.write(
             entityType: entityType, entityID: entityID, householdID: scope.householdID, document: document, version: version, updatedAt: updatedAt,
-            to: &output
+            origin: origin, to: &output
         )
     }
 }

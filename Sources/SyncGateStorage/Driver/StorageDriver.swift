@@ -276,6 +276,8 @@ package struct EntityRowWrite: Sendable, Hashable {
     package var groupKey: String?
     /// The change's sequence number in the scope's feed.
     package var sequence: Int64
+    /// Who made the change when it was not a device: `service:<key name>`.
+    package var origin: String? = nil
 }
 
 /// What a pull plans with: read in one snapshot.
@@ -303,14 +305,17 @@ package struct ChangeRow: Sendable, Hashable {
     package var version: Int64
     package var data: String?
     package var updatedAt: Int64
+    /// `service:<key name>` for a change a service key's push made; `nil` for a device's.
+    package var origin: String?
 
-    package init(sequence: Int64, entityType: String, entityID: String, version: Int64, data: String?, updatedAt: Int64) {
+    package init(sequence: Int64, entityType: String, entityID: String, version: Int64, data: String?, updatedAt: Int64, origin: String? = nil) {
         self.sequence = sequence
         self.entityType = entityType
         self.entityID = entityID
         self.version = version
         self.data = data
         self.updatedAt = updatedAt
+        self.origin = origin
     }
 }
 

@@ -63,15 +63,18 @@ extension FeedChange {
             entityID: row.entityID,
             version: row.version,
             document: try Self.document(row.data, of: "\(scope.key)/\(row.entityType)/\(row.entityID) (change \(row.sequence))"),
-            updatedAt: Timestamp(millisecondsSinceEpoch: row.updatedAt)
+            updatedAt: Timestamp(millisecondsSinceEpoch: row.updatedAt),
+            origin: row.origin
         )
     }
 }
 
 extension EntityRowWrite {
     /// The rows for `states`, numbered after the feed heads (advanced in place), each with the group
-    /// key its type's derivation files it under.
-    static func rows(_ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation]) throws -> [EntityRowWrite] {
+    /// key its type's derivation files it under and the `origin` of the change.
+    static func rows(
+        _ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation], origin: String? = nil
+    ) throws -> [EntityRowWrite] {
         let sequences = try FeedAppend.sequences(for: states, heads: &heads)
         return zip(states, sequences).map { state, sequence in
             EntityRowWrite(
@@ -86,7 +89,8 @@ extension EntityRowWrite {
                     updatedAt: state.updatedAt.millisecondsSinceEpoch
                 ),
                 groupKey: derivations.lazy.compactMap { $0.storedGroupKey(of: state) }.first,
-                sequence: sequence
+                sequence: sequence,
+                origin: origin
             )
         }
     }

@@ -227,7 +227,9 @@ extension SyncStore {
         var changedHouseholds: [HouseholdState] = []
         var wakeUsers: Set<String> = []
         for (job, outcome) in zip(held, outcomesOfJobs) {
-            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations)
+            // A service key's push (its device `service:<name>`) marks its changes with that origin.
+            let origin = DeviceID.isReserved(job.job.deviceID) ? job.job.deviceID : nil
+            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations, origin: origin)
             write.entities += rows
             advanced.formUnion(outcome.scopes)
             sequences.append(Dictionary(grouping: rows) { Scope(key: $0.row.scope)! }.mapValues { $0.map(\.sequence) })

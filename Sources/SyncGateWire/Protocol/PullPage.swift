@@ -8,25 +8,36 @@ public struct PulledChange: Sendable, Hashable {
     public var data: JSONObject?
     public var version: Int64
     public var updatedAt: Timestamp
+    /// Who made the change when it was not a device: `service:<key name>` for an app backend's
+    /// push with a service key; `nil` (absent on the wire) for a device's.
+    public var origin: String?
 
-    public init(entityType: String, entityID: String, householdID: String? = nil, data: JSONObject?, version: Int64, updatedAt: Timestamp) {
+    public init(
+        entityType: String, entityID: String, householdID: String? = nil, data: JSONObject?, version: Int64, updatedAt: Timestamp,
+        origin: String? = nil
+    ) {
         self.entityType = entityType
         self.entityID = entityID
         self.householdID = householdID
         self.data = data
         self.version = version
         self.updatedAt = updatedAt
+        self.origin = origin
     }
 
     public var json: JSONValue {
-        .object(Self.members(entityType: entityType, entityID: entityID, householdID: householdID, data: data.map(JSONValue.object), version: version, updatedAt: updatedAt))
+        var members = Self.members(
+            entityType: entityType, entityID: entityID, householdID: householdID, data: data.map(JSONValue.object), version: version, updatedAt: updatedAt
+        )
+        if let origin { members["origin"] = .string(origin) }
+        return .object(members)
     }
 
     /// Appends a change as ``json`` writes it, its document written as the checked text it is:
     /// building a stored document's tree only to write it again is a pull page's largest cost.
     public static func write(
         entityType: String, entityID: String, householdID: String?, document: DocumentText?, version: Int64, updatedAt: Timestamp,
-        to output: inout [UInt8]
+        origin: String? = nil, to output: inout [UInt8]
     ) {
         func append(_ literal: StaticString) {
             output.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
@@ -41,6 +52,10 @@ public struct PulledChange: Sendable, Hashable {
         append(#","household_id":"#)
         if let householdID { JSONValue.writeString(householdID, to: &output) } else { append("null") }
         append(document == nil ? #","operation":"delete""# : #","operation":"upsert""#)
+        if let origin {
+            append(#","origin":"#)
+            JSONValue.writeString(origin, to: &output)
+        }
         append(#","updated_at":"#)
         JSONValue.writeString(updatedAt.rfc3339, to: &output)
         append(#","version":"#)
@@ -69,6 +84,7 @@ public struct PulledChange: Sendable, Hashable {
         self.entityType = type
         self.entityID = id
         self.householdID = json["household_id"]?.stringValue
+        self.origin = json["origin"]?.stringValue
         self.version = version
         self.updatedAt = json["updated_at"]?.stringValue.flatMap(Timestamp.init(rfc3339:)) ?? Timestamp(millisecondsSinceEpoch: 0)
         switch operation {
@@ -147,7 +163,7 @@ public struct PullPage: Sendable, Hashable {
     }
 
     /// Writes a page: `writeChanges` appends its changes, comma-separated
-    /// (``PulledChange/write(entityType:entityID:householdID:document:version:updatedAt:to:)``), then the
+    /// (``PulledChange/write(entityType:entityID:householdID:document:version:updatedAt:origin:to:)``), then the
     /// envelope follows; the result is what ``json`` serializes to.
     public static func write(_ envelope: Envelope, to output: inout [UInt8], changes writeChanges: (inout [UInt8]) -> Void) {
         output.append(contentsOf: #"{"changes":["#.utf8)

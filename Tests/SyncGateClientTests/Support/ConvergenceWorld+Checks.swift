@@ -42,7 +42,7 @@ extension ConvergenceWorld {
                 case .writeSettled(let outcome): tally.outcomes[Self.status(outcome.result), default: 0] += 1
                 case .resynced: tally.resyncs += 1
                 case .householdsChanged(_, let left): tally.householdsLeft += left.count
-                case .liveSyncFailed: break
+                case .liveSyncFailed, .changedByService: break
                 }
             }
         }
