@@ -308,16 +308,17 @@ import SyncGateConcurrency
             let token = try await http.token()
 
             // A body of 1,000 bytes, one byte every 100 ms (it would take 100 s).
-            let body = try await RawConnection.open(port: port)
             let opened = ContinuousClock.now
-            try await body.send("POST /v1/sync/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            let body = try await RawConnection.open(
+                port: port,
+                sending: "POST /v1/sync/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nX-Device-Id: d1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
             let bodyCut = await body.trickle(every: .milliseconds(100), for: hangGuard)
             #expect(bodyCut, "the connection outlived a trickle of \(opened.duration(to: .now)) (read timeout 1 s)")
 
             // A request head that never ends.
-            let head = try await RawConnection.open(port: port)
             let started = ContinuousClock.now
-            try await head.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            let head = try await RawConnection.open(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             // Alone the cut comes at ~2 s; without an idle timeout it never comes.
             let headCut = await head.trickle(every: .milliseconds(100), for: hangGuard)
             #expect(headCut, "the connection outlived a trickle of \(started.duration(to: .now)) (idle timeout 2 s)")
@@ -421,8 +422,13 @@ final class RawConnection: Sendable {
         channel.closeFuture.whenComplete { _ in closedAt.update { $0 = .now } }
     }
 
-    static func open(port: Int) async throws -> RawConnection {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+    /// Connects and writes `first` at once, on the event loop: a test task that a loaded machine
+    /// runs a second late must not leave the connection silent past the server's read timeout
+    /// (the server closed such a connection before its first byte: "I/O on closed channel").
+    static func open(port: Int, sending first: String) async throws -> RawConnection {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port)
+            .flatMap { channel in channel.writeAndFlush(ByteBuffer(string: first)).map { channel } }
+            .get()
         return RawConnection(channel: channel)
     }
 
