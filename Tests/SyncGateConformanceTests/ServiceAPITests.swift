@@ -159,6 +159,63 @@ import Testing
         }
     }
 
+    /// A backend that knows a household and none of its members (a web dashboard) pushes into
+    /// it: every operation lands there, as a job of the owner; members pull it with its origin.
+    @Test(arguments: Driver.selected)
+    func aServicePushesIntoAHouseholdWithoutNamingAMember(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let key = try await Self.key("pantry-web", [.write], in: http.store.store)
+            let headers = Self.serviceHeaders(key)
+            _ = try await http.results([
+                Op.create("households", "home", ["name": "Home"]),
+                Op.create("household_members", "home:bob", ["user_id": "bob", "role": "member"]),
+            ])
+            func push(_ body: JSONObject) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+                try await http.send(.post, "/v1/service/push?wait=30000", headers: headers, body: JSONValue.object(body).serialized())
+            }
+            func jobs() async throws -> Int { try await http.store.store.listJobs(JobFilter(limit: 100)).count }
+
+            // Operations without a household_id, or naming this one, go into it.
+            let milk = Op.create("inventory", "milk", ["qty": 1])
+            let eggs = Op.create("inventory", "eggs", ["qty": 6], household: "home")
+            let pushed = try await push(["household_id": "home", "operations": [milk.json, eggs.json]])
+            #expect(pushed.status == 200, "\(String(describing: pushed.json))")
+            #expect(pushed.json?["results"]?.arrayValue?.map { $0["status"] } == ["applied", "applied"])
+            // The owner's job, from the key's device.
+            let owned = try await http.store.store.listJobs(JobFilter(userID: "alice", limit: 10))
+            #expect(owned.first?.deviceID == "service:pantry-web")
+            // Bob, a member, pulls both with the service's origin.
+            let pulled = try await http.pullAll(user: "bob", device: "bob-phone").changes.filter { $0["entity_type"] == "inventory" }
+            #expect(Set(pulled.compactMap { $0["entity_id"]?.stringValue }) == ["milk", "eggs"])
+            #expect(pulled.allSatisfy { $0["household_id"] == "home" && $0["origin"] == "service:pantry-web" })
+
+            // A user-scoped type cannot be written through a household: refused for that
+            // operation alone, never into the owner's own data.
+            let mixed = try await push(["household_id": "home", "operations": [Op.create("weightLogs", "w1", ["kg": 70]).json, Op.create("inventory", "tea", ["qty": 2]).json]])
+            #expect(mixed.json?["results"]?.arrayValue?.map { $0["status"] } == ["rejected", "applied"], "\(String(describing: mixed.json))")
+            #expect(try await http.state()["weightLogs/w1"] == nil)
+
+            // Bad requests are 400 or 404 and queue nothing.
+            let before = try await jobs()
+            let elsewhere = try await push(["household_id": "home", "operations": [Op.create("inventory", "x", ["qty": 1], household: "cabin").json]])
+            #expect(elsewhere.status == 400 && elsewhere.json?["error"]?["code"] == "VALIDATION_ERROR")
+            let both = try await push(["household_id": "home", "user_id": "alice", "operations": [milk.json]])
+            #expect(both.status == 400)
+            let neither = try await push(["operations": [milk.json]])
+            #expect(neither.status == 400)
+            let malformed = try await push(["household_id": "a:b", "operations": [milk.json]])
+            #expect(malformed.status == 400)
+            let unknown = try await push(["household_id": "nowhere", "operations": [milk.json]])
+            #expect(unknown.status == 404 && unknown.json?["error"]?["code"] == "ENTITY_NOT_FOUND")
+            #expect(try await jobs() == before)
+
+            // An archived household takes no more household pushes.
+            _ = try await http.results([Op.delete("households", "home", base: 1, household: "home")])
+            let archived = try await push(["household_id": "home", "operations": [milk.json]])
+            #expect(archived.status == 404)
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func aServiceReadsAnEntityAndAScopesCurrentData(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in

@@ -11,6 +11,8 @@ import SyncGateWire
 /// - `POST /v1/service/push` (`write`): `{"user_id": …, "operations": [...]}` becomes one job of
 ///   that user, queued, applied and fed like a device's push (idempotency keys, conflict
 ///   policies, field rules, derived data, live wake-ups); its device is `service:<key name>`.
+///   With `household_id` instead, every operation goes into that household, as a job of its
+///   owner (the one member who may always write there).
 /// - `GET /v1/service/jobs/{id}?user_id=` (`write`): such a job's status.
 /// - `GET /v1/service/pull?user_id=` (`read`): a page of what the user reads (their feed and
 ///   their households'), by the same opaque cursor as a device's pull.
@@ -29,11 +31,55 @@ package struct ServiceRoutes: Sendable {
         let body = try await sync.readBody(request)
         let limits = sync.configuration.pushLimits
         let document = try PushRequest.parse(body.readableBytesView, limits: limits)
-        let userID = try Self.userID(document.objectValue?["user_id"])
-        let push = try PushRequest(document: document, limits: limits, receivedAt: .now())
+        let root = document.objectValue
+        var push = try PushRequest(document: document, limits: limits, receivedAt: .now())
+        let userID: String
+        switch (root?["user_id"], root?["household_id"]) {
+        case (let user?, nil):
+            userID = try Self.userID(user)
+        case (nil, let household?):
+            let id = try Self.householdID(household)
+            push.operations = try Self.intoHousehold(id, push.operations)
+            userID = try await owner(of: id)
+        default:
+            throw ProtocolError(.validationError, "give exactly one of 'user_id' and 'household_id'")
+        }
         return try await sync.answerPush(push.operations, userID: userID, deviceID: service.origin, wait: wait, logger: context.logger) { id in
             Self.statusURL(of: id, userID: userID)
         }
+    }
+
+    /// The operations of a household push, each in `household` (named there or not).
+    static func intoHousehold(_ household: String, _ operations: [SyncOperation]) throws(ProtocolError) -> [SyncOperation] {
+        var placed = operations
+        for index in placed.indices {
+            switch placed[index].householdID {
+            case nil: placed[index].householdID = household
+            case household: break
+            case let other?:
+                throw ProtocolError(.validationError, "operations[\(index)].household_id is '\(other)' in a push into household '\(household)'")
+            }
+        }
+        return placed
+    }
+
+    /// The owner of a live household: a household push is a job of theirs.
+    func owner(of household: String) async throws -> String {
+        let key = EntityKey(scope: .household(household), entityType: EntityTypeConfig.BuiltIn.households.rawValue, entityID: household)
+        guard let owner = try await sync.store.entity(key)?.data?["owner"]?.stringValue else {
+            throw ProtocolError(.entityNotFound, "household '\(household)' does not exist or is archived")
+        }
+        return owner
+    }
+
+    /// A push's `household_id`: as an operation's.
+    static func householdID(_ value: JSONValue) throws(ProtocolError) -> String {
+        guard let id = value.stringValue, IdentifierLimits.hasLength(id, in: 1...IdentifierLimits.householdID),
+            !id.unicodeScalars.contains(where: IdentifierLimits.isControl), !id.contains(":")
+        else {
+            throw ProtocolError(.validationError, "'household_id' must be 1 to \(IdentifierLimits.householdID) characters without control characters or ':'")
+        }
+        return id
     }
 
     func jobStatus(_ request: Request, context: SyncRequestContext) async throws -> Response {
