@@ -47,10 +47,10 @@ package func buildRouter(
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
 
-    // The service API: a backend's key, never a user's token (see ServiceRoutes).
+    // The service API: a backend's key or service token, never a user's token (see ServiceRoutes).
     let services = ServiceRoutes(sync: sync)
     let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
-    let service = router.group("v1/service").add(middleware: ServiceKeyAuthenticator(verifier: verifier))
+    let service = router.group("v1/service").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
     service.post("push", use: services.push)
     service.get("jobs/:id", use: services.jobStatus)
     service.get("pull", use: services.pull)

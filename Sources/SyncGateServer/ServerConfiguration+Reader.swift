@@ -69,6 +69,8 @@ extension ServerConfiguration {
         package static let jwtIssuer = Setting("jwtIssuer")
         package static let jwtAudience = Setting("jwtAudience")
         package static let jwtUserClaim = Setting("jwtUserClaim")
+        package static let jwtServiceAudience = Setting("jwtServiceAudience")
+        package static let jwtServiceClaim = Setting("jwtServiceClaim")
         package static let dialects = Setting("dialects")
 
         /// Every setting, for the README's table and the tests that keep it complete.
@@ -77,7 +79,7 @@ extension ServerConfiguration {
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
-            jwtUserClaim, dialects,
+            jwtUserClaim, jwtServiceAudience, jwtServiceClaim, dialects,
         ]
     }
 
@@ -152,12 +154,19 @@ extension ServerConfiguration {
             for url in urls where !(url.hasPrefix("https://") || url.hasPrefix("http://")) {
                 throw ConfigurationError("\(Setting.jwksUrl.describe) must be http(s) URLs separated by commas, got '\(url)'")
             }
+            let serviceAudience = values.string(.jwtServiceAudience)
+            if let serviceAudience, serviceAudience == values.string(.jwtAudience) {
+                throw ConfigurationError("\(Setting.jwtServiceAudience.describe) must differ from \(Setting.jwtAudience.describe): it tells a backend's tokens from users'")
+            }
             identityProvider = IdentityProviderKeys.Configuration(
                 jwksURLs: urls, issuer: values.string(.jwtIssuer), audience: values.string(.jwtAudience),
-                userClaim: values.string(.jwtUserClaim) ?? "sub"
+                userClaim: values.string(.jwtUserClaim) ?? "sub", serviceAudience: serviceAudience,
+                serviceClaim: values.string(.jwtServiceClaim) ?? "azp"
             )
-        } else if values.string(.jwtIssuer) != nil || values.string(.jwtAudience) != nil || values.string(.jwtUserClaim) != nil {
-            throw ConfigurationError("\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe) and \(Setting.jwtUserClaim.describe) apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too")
+        } else if [Setting.jwtIssuer, .jwtAudience, .jwtUserClaim, .jwtServiceAudience, .jwtServiceClaim].contains(where: { values.string($0) != nil }) {
+            throw ConfigurationError(
+                "\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe), \(Setting.jwtUserClaim.describe), \(Setting.jwtServiceAudience.describe) and \(Setting.jwtServiceClaim.describe) apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too"
+            )
         }
         if let list = values.string(.dialects) {
             for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {

@@ -53,6 +53,9 @@ package final class TestIdentityProvider: Sendable {
         var nbf: NotBeforeClaim?
         var iss: String?
         var aud: AudienceClaim?
+        var azp: String?
+        var scope: String?
+        var scp: [String]?
 
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
@@ -79,8 +82,25 @@ package final class TestIdentityProvider: Sendable {
     package var fetches: Int { state.withLock { $0.fetches } }
 
     /// The provider configuration a server uses to trust this provider.
-    package func configuration(userClaim: String = "sub") -> IdentityProviderKeys.Configuration {
-        .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim)
+    package func configuration(userClaim: String = "sub", serviceAudience: String? = nil) -> IdentityProviderKeys.Configuration {
+        .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim, serviceAudience: serviceAudience)
+    }
+
+    /// The audience of the backends' tokens in these tests.
+    package static let serviceAudience = "https://api.test/syncgate-service"
+
+    /// A client-credentials token for the backend `name` (`azp`), with `scope` (space-separated)
+    /// and/or `scp`, signed by `key`.
+    package func serviceToken(
+        _ key: Key, name: String?, scope: String? = nil, scp: [String]? = nil, expiresIn: TimeInterval = 3600,
+        audiences: [String] = [TestIdentityProvider.serviceAudience]
+    ) async throws -> String {
+        var claims = Claims(exp: ExpirationClaim(value: Date().addingTimeInterval(expiresIn)), iss: Self.issuer, aud: AudienceClaim(value: audiences))
+        claims.sub = name.map { "\($0)@clients" }
+        claims.azp = name
+        claims.scope = scope
+        claims.scp = scp
+        return try await key.collection.sign(claims, kid: JWKIdentifier(string: key.id))
     }
 
     /// A token signed by `key`; by default valid for an hour, for this provider's issuer and audience.

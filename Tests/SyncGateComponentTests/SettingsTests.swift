@@ -23,6 +23,18 @@ import Testing
         try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags, configFile: file, environment: environment))
     }
 
+    /// Service tokens (the identity provider's, for backends) need the provider, and an audience
+    /// of their own: the one that tells them from users' tokens.
+    @Test func theServiceAudienceIsAnIdentityProviderSettingApartFromTheUsers() async throws {
+        let jwks = ["SYNCGATE_JWKS_URL": "https://idp.test/jwks.json", "SYNCGATE_JWT_AUDIENCE": "app"]
+        let set = try await Self.configuration(environment: jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend", "SYNCGATE_JWT_SERVICE_CLAIM": "client_id"]) { $1 })
+        #expect(set.identityProvider?.serviceAudience == "backend" && set.identityProvider?.serviceClaim == "client_id")
+        let unset = try await Self.configuration(environment: jwks)
+        #expect(unset.identityProvider?.serviceAudience == nil && unset.identityProvider?.serviceClaim == "azp")
+        await #expect(throws: ConfigurationError.self) { try await Self.configuration(environment: jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "app"]) { $1 }) }
+        await #expect(throws: ConfigurationError.self) { try await Self.configuration(environment: ["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend"]) }
+    }
+
     @Test func flagsBeatTheEnvironmentWhichBeatsTheFileWhichBeatsTheDefaults() async throws {
         let file = try Self.file("port: 9000\nmaxAttempts: 9\nqueueLimitPerUser: 7\nlease: 90s\n")
         defer { try? FileManager.default.removeItem(atPath: file) }

@@ -24,12 +24,22 @@ package actor IdentityProviderKeys {
         package var audience: String?
         /// The claim that holds the user id.
         package var userClaim: String
+        /// A token whose `aud` includes it is a backend's (client credentials), accepted by the
+        /// service API only and never as a user's; `nil`: the provider issues no service tokens.
+        package var serviceAudience: String?
+        /// The claim of a service token that names the service (its origin `service:<name>`).
+        package var serviceClaim: String
 
-        package init(jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub") {
+        package init(
+            jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub", serviceAudience: String? = nil,
+            serviceClaim: String = "azp"
+        ) {
             self.jwksURLs = jwksURLs
             self.issuer = issuer
             self.audience = audience
             self.userClaim = userClaim
+            self.serviceAudience = serviceAudience
+            self.serviceClaim = serviceClaim
         }
     }
 

@@ -68,10 +68,12 @@ package final class ServiceKeyVerifier: Sendable {
 }
 
 /// Authenticates every request of the service group (`/v1/service`) from
-/// `Authorization: Bearer sgk_…`: a user's token is refused there, and a service key anywhere else.
+/// `Authorization: Bearer sgk_…`, or a service token of the identity provider when configured: a
+/// user's token is refused there, and a service key or token anywhere else.
 package struct ServiceKeyAuthenticator: RouterMiddleware {
     package typealias Context = SyncRequestContext
     let verifier: ServiceKeyVerifier
+    let authority: TokenAuthority
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else {
@@ -81,8 +83,13 @@ package struct ServiceKeyAuthenticator: RouterMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
             throw ProtocolError(.unauthenticated, "Authorization must be 'Bearer <service key>'")
         }
+        let credential = String(parts[1])
         var context = context
-        context.service = try await verifier.verify(String(parts[1]))
+        if authority.acceptsServiceTokens, !credential.hasPrefix(ServiceKeySecret.prefix) {
+            context.service = try await authority.verifyService(credential)
+        } else {
+            context.service = try await verifier.verify(credential)
+        }
         return try await next(request, context)
     }
 }

@@ -3,6 +3,7 @@ import JWTKit
 import Synchronization
 import SyncGateCore
 package import SyncGateWire
+import SyncGateStorage
 
 /// Verifies the bearer tokens of the protocol: HS256 with the server's secret (which it also
 /// signs, for development and `syncgate token`), and RS256/ES256/EdDSA (and the other asymmetric
@@ -107,20 +108,13 @@ package struct TokenAuthority: Sendable {
             let claims: Claims = try await Self.verify(token, with: keys, expected: expected)
             (subject, expiry, notBefore) = (claims.sub.value, claims.exp?.value, claims.nbf?.value)
         } else if let header, let provider = identityProvider, IdentityProviderKeys.algorithms.contains(header.alg) {
-            guard let keyID = header.kid else { throw ProtocolError(.unauthenticated, "token has no key id (kid)") }
-            let found: JWTKeyCollection
-            switch await provider.keys(for: keyID) {
-            case .found(let keys): found = keys
-            case .unknown: throw ProtocolError(.unauthenticated, "token is signed with a key the identity provider does not publish")
-            case .unavailable: throw ProtocolError(.unavailable, "the identity provider's keys cannot be fetched; retry later", retryAfterSeconds: 5)
-            }
-            let claims: ProviderClaims = try await Self.verify(token, with: found, expected: expected)
+            let claims = try await Self.verifiedByProvider(token, header: header, provider: provider, expected: expected)
             let configuration = provider.configuration
-            if let issuer = configuration.issuer, claims.iss?.value != issuer {
-                throw ProtocolError(.unauthenticated, "token issuer (iss) is not the configured identity provider")
-            }
             if let audience = configuration.audience, !(claims.aud?.value.contains(audience) ?? false) {
                 throw ProtocolError(.unauthenticated, "token audience (aud) does not include this app")
+            }
+            if let service = configuration.serviceAudience, claims.aud?.value.contains(service) ?? false {
+                throw ProtocolError(.unauthenticated, "a service token (aud '\(service)') is accepted by the service API only, never as a user's")
             }
             guard let user = Self.stringClaim(configuration.userClaim, of: token) else {
                 throw ProtocolError(.unauthenticated, "token has no '\(configuration.userClaim)' claim (the user id)")
@@ -130,6 +124,64 @@ package struct TokenAuthority: Sendable {
             throw ProtocolError(.unauthenticated, "malformed or unsupported token (\(expected))")
         }
         return VerifiedTokens.Claims(subject: subject, expiry: expiry, notBefore: notBefore)
+    }
+
+    /// The claims of a token an identity provider's key signed, its issuer checked.
+    private static func verifiedByProvider(
+        _ token: String, header: Header, provider: IdentityProviderKeys, expected: String
+    ) async throws(ProtocolError) -> ProviderClaims {
+        guard let keyID = header.kid else { throw ProtocolError(.unauthenticated, "token has no key id (kid)") }
+        let found: JWTKeyCollection
+        switch await provider.keys(for: keyID) {
+        case .found(let keys): found = keys
+        case .unknown: throw ProtocolError(.unauthenticated, "token is signed with a key the identity provider does not publish")
+        case .unavailable: throw ProtocolError(.unavailable, "the identity provider's keys cannot be fetched; retry later", retryAfterSeconds: 5)
+        }
+        let claims: ProviderClaims = try await verify(token, with: found, expected: expected)
+        if let issuer = provider.configuration.issuer, claims.iss?.value != issuer {
+            throw ProtocolError(.unauthenticated, "token issuer (iss) is not the configured identity provider")
+        }
+        return claims
+    }
+
+    /// Whether the identity provider's service tokens are accepted (``verifyService(_:now:)``).
+    package var acceptsServiceTokens: Bool { identityProvider?.configuration.serviceAudience != nil }
+
+    /// The backend a service token from the identity provider authenticates (an OAuth client
+    /// credentials token): signed by the provider, its `aud` including the service audience, the
+    /// service named by the configured claim, its scopes `syncgate:read|write|admin` in `scope`
+    /// (space-separated) or `scp`. Verified on every request: backends send far fewer than devices.
+    package func verifyService(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedService {
+        guard let provider = identityProvider, let audience = provider.configuration.serviceAudience else {
+            throw ProtocolError(.unauthenticated, "service routes take a service key (sgk_…)")
+        }
+        let expected = "a service key (sgk_…) or a service token from the identity provider expected"
+        guard let header = Self.header(of: token), IdentityProviderKeys.algorithms.contains(header.alg) else {
+            throw ProtocolError(.unauthenticated, "malformed or unsupported token (\(expected))")
+        }
+        let claims = try await Self.verifiedByProvider(token, header: header, provider: provider, expected: expected)
+        guard claims.aud?.value.contains(audience) ?? false else {
+            throw ProtocolError(.unauthenticated, "token audience (aud) does not include the service audience '\(audience)'")
+        }
+        let claim = provider.configuration.serviceClaim
+        guard let name = Self.stringClaim(claim, of: token), NewServiceKey.isValidName(name) else {
+            throw ProtocolError(.unauthenticated, "a service token's '\(claim)' claim names the service: 1 to 64 characters of A-Z a-z 0-9 . _ -")
+        }
+        // The checks of any token (a name is a valid user id too).
+        _ = try check(subject: name, expiry: claims.exp?.value, notBefore: claims.nbf?.value, now: now)
+        return AuthenticatedService(name: name, scopes: Self.serviceScopes(of: token))
+    }
+
+    /// The SyncGate scopes of a verified token: `syncgate:<scope>` among `scope` (a
+    /// space-separated string, RFC 8693) or `scp` (a string or an array, as Okta and Azure write it).
+    static func serviceScopes(of token: String) -> Set<ServiceScope> {
+        guard let payload = segment(1, of: token), let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { return [] }
+        var values: [String] = []
+        for claim in ["scope", "scp"] {
+            if let text = object[claim] as? String { values += text.split(separator: " ").map(String.init) }
+            if let list = object[claim] as? [String] { values += list }
+        }
+        return Set(values.compactMap { value in value.hasPrefix("syncgate:") ? ServiceScope(rawValue: String(value.dropFirst("syncgate:".count))) : nil })
     }
 
     private static func verify<Payload: JWTPayload>(_ token: String, with keys: JWTKeyCollection, expected: String) async throws(ProtocolError) -> Payload {
