@@ -11,6 +11,7 @@ package final class CountingFrontStore: FrontStore {
     private let calls = Locked<[String: Int]>([:])
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
     private let pullsFail = Locked(false)
+    private let keyLookupGate = Locked<TestGate?>(nil)
 
     /// - Parameter deaf: the front hears no notification at all: only the safety net wakes it.
     package init(_ base: any FrontStore, deaf: Bool = false) {
@@ -78,8 +79,12 @@ package final class CountingFrontStore: FrontStore {
         return try await base.schemaStatus()
     }
 
+    /// Service key lookups wait for `gate` until it opens (`nil`: they do not wait).
+    package func holdKeyLookups(until gate: TestGate?) { keyLookupGate.update { $0 = gate } }
+
     package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
         record("serviceKey")
+        if let gate = keyLookupGate.value { try await gate.wait() }
         return try await base.serviceKey(hash: hash)
     }
 

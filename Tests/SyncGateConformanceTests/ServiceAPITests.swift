@@ -347,6 +347,31 @@ import Testing
         }
     }
 
+    /// Keys a front does not remember are looked up one at a time: concurrent requests with the
+    /// same new key cost one lookup, and made-up keys queue behind each other instead of taking
+    /// every connection of the front's pool.
+    @Test(arguments: Driver.selected)
+    func aFrontLooksUpANewKeyOnceHoweverManyRequestsBringIt(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let counting = CountingFrontStore(harness.store)
+            let verifier = ServiceKeyVerifier(store: counting)
+            let key = try await Self.key("billing", [.write], in: harness.store)
+            let release = TestGate("the first lookup's answer")
+            counting.holdKeyLookups(until: release)
+            let requests = (0..<20).map { _ in Task { try await verifier.verify(key) } }
+            let stranger = Task { try? await verifier.verify(ServiceKeySecret.generate()) }
+            try await eventually("the first lookup under way") { counting.count("serviceKey") == 1 }
+            // However long the first lookup takes, nothing else reaches the store meanwhile:
+            // each of the others waits for its turn, which begins once the first has answered.
+            #expect(counting.count("serviceKey") == 1)
+            release.open()
+            for request in requests { #expect(try await request.value.name == "billing") }
+            #expect(await stranger.value == nil)
+            // One lookup for the twenty, one for the made-up key.
+            #expect(counting.count("serviceKey") == 2)
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func aFrontTrustsACheckedKeyForItsCacheTimeOnly(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in

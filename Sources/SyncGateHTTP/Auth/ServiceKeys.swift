@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 package import Hummingbird
 import Synchronization
+import SyncGateConcurrency
 import SyncGateCore
 package import SyncGateStorage
 import SyncGateWire
@@ -23,13 +24,16 @@ package struct AuthenticatedService: Sendable, Hashable {
 /// Checks service keys against the store, remembering a valid key for `cacheTime` so that a busy
 /// backend costs one lookup per front every few seconds; a revocation therefore takes effect
 /// within `cacheTime`. Unknown and revoked keys are not remembered (a new key works at once),
-/// and at most `capacity` keys are.
+/// and at most `capacity` keys are. Keys not remembered are looked up one at a time per front:
+/// requests with the same new key wait for the first one's answer, and a flood of made-up keys
+/// holds one of the front's database connections, not all of them.
 package final class ServiceKeyVerifier: Sendable {
     let store: any FrontStore
     let cacheTime: Duration
     let capacity: Int
     let now: @Sendable () -> ContinuousClock.Instant
     private let cache = Mutex<[String: (service: AuthenticatedService, until: ContinuousClock.Instant)]>([:])
+    private let lookups = AsyncLock()
 
     package init(
         store: any FrontStore, cacheTime: Duration = .seconds(5), capacity: Int = 1024,
@@ -48,8 +52,20 @@ package final class ServiceKeyVerifier: Sendable {
             throw ProtocolError(.unauthenticated, "service routes take a service key (sgk_…), not a user's token")
         }
         let hash = ServiceKeySecret.hash(key)
+        if let cached = remembered(hash) { return cached }
+        return try await lookups.withLock {
+            // Another request may have looked this key up meanwhile.
+            if let cached = remembered(hash) { return cached }
+            return try await lookUp(hash)
+        }
+    }
+
+    private func remembered(_ hash: String) -> AuthenticatedService? {
         let instant = now()
-        if let cached = cache.withLock({ $0[hash] }), cached.until > instant { return cached.service }
+        return cache.withLock { $0[hash] }.flatMap { $0.until > instant ? $0.service : nil }
+    }
+
+    private func lookUp(_ hash: String) async throws -> AuthenticatedService {
         guard let record = try await store.serviceKey(hash: hash) else {
             throw ProtocolError(.unauthenticated, "unknown service key")
         }
@@ -58,6 +74,7 @@ package final class ServiceKeyVerifier: Sendable {
             throw ProtocolError(.unauthenticated, "this service key was revoked")
         }
         let service = AuthenticatedService(name: record.name, scopes: record.scopes)
+        let instant = now()
         cache.withLock { cache in
             if cache.count >= capacity { cache = cache.filter { $0.value.until > instant } }
             if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
