@@ -47,6 +47,9 @@ struct PostgresListener: Sendable {
                     // outage.
                     if let failure = error as? PSQLError, PostgresDriver.showsTheDatabaseAway(failure) {
                         reachability(failure.underlying.map { "\(failure.code): \($0)" } ?? "\(PostgresFailure(operation: "connect", failure))")
+                    } else if let failure = error as? PSQLError, failure.serverInfo != nil {
+                        // The server answered (too many clients, a bad password): it is there.
+                        reachability(nil)
                     }
                     throw error
                 }
