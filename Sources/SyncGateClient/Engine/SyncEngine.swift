@@ -132,6 +132,9 @@ final class SyncEngine: Sendable {
     func pull(into report: inout SyncReport) async throws {
         let start = try await store.beginPull()
         var cursor = start.cursor
+        // A pull from no cursor (a first sync, a resync) brings history, not news, to its last
+        // page; so does a household joined since the cursor.
+        var fromTheBeginning = cursor == nil
         var resyncs = 0
         while true {
             try Task.checkCancellation()
@@ -147,8 +150,9 @@ final class SyncEngine: Sendable {
                 if !effect.joined.isEmpty || !effect.left.isEmpty {
                     events.emit(.householdsChanged(joined: effect.joined, left: effect.left))
                 }
-                let byService = page.changes.compactMap { change in
-                    change.origin.map {
+                let byService = fromTheBeginning ? [] : page.changes.compactMap { change -> ServiceChange? in
+                    if let household = change.householdID, page.scopesAdded.contains(household) { return nil }
+                    return change.origin.map {
                         ServiceChange(
                             key: EntityKey(entityType: change.entityType, entityID: change.entityID, householdID: change.householdID),
                             origin: $0, deleted: change.data == nil
@@ -169,6 +173,7 @@ final class SyncEngine: Sendable {
             report.resynced = reason
             events.emit(.resynced(reason))
             cursor = nil
+            fromTheBeginning = true
         }
     }
 

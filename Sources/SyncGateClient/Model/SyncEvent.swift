@@ -10,8 +10,9 @@ public enum SyncEvent: Sendable, Hashable {
     case householdsChanged(joined: [String], left: [String])
     /// Live sync failed and will try again after `retryIn`.
     case liveSyncFailed(SyncGateClientError, retryIn: Duration)
-    /// The app's own backend changed these entities (a push with a service key), as one pulled
-    /// page brought them: for a "changed by the server" note.
+    /// The app's own backend changed these entities (a push with a service key or token), as one
+    /// pulled page brought them: for a "changed by the server" note. Not reported by a first
+    /// sync or a resync, which bring history rather than news.
     case changedByService([ServiceChange])
 }
 
