@@ -71,6 +71,7 @@ extension ServerConfiguration {
         package static let jwtUserClaim = Setting("jwtUserClaim")
         package static let jwtServiceAudience = Setting("jwtServiceAudience")
         package static let jwtServiceClaim = Setting("jwtServiceClaim")
+        package static let jwtServiceClients = Setting("jwtServiceClients")
         package static let dialects = Setting("dialects")
 
         /// Every setting, for the README's table and the tests that keep it complete.
@@ -79,7 +80,7 @@ extension ServerConfiguration {
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
-            jwtUserClaim, jwtServiceAudience, jwtServiceClaim, dialects,
+            jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects,
         ]
     }
 
@@ -155,17 +156,28 @@ extension ServerConfiguration {
                 throw ConfigurationError("\(Setting.jwksUrl.describe) must be http(s) URLs separated by commas, got '\(url)'")
             }
             let serviceAudience = values.string(.jwtServiceAudience)
-            if let serviceAudience, serviceAudience == values.string(.jwtAudience) {
-                throw ConfigurationError("\(Setting.jwtServiceAudience.describe) must differ from \(Setting.jwtAudience.describe): it tells a backend's tokens from users'")
+            let clients = Set((values.string(.jwtServiceClients) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            if let serviceAudience {
+                if serviceAudience == values.string(.jwtAudience) {
+                    throw ConfigurationError("\(Setting.jwtServiceAudience.describe) must differ from \(Setting.jwtAudience.describe): it tells a backend's tokens from users'")
+                }
+                guard !clients.isEmpty else {
+                    throw ConfigurationError("\(Setting.jwtServiceAudience.describe) needs \(Setting.jwtServiceClients.describe): the client ids of your backends, comma-separated")
+                }
+                for client in clients where !NewServiceKey.isValidName(client) {
+                    throw ConfigurationError("\(Setting.jwtServiceClients.describe): '\(client.prefix(64))' is not 1 to 64 characters of A-Z a-z 0-9 . _ -")
+                }
+            } else if values.string(.jwtServiceClaim) != nil || !clients.isEmpty {
+                throw ConfigurationError("\(Setting.jwtServiceClaim.describe) and \(Setting.jwtServiceClients.describe) apply to service tokens: set \(Setting.jwtServiceAudience.describe) too")
             }
             identityProvider = IdentityProviderKeys.Configuration(
                 jwksURLs: urls, issuer: values.string(.jwtIssuer), audience: values.string(.jwtAudience),
                 userClaim: values.string(.jwtUserClaim) ?? "sub", serviceAudience: serviceAudience,
-                serviceClaim: values.string(.jwtServiceClaim) ?? "azp"
+                serviceClaim: values.string(.jwtServiceClaim) ?? "azp", serviceClients: clients
             )
-        } else if [Setting.jwtIssuer, .jwtAudience, .jwtUserClaim, .jwtServiceAudience, .jwtServiceClaim].contains(where: { values.string($0) != nil }) {
+        } else if [Setting.jwtIssuer, .jwtAudience, .jwtUserClaim, .jwtServiceAudience, .jwtServiceClaim, .jwtServiceClients].contains(where: { values.string($0) != nil }) {
             throw ConfigurationError(
-                "\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe), \(Setting.jwtUserClaim.describe), \(Setting.jwtServiceAudience.describe) and \(Setting.jwtServiceClaim.describe) apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too"
+                "\(Setting.jwtIssuer.describe), \(Setting.jwtAudience.describe), \(Setting.jwtUserClaim.describe) and the service token settings apply to an identity provider's tokens: set \(Setting.jwksUrl.describe) too"
             )
         }
         if let list = values.string(.dialects) {

@@ -56,6 +56,7 @@ package final class TestIdentityProvider: Sendable {
         var azp: String?
         var scope: String?
         var scp: [String]?
+        var roles: [String]?
 
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
@@ -82,8 +83,8 @@ package final class TestIdentityProvider: Sendable {
     package var fetches: Int { state.withLock { $0.fetches } }
 
     /// The provider configuration a server uses to trust this provider.
-    package func configuration(userClaim: String = "sub", serviceAudience: String? = nil) -> IdentityProviderKeys.Configuration {
-        .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim, serviceAudience: serviceAudience)
+    package func configuration(userClaim: String = "sub", serviceAudience: String? = nil, serviceClients: Set<String> = []) -> IdentityProviderKeys.Configuration {
+        .init(jwksURLs: [url], issuer: Self.issuer, audience: Self.audience, userClaim: userClaim, serviceAudience: serviceAudience, serviceClients: serviceClients)
     }
 
     /// The audience of the backends' tokens in these tests.
@@ -92,7 +93,7 @@ package final class TestIdentityProvider: Sendable {
     /// A client-credentials token for the backend `name` (`azp`), with `scope` (space-separated)
     /// and/or `scp`, signed by `key`.
     package func serviceToken(
-        _ key: Key, name: String?, scope: String? = nil, scp: [String]? = nil, expiresIn: TimeInterval = 3600,
+        _ key: Key, name: String?, scope: String? = nil, scp: [String]? = nil, roles: [String]? = nil, expiresIn: TimeInterval = 3600,
         audiences: [String] = [TestIdentityProvider.serviceAudience]
     ) async throws -> String {
         var claims = Claims(exp: ExpirationClaim(value: Date().addingTimeInterval(expiresIn)), iss: Self.issuer, aud: AudienceClaim(value: audiences))
@@ -100,6 +101,7 @@ package final class TestIdentityProvider: Sendable {
         claims.azp = name
         claims.scope = scope
         claims.scp = scp
+        claims.roles = roles
         return try await key.collection.sign(claims, kid: JWKIdentifier(string: key.id))
     }
 

@@ -27,12 +27,23 @@ import Testing
     /// of their own: the one that tells them from users' tokens.
     @Test func theServiceAudienceIsAnIdentityProviderSettingApartFromTheUsers() async throws {
         let jwks = ["SYNCGATE_JWKS_URL": "https://idp.test/jwks.json", "SYNCGATE_JWT_AUDIENCE": "app"]
-        let set = try await Self.configuration(environment: jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend", "SYNCGATE_JWT_SERVICE_CLAIM": "client_id"]) { $1 })
+        let service = ["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend", "SYNCGATE_JWT_SERVICE_CLAIM": "client_id", "SYNCGATE_JWT_SERVICE_CLIENTS": "billing, reports"]
+        let set = try await Self.configuration(environment: jwks.merging(service) { $1 })
         #expect(set.identityProvider?.serviceAudience == "backend" && set.identityProvider?.serviceClaim == "client_id")
+        #expect(set.identityProvider?.serviceClients == ["billing", "reports"])
         let unset = try await Self.configuration(environment: jwks)
         #expect(unset.identityProvider?.serviceAudience == nil && unset.identityProvider?.serviceClaim == "azp")
-        await #expect(throws: ConfigurationError.self) { try await Self.configuration(environment: jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "app"]) { $1 }) }
-        await #expect(throws: ConfigurationError.self) { try await Self.configuration(environment: ["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend"]) }
+        let refused: [[String: String]] = [
+            jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "app", "SYNCGATE_JWT_SERVICE_CLIENTS": "billing"]) { $1 },  // the users' audience
+            jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend"]) { $1 },  // no clients
+            jwks.merging(["SYNCGATE_JWT_SERVICE_AUDIENCE": "backend", "SYNCGATE_JWT_SERVICE_CLIENTS": "bad name"]) { $1 },
+            jwks.merging(["SYNCGATE_JWT_SERVICE_CLIENTS": "billing"]) { $1 },  // no audience
+            jwks.merging(["SYNCGATE_JWT_SERVICE_CLAIM": "cid"]) { $1 },  // no audience
+            service,  // no identity provider
+        ]
+        for environment in refused {
+            await #expect(throws: ConfigurationError.self, "\(environment)") { try await Self.configuration(environment: environment) }
+        }
     }
 
     @Test func flagsBeatTheEnvironmentWhichBeatsTheFileWhichBeatsTheDefaults() async throws {

@@ -13,10 +13,12 @@ import Testing
 /// keys: a backend's token works on the service API only, a user's token never does there, and
 /// neither passes for the other.
 @Suite(.timeLimit(.minutes(10))) struct ServiceTokenTests {
+    /// The backends whose tokens the tests' servers accept.
+    static let clients: Set<String> = ["billing", "ops", "idle", "azure-job", "reports"]
+
     static func authority(_ provider: TestIdentityProvider, serviceAudience: String? = TestIdentityProvider.serviceAudience) async -> TokenAuthority {
-        let keys = IdentityProviderKeys(
-            configuration: provider.configuration(serviceAudience: serviceAudience), minimumRefreshInterval: .milliseconds(300), logger: IdentityProviderTests.logger
-        )
+        let configuration = provider.configuration(serviceAudience: serviceAudience, serviceClients: serviceAudience == nil ? [] : clients)
+        let keys = IdentityProviderKeys(configuration: configuration, minimumRefreshInterval: .milliseconds(300), logger: IdentityProviderTests.logger)
         return await TokenAuthority(secret: nil, identityProvider: keys)
     }
 
@@ -43,10 +45,16 @@ import Testing
             #expect(await Self.service(authority, listed) == "accepted ops admin")
             let none = try await provider.serviceToken(key, name: "idle")
             #expect(await Self.service(authority, none) == "accepted idle ")
+            // Azure AD writes an application's permissions in `roles`.
+            let azure = try await provider.serviceToken(key, name: "azure-job", roles: ["syncgate:read"])
+            #expect(await Self.service(authority, azure) == "accepted azure-job read")
 
             let refused: [(String, String)] = [
                 ("no name", try await provider.serviceToken(key, name: nil, scope: "syncgate:write")),
                 ("a name that is no service name", try await provider.serviceToken(key, name: "bad name!", scope: "syncgate:write")),
+                // A user of the mobile app asked the provider for the service audience and scope
+                // (a provider may grant that): its client is not one of the backends.
+                ("a user's token for the service audience", try await provider.serviceToken(key, name: "mobile-app", scope: "syncgate:write")),
                 ("a user's audience", try await provider.serviceToken(key, name: "billing", scope: "syncgate:write", audiences: [TestIdentityProvider.audience])),
                 ("expired", try await provider.serviceToken(key, name: "billing", scope: "syncgate:write", expiresIn: -120)),
                 ("a user's token", try await provider.token(key, user: "alice")),
@@ -74,7 +82,7 @@ import Testing
         try await TestIdentityProvider.with { provider in
             let key = try await TestIdentityProvider.Key.rs256("k1")
             provider.publish([key])
-            let configuration = provider.configuration(serviceAudience: TestIdentityProvider.serviceAudience)
+            let configuration = provider.configuration(serviceAudience: TestIdentityProvider.serviceAudience, serviceClients: Self.clients)
             try await HTTPHarness.with(driver, server: { $0.identityProvider = configuration }) { http in
                 func headers(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)", .contentType: "application/json"] }
                 let writer = try await provider.serviceToken(key, name: "billing", scope: "syncgate:write syncgate:read")

@@ -29,10 +29,14 @@ package actor IdentityProviderKeys {
         package var serviceAudience: String?
         /// The claim of a service token that names the service (its origin `service:<name>`).
         package var serviceClaim: String
+        /// The clients (values of ``serviceClaim``) whose service tokens are accepted: a provider
+        /// may hand a signed-in user a token for any audience and scope it knows, so the audience
+        /// alone does not tell a backend's token from a user's.
+        package var serviceClients: Set<String>
 
         package init(
             jwksURLs: [String], issuer: String? = nil, audience: String? = nil, userClaim: String = "sub", serviceAudience: String? = nil,
-            serviceClaim: String = "azp"
+            serviceClaim: String = "azp", serviceClients: Set<String> = []
         ) {
             self.jwksURLs = jwksURLs
             self.issuer = issuer
@@ -40,6 +44,7 @@ package actor IdentityProviderKeys {
             self.userClaim = userClaim
             self.serviceAudience = serviceAudience
             self.serviceClaim = serviceClaim
+            self.serviceClients = serviceClients
         }
     }
 

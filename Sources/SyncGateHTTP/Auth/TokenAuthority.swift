@@ -149,8 +149,9 @@ package struct TokenAuthority: Sendable {
 
     /// The backend a service token from the identity provider authenticates (an OAuth client
     /// credentials token): signed by the provider, its `aud` including the service audience, the
-    /// service named by the configured claim, its scopes `syncgate:read|write|admin` in `scope`
-    /// (space-separated) or `scp`. Verified on every request: backends send far fewer than devices.
+    /// service named by the configured claim and among the configured clients, its scopes
+    /// `syncgate:read|write|admin` in `scope`, `scp` or `roles`. Verified on every request:
+    /// backends send far fewer than devices.
     package func verifyService(_ token: String, now: Date = Date()) async throws(ProtocolError) -> AuthenticatedService {
         guard let provider = identityProvider, let audience = provider.configuration.serviceAudience else {
             throw ProtocolError(.unauthenticated, "service routes take a service key (sgk_…)")
@@ -167,17 +168,21 @@ package struct TokenAuthority: Sendable {
         guard let name = Self.stringClaim(claim, of: token), NewServiceKey.isValidName(name) else {
             throw ProtocolError(.unauthenticated, "a service token's '\(claim)' claim names the service: 1 to 64 characters of A-Z a-z 0-9 . _ -")
         }
+        guard provider.configuration.serviceClients.contains(name) else {
+            throw ProtocolError(.unauthenticated, "'\(name)' is not a client whose service tokens this server accepts (SYNCGATE_JWT_SERVICE_CLIENTS)")
+        }
         // The checks of any token (a name is a valid user id too).
         _ = try check(subject: name, expiry: claims.exp?.value, notBefore: claims.nbf?.value, now: now)
         return AuthenticatedService(name: name, scopes: Self.serviceScopes(of: token))
     }
 
     /// The SyncGate scopes of a verified token: `syncgate:<scope>` among `scope` (a
-    /// space-separated string, RFC 8693) or `scp` (a string or an array, as Okta and Azure write it).
+    /// space-separated string, RFC 8693), `scp` (a string or an array, as Okta writes it) or
+    /// `roles` (Azure AD's application permissions).
     static func serviceScopes(of token: String) -> Set<ServiceScope> {
         guard let payload = segment(1, of: token), let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { return [] }
         var values: [String] = []
-        for claim in ["scope", "scp"] {
+        for claim in ["scope", "scp", "roles"] {
             if let text = object[claim] as? String { values += text.split(separator: " ").map(String.init) }
             if let list = object[claim] as? [String] { values += list }
         }
