@@ -9,8 +9,7 @@ import Synchronization
 public final class AsyncLock: Sendable {
     private struct State {
         var held = false
-        var nextWaiter = 0
-        var waiters: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+        var waiters = ParkedWaiters()
     }
 
     private let state = Mutex(State())
@@ -26,46 +25,21 @@ public final class AsyncLock: Sendable {
     }
 
     private func acquire() async throws {
-        let id = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                enum Decision { case granted, cancelled, queued }
-                let decision = state.withLock { state -> Decision in
-                    // Cancelled before it could queue: the cancellation handler found nothing to remove.
-                    if Task.isCancelled { return .cancelled }
-                    guard state.held else {
-                        state.held = true
-                        return .granted
-                    }
-                    state.waiters.append((id, continuation))
-                    return .queued
-                }
-                switch decision {
-                case .granted: continuation.resume()
-                case .cancelled: continuation.resume(throwing: CancellationError())
-                case .queued: break
-                }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).continuation
-            }
-            waiter?.resume(throwing: CancellationError())
+        try await ParkedWaiters.wait(in: state, at: \.waiters) { state in
+            guard !state.held else { return false }
+            state.held = true
+            return true
         }
     }
 
     /// Hands the lock to the next waiter (it stays held), or frees it.
     private func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard !state.waiters.isEmpty else {
+        let next = state.withLock { state -> ParkedWaiters.Continuation? in
+            guard let next = state.waiters.removeFirst() else {
                 state.held = false
                 return nil
             }
-            return state.waiters.removeFirst().continuation
+            return next
         }
         next?.resume()
     }

@@ -9,8 +9,7 @@ import Synchronization
 public final class Latch: Sendable {
     private struct State {
         var isOpen = false
-        var nextWaiter = 0
-        var waiters: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+        var waiters = ParkedWaiters()
     }
 
     private let state = Mutex(State())
@@ -24,42 +23,15 @@ public final class Latch: Sendable {
 
     /// Opens the gate: every waiter, and every later one, goes on. Opening twice is harmless.
     public func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+        let waiters = state.withLock { state -> [ParkedWaiters.Continuation] in
             state.isOpen = true
-            defer { state.waiters = [] }
-            return state.waiters.map(\.continuation)
+            return state.waiters.removeAll()
         }
         for waiter in waiters { waiter.resume() }
     }
 
     /// Returns once the gate is open; throws `CancellationError` if the task is cancelled first.
     public func wait() async throws {
-        let id = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                enum Decision { case open, cancelled, queued }
-                let decision = state.withLock { state -> Decision in
-                    if state.isOpen { return .open }
-                    // Cancelled before it could queue: the cancellation handler found nothing to remove.
-                    if Task.isCancelled { return .cancelled }
-                    state.waiters.append((id, continuation))
-                    return .queued
-                }
-                switch decision {
-                case .open: continuation.resume()
-                case .cancelled: continuation.resume(throwing: CancellationError())
-                case .queued: break
-                }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).continuation
-            }
-            waiter?.resume(throwing: CancellationError())
-        }
+        try await ParkedWaiters.wait(in: state, at: \.waiters) { $0.isOpen }
     }
 }
