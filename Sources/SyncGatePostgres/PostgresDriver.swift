@@ -93,6 +93,10 @@ package final class PostgresDriver: StorageDriver, Service {
     let announcements: AsyncStream<Void>.Continuation
     private let announcementRequests: AsyncStream<Void>
 
+    /// How the maintenance pool's sessions (migrations, retention, compaction, administration)
+    /// show in `pg_stat_activity.application_name`.
+    static let maintenanceApplicationName = "syncgate maintenance"
+
     /// The NOTIFY channel every event travels on.
     static let channel = "syncgate_events"
 
@@ -108,6 +112,7 @@ package final class PostgresDriver: StorageDriver, Service {
         Self.hotPool(&clientConfiguration, keepsAConnection: configuration.keepsAConnection)
         // The maintenance lock holds one connection for a pass that uses another.
         maintenanceConfiguration.options.maximumConnections = min(4, configuration.maximumConnections + 2)
+        maintenanceConfiguration.options.additionalStartupParameters = [("application_name", Self.maintenanceApplicationName)]
         // The pool logs every failed connection attempt at info and warns when a query races its
         // start-up; SyncGate reports outages itself, so keep the pool quiet unless debugging.
         var background = logger

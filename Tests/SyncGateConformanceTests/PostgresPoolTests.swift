@@ -13,6 +13,22 @@ import Testing
 /// database restart with more), sends no keep-alive queries, and its sessions ask the server for
 /// TCP keep-alives instead.
 @Suite struct PostgresPoolTests {
+    /// Each pool's sessions say what they are in `pg_stat_activity`: an operator tells the
+    /// requests' and jobs' pool from the maintenance pool's up to 4 sessions.
+    @Test func sessionsNameTheirPool() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: 2), logger: StoreHarness.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            let pooled = try await driver.query("name", .request, "SELECT current_setting('application_name')", as: String.self)
+            let maintenance = try await driver.query("name", .maintenance, "SELECT current_setting('application_name')", as: String.self)
+            #expect(pooled == ["syncgate"])
+            #expect(maintenance == ["syncgate maintenance"])
+        }
+    }
+
     /// Without keep-alive queries, a session the server ends must still leave the pool: the
     /// pool opens its connections again and later statements do not fail on the ended ones.
     @Test func aPoolThatKeepsItsConnectionsReplacesTheOnesTheServerEnds() async throws {
