@@ -100,7 +100,8 @@ import Testing
             guard case .postgres(let location) = http.store.url else { return }
             let port = try #require(http.client.port)
             let cursor = try await http.pullAll(device: "tablet").cursor
-            #expect(try await Self.listeners(location) == 1)
+            // The listener connects beside the first requests, not before them.
+            try await eventually("the listener connected") { try await Self.listeners(location) == 1 }
 
             let baseline = http.waiters
             var events = try await LiveTests.openEvents(port: port, token: try await http.token()).1
