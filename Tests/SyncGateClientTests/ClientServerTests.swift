@@ -120,6 +120,9 @@ struct ClientServerTests {
 
     @Test("a change the app's backend made reaches a member's device as changed by the service", arguments: Driver.selected)
     func changesByTheBackend(_ driver: Driver) async throws {
+        // Each step says when it is done: under stress-ng one run hung in this test until the
+        // suite's time limit, with no report of where (a hung await never lets a test report).
+        let step = { @Sendable (done: String) in print("changesByTheBackend[\(driver)]: \(done)") }
         try await HTTPHarness.with(driver, setup: .live) { http in
             let devices = try Devices(http)
             let alice = try devices.make("alice", "alice-phone")
@@ -127,7 +130,9 @@ struct ClientServerTests {
             try await alice.createHousehold("home", name: "Home")
             try await alice.addMember("bob", to: "home")
             try await alice.sync()
+            step("alice synced")
             try await bob.sync()
+            step("bob synced")
             let bobEvents = bob.events()
 
             // The dashboard adds eggs to the household on Alice's behalf.
@@ -139,13 +144,16 @@ struct ClientServerTests {
                 .post, "/v1/service/push?wait=30000", headers: [.authorization: "Bearer \(key)", .contentType: "application/json"], body: body
             )
             #expect(pushed.json?["results"]?[0]?["status"] == "applied", "\(String(describing: pushed.json))")
+            step("service push answered \(pushed.status)")
 
             try await bob.sync()
+            step("bob synced again")
             #expect(try await bob.read(type: "inventory", id: "eggs", household: "home")?.data["quantity"] == 12)
             let byService = bobEvents.compactMap { @Sendable event -> [ServiceChange]? in
                 if case .changedByService(let changes) = event { changes } else { nil }
             }
             let changes = try await first(of: byService, within: hangGuard, "Bob's device told of the backend's change")
+            step("bob's event came")
             #expect(changes == [ServiceChange(key: EntityKey(entityType: "inventory", entityID: "eggs", householdID: "home"), origin: "service:dashboard", deleted: false)])
         }
     }
