@@ -180,7 +180,7 @@ package struct TokenAuthority: Sendable {
     /// space-separated string, RFC 8693), `scp` (a string or an array, as Okta writes it) or
     /// `roles` (Azure AD's application permissions).
     static func serviceScopes(of token: String) -> Set<ServiceScope> {
-        guard let payload = segment(1, of: token), let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { return [] }
+        guard let object = payload(of: token) else { return [] }
         var values: [String] = []
         for claim in ["scope", "scp", "roles"] {
             if let text = object[claim] as? String { values += text.split(separator: " ").map(String.init) }
@@ -230,8 +230,12 @@ package struct TokenAuthority: Sendable {
 
     /// A string claim of the (already verified) payload.
     static func stringClaim(_ name: String, of token: String) -> String? {
-        guard let payload = segment(1, of: token), let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { return nil }
-        return object[name] as? String
+        payload(of: token)?[name] as? String
+    }
+
+    /// The (already verified) payload's members.
+    static func payload(of token: String) -> [String: Any]? {
+        segment(1, of: token).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
     }
 
     /// The base64url-decoded segment `index` of a compact JWS.

@@ -72,13 +72,11 @@ package struct ServiceRoutes: Sendable {
         return owner
     }
 
-    /// A push's `household_id`: as an operation's.
+    /// A push's `household_id`: a read's, and without ':' as an operation's.
     static func householdID(_ value: JSONValue) throws(ProtocolError) -> String {
-        guard let id = value.stringValue, IdentifierLimits.hasLength(id, in: 1...IdentifierLimits.householdID),
-            !id.unicodeScalars.contains(where: IdentifierLimits.isControl), !id.contains(":")
-        else {
-            throw ProtocolError(.validationError, "'household_id' must be 1 to \(IdentifierLimits.householdID) characters without control characters or ':'")
-        }
+        guard let text = value.stringValue else { throw ProtocolError(.validationError, "'household_id' must be a string") }
+        let id = try identifier(["household_id": text], "household_id", maximumLength: IdentifierLimits.householdID)
+        guard !id.contains(":") else { throw ProtocolError(.validationError, "'household_id' must not contain ':'") }
         return id
     }
 
