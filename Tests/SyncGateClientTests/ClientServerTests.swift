@@ -122,13 +122,18 @@ struct ClientServerTests {
     func changesByTheBackend(_ driver: Driver) async throws {
         // Each step says when it is done: under stress-ng one run hung in this test until the
         // suite's time limit, with no report of where (a hung await never lets a test report).
-        let step = { @Sendable (done: String) in print("changesByTheBackend[\(driver)]: \(done)") }
+        // Standard error, unbuffered: a run killed at its time limit loses buffered standard output.
+        let step = { @Sendable (done: String) in
+            FileHandle.standardError.write(Data("changesByTheBackend[\(driver)]: \(done)\n".utf8))
+        }
         try await HTTPHarness.with(driver, setup: .live) { http in
+            step("harness up")
             let devices = try Devices(http)
             let alice = try devices.make("alice", "alice-phone")
             let bob = try devices.make("bob", "bob-phone")
             try await alice.createHousehold("home", name: "Home")
             try await alice.addMember("bob", to: "home")
+            step("household made")
             try await alice.sync()
             step("alice synced")
             try await bob.sync()
@@ -156,6 +161,7 @@ struct ClientServerTests {
             step("bob's event came")
             #expect(changes == [ServiceChange(key: EntityKey(entityType: "inventory", entityID: "eggs", householdID: "home"), origin: "service:dashboard", deleted: false)])
         }
+        step("harness stopped")
     }
 
     @Test("a purge older than the cursor and an operator's force-resync make devices start over without losing pending writes", arguments: Driver.selected)
