@@ -99,6 +99,7 @@ let package = Package(
                 .embedInCode("0009_job_compression.sql"),
                 .embedInCode("0010_service_keys.sql"),
                 .embedInCode("0011_change_origin.sql"),
+                .embedInCode("0012_webhooks.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -114,6 +115,7 @@ let package = Package(
                 .embedInCode("0006_uncompacted_feeds.sql"),
                 .embedInCode("0007_service_keys.sql"),
                 .embedInCode("0008_change_origin.sql"),
+                .embedInCode("0009_webhooks.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -147,6 +149,23 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Change webhooks: the announcer and sender a worker process runs (docs/webhooks.md).
+        .target(
+            name: "SyncGateWebhooks",
+            dependencies: [
+                "SyncGateStorage",
+                "SyncGateConcurrency",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -196,6 +215,7 @@ let package = Package(
                 "SyncGatePostgres",
                 "SyncGateSQLite",
                 "SyncGateWorker",
+                "SyncGateWebhooks",
                 "SyncGateHTTP",
                 "SyncGateDialects",
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -246,6 +266,7 @@ let package = Package(
                 "SyncGateLoad",
                 "SyncGateServer",
                 "SyncGateWorker",
+                "SyncGateWebhooks",
                 "SyncGateHTTP",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -283,6 +304,7 @@ let package = Package(
         .target(
             name: "SyncGateTestSupport",
             dependencies: [
+                "SyncGateWebhooks",
                 "SyncGateServer",
                 "SyncGatePostgres",
                 "SyncGateSQLite",
@@ -318,6 +340,7 @@ let package = Package(
         .testTarget(
             name: "SyncGateConformanceTests",
             dependencies: [
+                "SyncGateWebhooks",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -341,6 +364,7 @@ let package = Package(
         .testTarget(
             name: "SyncGateComponentTests",
             dependencies: [
+                "SyncGateWebhooks",
                 "SyncGateTestSupport",
                 "SyncGateServer",
                 "SyncGateDialects",

@@ -96,20 +96,29 @@ extension PostgresDriver {
     /// order from the first (always taken). Feeds an apply holds are skipped (their turn comes
     /// next pass), so compaction never waits for a writer and a writer waits for it at most one
     /// batch. The newest change of each entity among the feed's new ones deletes that entity's
-    /// older changes. Every scope key sorts after '' (none is empty).
+    /// older changes. While a webhook subscription exists, only changes already copied into
+    /// deliveries are compacted (`head` below is then the lower of the head and `webhooked`), so
+    /// that a receiver hears of every change. Every scope key sorts after '' (none is empty).
     static func compaction(after: String?, feedLimit: Int, changeLimit: Int) -> PostgresQuery {
         """
-        WITH candidates AS (
+        WITH webhooks AS (
+            SELECT EXISTS (SELECT 1 FROM webhook_subscriptions) AS enabled
+        ), candidates AS (
             SELECT scope, size, sum(size) OVER (ORDER BY scope) AS running
             FROM (
-                SELECT scope, least(head - compacted, \(Int64(changeLimit))) AS size
-                FROM feeds WHERE head > compacted AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
+                SELECT scope, least(bound - compacted, \(Int64(changeLimit))) AS size
+                FROM (
+                    SELECT scope, compacted, CASE WHEN webhooks.enabled THEN least(head, webhooked) ELSE head END AS bound
+                    FROM feeds, webhooks WHERE head > compacted AND scope > \(after ?? "")
+                ) open WHERE bound > compacted ORDER BY scope LIMIT \(feedLimit)
             ) next
         ), taken AS (
             SELECT scope FROM candidates WHERE running <= \(Int64(changeLimit)) OR running = size
         ), f AS (
-            SELECT feeds.scope, feeds.compacted, feeds.head, least(feeds.head, feeds.compacted + \(Int64(changeLimit))) AS upto
-            FROM feeds JOIN taken ON taken.scope = feeds.scope
+            SELECT feeds.scope, feeds.compacted,
+                   CASE WHEN webhooks.enabled THEN least(feeds.head, feeds.webhooked) ELSE feeds.head END AS head,
+                   least(CASE WHEN webhooks.enabled THEN least(feeds.head, feeds.webhooked) ELSE feeds.head END, feeds.compacted + \(Int64(changeLimit))) AS upto
+            FROM feeds JOIN taken ON taken.scope = feeds.scope, webhooks
             FOR UPDATE OF feeds SKIP LOCKED
         ), latest AS (
             SELECT c.scope, c.entity_type, c.entity_id, max(c.seq) AS seq

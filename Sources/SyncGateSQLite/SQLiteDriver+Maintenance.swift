@@ -47,8 +47,15 @@ extension SQLiteDriver {
         // of each entity among a feed's new ones deletes that entity's older changes, found by
         // the entity index: the work follows the new changes, not the table.
         try await write { db in
+            // While a webhook subscription exists, only changes already copied into deliveries.
+            let webhooks = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions)") ?? false
+            let bound = webhooks ? "min(head, webhooked)" : "head"
             let candidates = try Row.fetchAll(
-                db, sql: "SELECT scope, compacted, head, min(head, compacted + ?) FROM feeds WHERE head > compacted AND scope > ? ORDER BY scope LIMIT ?",
+                db,
+                sql: """
+                    SELECT scope, compacted, \(bound), min(\(bound), compacted + ?) FROM feeds
+                    WHERE head > compacted AND \(bound) > compacted AND scope > ? ORDER BY scope LIMIT ?
+                    """,
                 arguments: [Int64(changeLimit), after ?? "", feedLimit]
             )
             // The feeds whose new changes fit `changeLimit` together, the first one in any case.

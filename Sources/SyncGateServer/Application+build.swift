@@ -9,6 +9,7 @@ import SyncGateDialects
 import SyncGateSQLite
 package import SyncGateStorage
 import SyncGateWorker
+import SyncGateWebhooks
 import SyncGateConcurrency
 import Tracing
 
@@ -112,6 +113,9 @@ package func buildApplication(
             ),
             MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger)
         )
+        if configuration.webhooks.enabled {
+            app.addServices(WebhookService(store: store, configuration: configuration.webhooks, schemaReady: schemaReady, logger: logger))
+        }
     }
     // Last before the server: it stops after the server and before everything its requests use.
     app.addServices(shards)
@@ -151,6 +155,9 @@ package func buildWorkerServices(_ configuration: ServerConfiguration, logger: L
         MaintenanceService(store: store, retention: configuration.retention, interval: configuration.maintenanceInterval, logger: logger),
         QueueSampler(store: store, logger: logger),
     ]
+    if configuration.webhooks.enabled {
+        services.append(WebhookService(store: store, configuration: configuration.webhooks, logger: logger))
+    }
     if let port = configuration.metricsPort {
         services.append(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
     }

@@ -1,5 +1,6 @@
 package import Configuration
 import Foundation
+import SyncGateWebhooks
 package import Logging
 package import SyncGateCore
 import SyncGateDialects
@@ -73,6 +74,11 @@ extension ServerConfiguration {
         package static let jwtServiceClaim = Setting("jwtServiceClaim")
         package static let jwtServiceClients = Setting("jwtServiceClients")
         package static let dialects = Setting("dialects")
+        package static let webhooks = Setting("webhooks")
+        package static let webhookAllowPrivate = Setting("webhookAllowPrivate")
+        package static let webhookTimeout = Setting("webhookTimeout")
+        package static let webhookConcurrency = Setting("webhookConcurrency")
+        package static let webhookReplayWindow = Setting("webhookReplayWindow")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         package static let all: [Setting] = [
@@ -80,7 +86,8 @@ extension ServerConfiguration {
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
-            jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects,
+            jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects, webhooks, webhookAllowPrivate, webhookTimeout,
+            webhookConcurrency, webhookReplayWindow,
         ]
     }
 
@@ -232,6 +239,17 @@ extension ServerConfiguration {
         if let timeout = try values.milliseconds(.idleTimeout) { front.idleTimeout = .milliseconds(max(timeout, 100)) }
         collections.documentLimits.maximumBytes = try values.integer(.maxDocumentBytes, in: 1024...Int.max) ?? collections.documentLimits.maximumBytes
         collections.documentLimits.metadataRetentionMilliseconds = retention.tombstonesMilliseconds
+        webhooks.enabled = try values.boolean(.webhooks) ?? webhooks.enabled
+        webhooks.allowPrivateAddresses = try values.boolean(.webhookAllowPrivate) ?? webhooks.allowPrivateAddresses
+        if let timeout = try values.milliseconds(.webhookTimeout) { webhooks.timeout = .milliseconds(max(timeout, 100)) }
+        webhooks.concurrency = try values.integer(.webhookConcurrency, in: 1...1024) ?? webhooks.concurrency
+        webhooks.perSubscription = max(1, min(webhooks.perSubscription, webhooks.concurrency / 2))
+        webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
+        webhooks.leaseMilliseconds = max(webhooks.leaseMilliseconds, 6 * Self.milliseconds(webhooks.timeout))
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 }
 
@@ -256,6 +274,15 @@ struct SettingValues {
             throw ConfigurationError("\(setting.describe) must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
         }
         return value
+    }
+
+    func boolean(_ setting: ServerConfiguration.Setting) throws(ConfigurationError) -> Bool? {
+        guard let text = string(setting) else { return nil }
+        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default: throw ConfigurationError("\(setting.describe) must be true or false, got '\(text)'")
+        }
     }
 
     func milliseconds(_ setting: ServerConfiguration.Setting) throws(ConfigurationError) -> Int64? {

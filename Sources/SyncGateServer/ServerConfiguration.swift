@@ -6,6 +6,7 @@ package import Tracing
 package import SyncGateHTTP
 package import SyncGateStorage
 package import SyncGateWorker
+package import SyncGateWebhooks
 
 /// Everything a `serve` or `worker` process is configured with; defaults are the zero-setup
 /// embedded server. Read it from flags, environment and file with ``init(reader:)``.
@@ -44,6 +45,8 @@ package struct ServerConfiguration: Sendable {
     package var worker = WorkerConfiguration(workerID: ServerConfiguration.defaultWorkerID())
     package var retention = RetentionConfiguration()
     package var maintenanceInterval: Duration = .seconds(60)
+    /// Change webhooks, announced and sent by worker processes (docs/webhooks.md).
+    package var webhooks = WebhookConfiguration()
     package var collections: Collections = .default
     /// `trace` … `critical`.
     package var logLevel = "info"

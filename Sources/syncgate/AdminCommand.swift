@@ -13,7 +13,7 @@ struct AdminCommand: AsyncParsableCommand {
         abstract: "Maintenance and inspection.",
         subcommands: [
             Stats.self, Jobs.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
-            Keys.self,
+            Keys.self, Webhooks.self,
         ]
     )
 

@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTP1
 package import SyncGateCore
 package import SyncGateWire
+import SyncGateWebhooks
 package import SyncGateHTTP
 package import SyncGateServer
 package import SyncGateStorage
@@ -96,6 +97,8 @@ package struct HTTPHarness: Sendable {
         configuration.collections = store.collections
         configuration.workers = workers
         configuration.worker = StoreHarness.workerConfiguration(concurrency: workers)
+        // Webhook tests run their own sender, configured for the test.
+        configuration.webhooks.enabled = false
         return configuration
     }
 

@@ -15,5 +15,6 @@ package enum PostgresSchema {
         (9, "job_compression", false, PackageResources._009_job_compression_sql),
         (10, "service_keys", false, PackageResources._010_service_keys_sql),
         (11, "change_origin", false, PackageResources._011_change_origin_sql),
+        (12, "webhooks", false, PackageResources._012_webhooks_sql),
     ]
 }

@@ -12,5 +12,6 @@ package enum SQLiteSchema {
         (6, "uncompacted_feeds", false, PackageResources._006_uncompacted_feeds_sql),
         (7, "service_keys", false, PackageResources._007_service_keys_sql),
         (8, "change_origin", false, PackageResources._008_change_origin_sql),
+        (9, "webhooks", false, PackageResources._009_webhooks_sql),
     ]
 }

@@ -94,6 +94,37 @@ package protocol StorageDriver: Sendable {
     /// Revokes a valid key; `false` when no valid key has that name.
     func revokeServiceKey(name: String, now: Timestamp?) async throws -> Bool
 
+    // MARK: Webhooks (docs/webhooks.md)
+
+    /// Stores a subscription; `false` when one already has its name. The first subscription
+    /// starts from the feeds' current heads: earlier changes are not announced.
+    func insertWebhook(_ subscription: NewWebhookSubscription, now: Timestamp) async throws -> Bool
+    /// Every subscription, by name.
+    func webhooks() async throws -> [WebhookSubscription]
+    /// Deletes a subscription and its deliveries; `false` when none has that name.
+    func deleteWebhook(name: String) async throws -> Bool
+    /// Pauses a subscription with `reason`, or resumes it (`nil`): its held deliveries are due at
+    /// once, their attempts counted from zero. `false` when none has that name.
+    func setWebhookPaused(name: String, reason: String?, now: Timestamp) async throws -> Bool
+    /// Copies the changes of feeds not yet announced into deliveries, as `render` makes them, and
+    /// records how far each feed is copied, in one transaction. It takes feeds whose scope keys
+    /// sort after `after` (all when nil), in scope order, up to `feedLimit` of them and the next
+    /// `changeLimit` changes of each, skipping feeds a writer holds. Without subscriptions it does nothing.
+    func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp, render: @escaping WebhookRenderer) async throws -> WebhookAnnouncement
+    /// Takes up to `limit` due deliveries for an attempt, at most `perSubscription` of each active
+    /// subscription and none of `excluding`: each the oldest undelivered delivery of its
+    /// subscription and feed (feed order), skipping rows another sender takes. Each is due
+    /// again after `leaseMilliseconds` unless finished first (a sender that died).
+    func claimWebhookDeliveries(limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp) async throws -> [WebhookDelivery]
+    func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws
+    /// Sends again the deliveries of a subscription made at or after `from`, delivered or not,
+    /// and resumes it; `nil` when none has that name.
+    func replayWebhook(name: String, from: Timestamp, now: Timestamp) async throws -> Int?
+    /// Deliveries by state, per subscription.
+    func webhookBacklog() async throws -> [WebhookBacklog]
+    /// Deletes up to `limit` deliveries delivered before `cutoff`; returns how many.
+    func deleteDeliveredWebhooks(before cutoff: Timestamp, limit: Int) async throws -> Int
+
     // MARK: Current data (the service API's reads)
 
     /// The entity at `key`, live or tombstoned.

@@ -4,6 +4,15 @@ import Synchronization
 /// --metrics-port`). One list, so the README, the Grafana dashboard in `deploy/` and the tests
 /// name the same things. Durations are histograms in seconds; counters end in `_total`.
 package enum MetricName {
+    /// Webhook delivery attempts by `outcome` (`delivered`, `retry`, `paused`).
+    package static let webhookDeliveries = "syncgate_webhook_deliveries_total"
+    /// Changes delivered to receivers (a delivery carries one or more).
+    package static let webhookChanges = "syncgate_webhook_changes_delivered_total"
+    /// From a change's commit to its delivery's 2xx answer.
+    package static let webhookLag = "syncgate_webhook_lag_seconds"
+    /// Deliveries not yet delivered, over every subscription (sampled).
+    package static let webhookPending = "syncgate_webhook_pending"
+
     /// Requests answered, by `route` (the matched pattern, e.g. `/v1/sync/pull`), `method` and `status`.
     package static let httpRequests = "syncgate_http_requests_total"
     /// Request latency by `route` and `method` (event streams: until the stream ends).

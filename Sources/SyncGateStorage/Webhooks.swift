@@ -1,0 +1,232 @@
+package import SyncGateCore
+package import SyncGateWire
+
+/// What a webhook subscription hears of: entity changes by kind, and household membership
+/// changes (the `household_members` entities) apart from them.
+package enum WebhookEvent: String, Sendable, Hashable, CaseIterable, Comparable {
+    case created, updated, deleted, membership
+
+    package static func < (lhs: WebhookEvent, rhs: WebhookEvent) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+
+    /// The stored form: the names, in declaration order, comma-separated.
+    package static func stored(_ events: Set<WebhookEvent>) -> String {
+        events.sorted().map(\.rawValue).joined(separator: ",")
+    }
+
+    /// Events from their stored form; a name this release does not know is dropped.
+    package static func parse(stored text: String) -> Set<WebhookEvent> {
+        Set(text.split(separator: ",").compactMap { WebhookEvent(rawValue: String($0)) })
+    }
+
+    /// The event a change is: membership for `household_members`, otherwise deleted (no data),
+    /// created (version 1) or updated.
+    package static func of(entityType: String, version: Int64, deleted: Bool) -> WebhookEvent {
+        if entityType == "household_members" { return .membership }
+        if deleted { return .deleted }
+        return version == 1 ? .created : .updated
+    }
+}
+
+/// A receiver of change webhooks as stored.
+package struct WebhookSubscription: Sendable, Hashable {
+    package var id: Int64
+    package var name: String
+    package var url: String
+    /// `whsec_` and the base64 of the signing key.
+    package var secret: String
+    /// `nil`: every entity type.
+    package var entityTypes: Set<String>?
+    package var events: Set<WebhookEvent>
+    package var createdAt: Timestamp
+    /// Set while deliveries are held (too many failures, or an operator's pause).
+    package var pausedAt: Timestamp?
+    package var pausedReason: String?
+
+    package init(
+        id: Int64, name: String, url: String, secret: String, entityTypes: Set<String>?, events: Set<WebhookEvent>,
+        createdAt: Timestamp, pausedAt: Timestamp? = nil, pausedReason: String? = nil
+    ) {
+        self.id = id
+        self.name = name
+        self.url = url
+        self.secret = secret
+        self.entityTypes = entityTypes
+        self.events = events
+        self.createdAt = createdAt
+        self.pausedAt = pausedAt
+        self.pausedReason = pausedReason
+    }
+
+    /// Whether this subscription wants `change`.
+    package func wants(_ change: AnnouncedChange) -> Bool {
+        if let entityTypes, !entityTypes.contains(change.entityType) { return false }
+        return events.contains(change.event)
+    }
+
+    /// The stored form of ``entityTypes``.
+    package static func storedTypes(_ types: Set<String>?) -> String? {
+        types.map { $0.sorted().joined(separator: ",") }
+    }
+
+    package static func parse(storedTypes text: String?) -> Set<String>? {
+        text.map { Set($0.split(separator: ",").map(String.init)) }
+    }
+}
+
+/// A subscription to create.
+package struct NewWebhookSubscription: Sendable, Hashable {
+    package var name: String
+    package var url: String
+    package var secret: String
+    package var entityTypes: Set<String>?
+    package var events: Set<WebhookEvent>
+
+    package init(name: String, url: String, secret: String, entityTypes: Set<String>?, events: Set<WebhookEvent>) {
+        self.name = name
+        self.url = url
+        self.secret = secret
+        self.entityTypes = entityTypes
+        self.events = events
+    }
+}
+
+/// A committed change, as the announcer copies it into deliveries.
+package struct AnnouncedChange: Sendable, Hashable {
+    package var scope: Scope
+    package var sequence: Int64
+    package var entityType: String
+    package var entityID: String
+    package var version: Int64
+    /// `nil` for a delete.
+    package var data: JSONValue?
+    /// Milliseconds since the epoch: the server time of the change, and when it committed.
+    package var updatedAt: Int64
+    package var committedAt: Int64
+    /// `service:<name>` for a change a service pushed; `nil` for a device's.
+    package var origin: String?
+
+    package init(
+        scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONValue?,
+        updatedAt: Int64, committedAt: Int64, origin: String?
+    ) {
+        self.scope = scope
+        self.sequence = sequence
+        self.entityType = entityType
+        self.entityID = entityID
+        self.version = version
+        self.data = data
+        self.updatedAt = updatedAt
+        self.committedAt = committedAt
+        self.origin = origin
+    }
+
+    package var event: WebhookEvent { WebhookEvent.of(entityType: entityType, version: version, deleted: data == nil) }
+}
+
+/// One request's worth of changes to store for a subscription: consecutive changes of one feed.
+package struct NewWebhookDelivery: Sendable, Hashable {
+    package var subscriptionID: Int64
+    package var scope: Scope
+    package var firstSequence: Int64
+    package var lastSequence: Int64
+    package var changeCount: Int
+    /// The request body, fixed now so that every attempt sends the same bytes.
+    package var body: String
+    package var committedAt: Int64
+
+    package init(subscriptionID: Int64, scope: Scope, firstSequence: Int64, lastSequence: Int64, changeCount: Int, body: String, committedAt: Int64) {
+        self.subscriptionID = subscriptionID
+        self.scope = scope
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.changeCount = changeCount
+        self.body = body
+        self.committedAt = committedAt
+    }
+}
+
+/// A delivery claimed for an attempt, with what the sender needs of its subscription.
+package struct WebhookDelivery: Sendable, Hashable {
+    package var id: Int64
+    package var subscriptionName: String
+    package var url: String
+    package var secret: String
+    package var scope: String
+    package var changeCount: Int
+    package var body: String
+    package var committedAt: Int64
+    package var createdAt: Int64
+    /// Attempts so far, this one included.
+    package var attempts: Int
+
+    package init(
+        id: Int64, subscriptionName: String, url: String, secret: String, scope: String, changeCount: Int, body: String,
+        committedAt: Int64, createdAt: Int64, attempts: Int
+    ) {
+        self.id = id
+        self.subscriptionName = subscriptionName
+        self.url = url
+        self.secret = secret
+        self.scope = scope
+        self.changeCount = changeCount
+        self.body = body
+        self.committedAt = committedAt
+        self.createdAt = createdAt
+        self.attempts = attempts
+    }
+
+    /// The Standard Webhooks `webhook-id`: the same for every attempt of this delivery.
+    package var messageID: String { "msg_\(id)" }
+}
+
+/// How an attempt ended, as the sender decided it.
+package enum WebhookAttemptOutcome: Sendable, Hashable {
+    case delivered
+    /// Try again at `at` (milliseconds since the epoch).
+    case retry(at: Int64, error: String)
+    /// Give up for now: the subscription is paused and the delivery waits for a resume or replay.
+    case pause(error: String)
+}
+
+/// What one announcer pass copied.
+package struct WebhookAnnouncement: Sendable, Hashable {
+    package var feeds = 0
+    package var changes = 0
+    package var deliveries = 0
+    /// The last feed looked at; the next pass starts after it.
+    package var lastScope: String?
+    /// Whether feeds were left for a next pass (the limits were reached, or a writer held one).
+    package var more = false
+
+    package init(feeds: Int = 0, changes: Int = 0, deliveries: Int = 0, lastScope: String? = nil, more: Bool = false) {
+        self.feeds = feeds
+        self.changes = changes
+        self.deliveries = deliveries
+        self.lastScope = lastScope
+        self.more = more
+    }
+}
+
+/// Deliveries by state, for metrics and `admin webhooks list`.
+package struct WebhookBacklog: Sendable, Hashable {
+    package var subscription: String
+    package var pending: Int
+    package var failing: Int
+    package var delivered: Int
+    /// Milliseconds since the epoch of the oldest pending delivery's newest change.
+    package var oldestPendingCommittedAt: Int64?
+
+    package init(subscription: String, pending: Int, failing: Int, delivered: Int, oldestPendingCommittedAt: Int64?) {
+        self.subscription = subscription
+        self.pending = pending
+        self.failing = failing
+        self.delivered = delivered
+        self.oldestPendingCommittedAt = oldestPendingCommittedAt
+    }
+}
+
+/// Turns a pass's changes into deliveries, for the subscriptions there are (pure: the announcer
+/// runs it inside its transaction).
+package typealias WebhookRenderer = @Sendable (_ subscriptions: [WebhookSubscription], _ changes: [AnnouncedChange], _ now: Int64) -> [NewWebhookDelivery]

@@ -1,0 +1,51 @@
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The addresses a host name resolves to, for the SSRF check. Written by hand because NIO's
+/// resolver is internal to its bootstraps; getaddrinfo blocks, so it runs on NIO's thread pool.
+enum HostResolver {
+    static func addresses(of host: String) async throws -> [[UInt8]] {
+        try await NIOThreadPool.singleton.runIfActive { try resolve(host) }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func resolve(_ host: String) throws -> [[UInt8]] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        #if canImport(Glibc)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, nil, &hints, &list)
+        guard status == 0, let first = list else { throw Failure(description: String(cString: gai_strerror(status))) }
+        defer { freeaddrinfo(first) }
+        var addresses: [[UInt8]] = []
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let info = next {
+            if let address = info.pointee.ai_addr {
+                switch Int32(address.pointee.sa_family) {
+                case AF_INET:
+                    address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                        addresses.append(withUnsafeBytes(of: v4.pointee.sin_addr) { Array($0) })
+                    }
+                case AF_INET6:
+                    address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                        addresses.append(withUnsafeBytes(of: v6.pointee.sin6_addr) { Array($0) })
+                    }
+                default: break
+                }
+            }
+            next = info.pointee.ai_next
+        }
+        return addresses
+    }
+}

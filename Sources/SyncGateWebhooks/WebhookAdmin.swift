@@ -1,0 +1,81 @@
+package import SyncGateStorage
+package import SyncGateWire
+
+/// Subscription management, called alike by `syncgate admin webhooks` and the service API.
+package enum WebhookAdmin {
+    /// Why a request to create a subscription is refused, for the caller.
+    package struct Refusal: Error, Sendable, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// Checks and stores a subscription with a new secret; returns it with the secret (shown once
+    /// to the caller, kept by the server: it signs with it). The receiver URL is resolved now, so
+    /// that a loopback, link-local or private receiver is refused at once unless `allowPrivate`.
+    package static func create(
+        in store: SyncStore, name: String, url: String, entityTypes: Set<String>?, events: Set<WebhookEvent>, allowPrivate: Bool
+    ) async throws -> (WebhookSubscription, secret: String) {
+        guard NewServiceKey.isValidName(name) else { throw Refusal(description: "a subscription's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
+        guard !events.isEmpty else { throw Refusal(description: "name at least one event: created, updated, deleted, membership") }
+        if let entityTypes, entityTypes.isEmpty || entityTypes.contains(where: { $0.isEmpty || $0.contains(",") }) {
+            throw Refusal(description: "entity types are names without commas; leave them out for every type")
+        }
+        guard url.utf8.count <= 2048 else { throw Refusal(description: "a receiver URL is at most 2048 bytes") }
+        let target: (secure: Bool, host: String, port: Int)
+        switch WebhookAddressPolicy.parse(url) {
+        case .failure(let refusal): throw Refusal(description: refusal.description)
+        case .success(let parsed): target = parsed
+        }
+        if !allowPrivate {
+            let addresses: [[UInt8]]
+            do {
+                addresses = try await HostResolver.addresses(of: target.host)
+            } catch {
+                throw Refusal(description: WebhookAddressPolicy.Refusal.unresolvable(target.host).description)
+            }
+            if let inside = addresses.first(where: WebhookAddressPolicy.isInternal) {
+                throw Refusal(description: WebhookAddressPolicy.Refusal.privateAddress(WebhookSender.text(of: inside)).description)
+            }
+        }
+        let secret = WebhookSignature.newSecret()
+        let new = NewWebhookSubscription(name: name, url: url, secret: secret, entityTypes: entityTypes, events: events)
+        guard try await store.createWebhook(new) else { throw Refusal(description: "a subscription named '\(name)' exists") }
+        guard let created = try await store.webhooks().first(where: { $0.name == name }) else {
+            throw Refusal(description: "the subscription '\(name)' was deleted as it was created")
+        }
+        return (created, secret)
+    }
+
+    /// Events from their names; `nil` (every event) for none, a refusal for an unknown one.
+    package static func events(_ names: [String]) throws -> Set<WebhookEvent> {
+        if names.isEmpty { return Set(WebhookEvent.allCases) }
+        return try Set(names.flatMap { $0.split(separator: ",") }.map { name in
+            guard let event = WebhookEvent(rawValue: String(name)) else {
+                throw Refusal(description: "unknown event '\(name)': created, updated, deleted or membership")
+            }
+            return event
+        })
+    }
+
+    /// A subscription as the API and `--json` show it: never its secret.
+    package static func json(_ subscription: WebhookSubscription, backlog: WebhookBacklog?) -> JSONValue {
+        .object([
+            "name": .string(subscription.name),
+            "url": .string(subscription.url),
+            "entity_types": subscription.entityTypes.map { .array($0.sorted().map(JSONValue.string)) } ?? .null,
+            "events": .array(subscription.events.sorted().map { .string($0.rawValue) }),
+            "created_at": .string(subscription.createdAt.rfc3339),
+            "paused_at": subscription.pausedAt.map { .string($0.rfc3339) } ?? .null,
+            "paused_reason": subscription.pausedReason.map(JSONValue.string) ?? .null,
+            "pending": .int(Int64(backlog?.pending ?? 0)),
+            "failing": .int(Int64(backlog?.failing ?? 0)),
+            "delivered": .int(Int64(backlog?.delivered ?? 0)),
+            "oldest_pending_committed_at": backlog?.oldestPendingCommittedAt.map { .string(Timestamp(millisecondsSinceEpoch: $0).rfc3339) } ?? .null,
+        ])
+    }
+
+    /// Every subscription with its backlog, as ``json(_:backlog:)``.
+    package static func list(in store: SyncStore) async throws -> [JSONValue] {
+        let backlog = Dictionary(uniqueKeysWithValues: try await store.webhookBacklog().map { ($0.subscription, $0) })
+        return try await store.webhooks().map { json($0, backlog: backlog[$0.name]) }
+    }
+}

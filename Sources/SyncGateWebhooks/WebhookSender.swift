@@ -1,0 +1,105 @@
+package import AsyncHTTPClient
+import Crypto
+import NIOCore
+import NIOHTTP1
+package import SyncGateStorage
+
+/// One attempt of one delivery: the SSRF check, the signed POST, the answer read within bounds.
+/// It decides nothing about retries (``WebhookRetryPolicy`` does) and touches no database.
+package struct WebhookSender: Sendable {
+    package enum Result: Sendable, Hashable {
+        case delivered(status: Int)
+        case failed(String)
+        /// Cannot succeed however often it is tried (a malformed secret or URL): pause at once.
+        case unsendable(String)
+    }
+
+    let client: HTTPClient
+    let configuration: WebhookConfiguration
+
+    package init(client: HTTPClient, configuration: WebhookConfiguration) {
+        self.client = client
+        self.configuration = configuration
+    }
+
+    /// The client a sender needs: no redirects (a receiver must not send the server elsewhere),
+    /// connect and read timeouts within the attempt's.
+    package static func makeClient(_ configuration: WebhookConfiguration) -> HTTPClient {
+        var settings = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        let milliseconds = Int64(configuration.timeout.components.seconds * 1000 + configuration.timeout.components.attoseconds / 1_000_000_000_000_000)
+        settings.timeout = .init(connect: .milliseconds(min(milliseconds, 5000)), read: .milliseconds(milliseconds))
+        settings.connectionPool.idleTimeout = .seconds(30)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+    }
+
+    package func attempt(_ delivery: WebhookDelivery, timestamp: Int64) async -> Result {
+        guard let key = WebhookSignature.key(of: delivery.secret) else {
+            return .unsendable("the subscription's secret is not whsec_ and base64 of 24 to 64 bytes")
+        }
+        let target: (secure: Bool, host: String, port: Int)
+        switch WebhookAddressPolicy.parse(delivery.url) {
+        case .failure(let refusal): return .unsendable(refusal.description)
+        case .success(let parsed): target = parsed
+        }
+        if !configuration.allowPrivateAddresses {
+            do {
+                let addresses = try await HostResolver.addresses(of: target.host)
+                if addresses.isEmpty { return .failed(WebhookAddressPolicy.Refusal.unresolvable(target.host).description) }
+                if let inside = addresses.first(where: WebhookAddressPolicy.isInternal) {
+                    return .failed(WebhookAddressPolicy.Refusal.privateAddress(Self.text(of: inside)).description)
+                }
+            } catch {
+                return .failed("\(WebhookAddressPolicy.Refusal.unresolvable(target.host)): \(error)")
+            }
+        }
+        let body = Array(delivery.body.utf8)
+        var request = HTTPClientRequest(url: delivery.url)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/json")
+        request.headers.add(name: "user-agent", value: "SyncGate-Webhooks")
+        request.headers.add(name: "webhook-id", value: delivery.messageID)
+        request.headers.add(name: "webhook-timestamp", value: "\(timestamp)")
+        request.headers.add(name: "webhook-signature", value: WebhookSignature.sign(id: delivery.messageID, timestamp: timestamp, body: body, key: key))
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let prepared = request
+        let limit = configuration.maximumResponseBytes
+        do {
+            return try await Self.within(configuration.timeout) { [client] in
+                let response = try await client.execute(prepared, timeout: .seconds(Int64(configuration.timeout.components.seconds) + 1))
+                // Read at most `limit` of the answer; what is beyond it is dropped with the connection.
+                var read = 0
+                for try await chunk in response.body {
+                    read += chunk.readableBytes
+                    if read > limit { break }
+                }
+                let status = Int(response.status.code)
+                return WebhookRetryPolicy.delivered(status: status) ? .delivered(status: status) : .failed("the receiver answered \(status)")
+            }
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// `body`, or an error once `limit` passes (the attempt is cancelled).
+    static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let result = try await group.next() ?? nil else { throw TimedOut(description: "no answer within \(limit)") }
+            return result
+        }
+    }
+
+    static func text(of address: [UInt8]) -> String {
+        if address.count == 4 { return address.map(String.init).joined(separator: ".") }
+        return stride(from: 0, to: address.count, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }.joined(separator: ":")
+    }
+}

@@ -1,0 +1,174 @@
+import AsyncHTTPClient
+package import Logging
+import Metrics
+package import ServiceLifecycle
+import Synchronization
+package import SyncGateConcurrency
+package import SyncGateStorage
+import SyncGateWire
+
+/// Change webhooks in a worker process (docs/webhooks.md): the announcer copies committed changes
+/// into durable deliveries, and the sender posts them, each (subscription, feed) in feed order.
+/// It runs beside the worker lanes: the apply writes nothing for it, and a slow or failing
+/// receiver holds only its own attempts, bounded in time, size and number.
+package final class WebhookService: Service {
+    let store: SyncStore
+    let configuration: WebhookConfiguration
+    let logger: Logger
+    let metrics = WebhookMetrics()
+    /// Opened once the schema is migrated (`serve` migrates as it starts); `nil`: it is.
+    let schemaReady: Latch?
+
+    package init(store: SyncStore, configuration: WebhookConfiguration, schemaReady: Latch? = nil, logger: Logger) {
+        self.store = store
+        self.configuration = configuration
+        self.schemaReady = schemaReady
+        self.logger = logger
+    }
+
+    /// Attempts in flight in this process, by subscription.
+    private let inFlight = Mutex<[String: Int]>([:])
+
+    package func run() async throws {
+        let client = WebhookSender.makeClient(configuration)
+        let sender = WebhookSender(client: client, configuration: configuration)
+        // Rung by committed feed changes and by finished attempts; closed at shutdown.
+        let bell = ChangeNotifier()
+        let doorbell = bell.subscribe(.init(jobsAvailable: true))
+        let feeds = store.driver.notifier.subscribe(.init(feeds: true))
+        await withGracefulShutdownHandler {
+            if let schemaReady {
+                do { try await schemaReady.wait() } catch { return }
+            }
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    while let events = await feeds.next(timeout: .seconds(3600)) {
+                        if !events.isEmpty { bell.publish(.jobsAvailable) }
+                    }
+                }
+                await loop(sender: sender, bell: bell, doorbell: doorbell, group: &group)
+                feeds.cancel()
+            }
+        } onGracefulShutdown: {
+            bell.close()
+        }
+        try? await client.shutdown()
+    }
+
+    private func loop(sender: WebhookSender, bell: ChangeNotifier, doorbell: ChangeSubscription, group: inout DiscardingTaskGroup) async {
+        var housekept = ContinuousClock.now - configuration.housekeepingInterval
+        while !bell.isClosed, !Task.isCancelled {
+            do {
+                try await announce()
+                try await claim(sender: sender, bell: bell, group: &group)
+                if housekept.duration(to: .now) >= configuration.housekeepingInterval {
+                    housekept = .now
+                    try await housekeeping()
+                }
+            } catch {
+                // The database is away or refused: deliveries wait in it, and the next pass retries.
+                logger.warning("webhook pass failed", metadata: ["syncgate.error": "\(error)"])
+            }
+            guard await doorbell.next(timeout: configuration.pollInterval) != nil else { break }
+        }
+    }
+
+    /// Copies new changes into deliveries until no feed has more (bounded per pass).
+    func announce() async throws {
+        var after: String?
+        for _ in 0..<1000 {
+            let batch = try await store.announceChanges(
+                after: after, feedLimit: configuration.announceFeeds, changeLimit: configuration.announceChanges,
+                render: { WebhookPayload.render(subscriptions: $0, changes: $1, now: $2) }
+            )
+            guard batch.more, let last = batch.lastScope else { return }
+            after = last
+        }
+    }
+
+    private func claim(sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
+        let (free, full) = inFlight.withLock { counts in
+            (configuration.concurrency - counts.values.reduce(0, +), counts.filter { $0.value >= configuration.perSubscription }.map(\.key))
+        }
+        guard free > 0 else { return }
+        let deliveries = try await store.claimWebhookDeliveries(
+            limit: free, perSubscription: configuration.perSubscription, excluding: full, leaseMilliseconds: configuration.leaseMilliseconds
+        )
+        for delivery in deliveries {
+            inFlight.withLock { $0[delivery.subscriptionName, default: 0] += 1 }
+            group.addTask {
+                await self.deliver(delivery, sender: sender)
+                self.inFlight.withLock { counts in
+                    counts[delivery.subscriptionName, default: 1] -= 1
+                    if counts[delivery.subscriptionName] == 0 { counts[delivery.subscriptionName] = nil }
+                }
+                bell.publish(.jobsAvailable)
+            }
+        }
+    }
+
+    /// One attempt and its record. A record that fails to commit leaves the delivery claimed
+    /// until its lease ends; it is then sent again under the same webhook-id (at least once).
+    func deliver(_ delivery: WebhookDelivery, sender: WebhookSender) async {
+        let now = store.clock.wallNow().millisecondsSinceEpoch
+        let outcome: WebhookAttemptOutcome
+        switch await sender.attempt(delivery, timestamp: now / 1000) {
+        case .delivered:
+            outcome = .delivered
+            metrics.delivered(delivery, now: store.clock.wallNow().millisecondsSinceEpoch)
+        case .failed(let error):
+            switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: now, unit: Double.random(in: 0..<1)) {
+            case .retry(let at): outcome = .retry(at: at, error: error)
+            case .pause: outcome = .pause(error: "\(delivery.attempts) attempts failed; the last: \(error)")
+            }
+        case .unsendable(let error):
+            outcome = .pause(error: error)
+        }
+        switch outcome {
+        case .delivered: break
+        case .retry(_, let error):
+            metrics.attempt("retry")
+            logger.info("webhook delivery failed; will retry", metadata: [
+                "syncgate.webhook": "\(delivery.subscriptionName)", "syncgate.delivery": "\(delivery.id)",
+                "syncgate.attempts": "\(delivery.attempts)", "syncgate.error": "\(error)",
+            ])
+        case .pause(let error):
+            metrics.attempt("paused")
+            logger.warning("webhook subscription paused; its deliveries wait for resume or replay", metadata: [
+                "syncgate.webhook": "\(delivery.subscriptionName)", "syncgate.delivery": "\(delivery.id)", "syncgate.error": "\(error)",
+            ])
+        }
+        do {
+            try await store.finishWebhookDelivery(id: delivery.id, outcome: outcome)
+        } catch {
+            logger.warning("webhook delivery not recorded; it is sent again after its lease", metadata: [
+                "syncgate.delivery": "\(delivery.id)", "syncgate.error": "\(error)",
+            ])
+        }
+    }
+
+    /// Deletes delivered deliveries past the replay window; samples the backlog.
+    func housekeeping() async throws {
+        _ = try await store.deleteDeliveredWebhooks(olderThanMilliseconds: configuration.replayWindowMilliseconds)
+        let backlog = try await store.webhookBacklog()
+        metrics.pending.record(backlog.reduce(0) { $0 + $1.pending })
+    }
+}
+
+/// The webhook series (see ``MetricName``).
+struct WebhookMetrics: Sendable {
+    let attempts = MetricHandles<String, Counter> { outcome in
+        Counter(label: MetricName.webhookDeliveries, dimensions: [("outcome", outcome)])
+    }
+    let changes = Counter(label: MetricName.webhookChanges)
+    let lag = Metrics.Timer(label: MetricName.webhookLag)
+    let pending = Gauge(label: MetricName.webhookPending)
+
+    func attempt(_ outcome: String) { attempts[outcome].increment() }
+
+    func delivered(_ delivery: WebhookDelivery, now: Int64) {
+        attempt("delivered")
+        changes.increment(by: delivery.changeCount)
+        lag.recordMilliseconds(max(0, now - delivery.committedAt))
+    }
+}

@@ -1,0 +1,125 @@
+import Crypto
+import Foundation
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWebhooks
+import SyncGateWire
+import Testing
+
+/// The pure parts of change webhooks: signing, which addresses are refused, retries, payloads.
+struct WebhookPolicyTests {
+    @Test func signsAsStandardWebhooksSpecifies() throws {
+        // The Standard Webhooks reference libraries' test vector.
+        let key = try #require(WebhookSignature.key(of: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+        let body = Array(#"{"test": 2432232314}"#.utf8)
+        let signature = WebhookSignature.sign(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body, key: key)
+        #expect(signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+        #expect(WebhookSignature.verify(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body, header: "v1,bm90IGl0 \(signature)", key: key))
+        #expect(!WebhookSignature.verify(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_331, body: body, header: signature, key: key))
+        #expect(!WebhookSignature.verify(id: "msg_other", timestamp: 1_614_265_330, body: body, header: signature, key: key))
+        #expect(!WebhookSignature.verify(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body + [0x20], header: signature, key: key))
+    }
+
+    @Test func secretsAreWhsecAndBase64OfEnoughBytes() {
+        let secret = WebhookSignature.newSecret()
+        #expect(secret.hasPrefix("whsec_"))
+        #expect(WebhookSignature.key(of: secret) != nil)
+        #expect(WebhookSignature.newSecret() != secret)
+        #expect(WebhookSignature.key(of: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == nil)
+        #expect(WebhookSignature.key(of: "whsec_c2hvcnQ=") == nil)  // 5 bytes
+        #expect(WebhookSignature.key(of: "whsec_not base64!") == nil)
+    }
+
+    @Test(arguments: [
+        ("127.0.0.1", true), ("127.9.9.9", true), ("10.1.2.3", true), ("172.16.0.1", true), ("172.31.255.255", true), ("172.32.0.1", false),
+        ("192.168.1.1", true), ("169.254.169.254", true), ("100.64.0.1", true), ("100.128.0.1", false), ("0.0.0.0", true),
+        ("224.0.0.1", true), ("255.255.255.255", true), ("198.18.0.1", true), ("8.8.8.8", false), ("93.184.216.34", false),
+        ("::1", true), ("::", true), ("fe80::1", true), ("fc00::1", true), ("fd12:3456::1", true), ("ff02::1", true),
+        ("::ffff:127.0.0.1", true), ("::ffff:10.0.0.1", true), ("::ffff:8.8.8.8", false), ("64:ff9b::a00:1", true),
+        ("2001:db8::1", true), ("2606:4700::1111", false),
+    ])
+    func refusesInternalAddresses(_ address: String, _ inside: Bool) throws {
+        #expect(WebhookAddressPolicy.isInternal(try Self.bytes(address)) == inside, "\(address)")
+    }
+
+    static func bytes(_ text: String) throws -> [UInt8] {
+        if text.contains(":") {
+            var address = in6_addr()
+            guard inet_pton(AF_INET6, text, &address) == 1 else { throw CancellationError() }
+            return withUnsafeBytes(of: address) { Array($0) }
+        }
+        var address = in_addr()
+        guard inet_pton(AF_INET, text, &address) == 1 else { throw CancellationError() }
+        return withUnsafeBytes(of: address) { Array($0) }
+    }
+
+    static func refusal(_ url: String) -> WebhookAddressPolicy.Refusal? {
+        if case .failure(let refusal) = WebhookAddressPolicy.parse(url) { return refusal }
+        return nil
+    }
+
+    @Test func parsesReceiverURLs() throws {
+        let https = try WebhookAddressPolicy.parse("https://hooks.example.com/sync?x=1").get()
+        #expect(https.secure && https.host == "hooks.example.com" && https.port == 443)
+        let http = try WebhookAddressPolicy.parse("http://user:pw@10.0.0.1:8080/hook").get()
+        #expect(!http.secure && http.host == "10.0.0.1" && http.port == 8080)
+        let v6 = try WebhookAddressPolicy.parse("http://[::1]:9000/").get()
+        #expect(v6.host == "::1" && v6.port == 9000)
+        #expect(Self.refusal("ftp://example.com") == WebhookAddressPolicy.Refusal.notHTTP)
+        #expect(Self.refusal("file:///etc/passwd") == WebhookAddressPolicy.Refusal.notHTTP)
+        #expect(Self.refusal("https:///hook") == WebhookAddressPolicy.Refusal.noHost)
+        #expect(Self.refusal("https://example.com:99999/") == WebhookAddressPolicy.Refusal.noHost)
+    }
+
+    @Test func retriesWithJitteredBackoffThenPauses() {
+        let policy = WebhookRetryPolicy(delays: [.seconds(5), .seconds(300)], jitter: 0.2)
+        #expect(policy.afterFailure(attempts: 1, error: "500", now: 1000, unit: 0.5) == .retry(at: 6000))
+        #expect(policy.afterFailure(attempts: 1, error: "500", now: 1000, unit: 0) == .retry(at: 5000))
+        #expect(policy.afterFailure(attempts: 1, error: "500", now: 1000, unit: 1) == .retry(at: 7000))
+        #expect(policy.afterFailure(attempts: 2, error: "500", now: 0, unit: 0.5) == .retry(at: 300_000))
+        #expect(policy.afterFailure(attempts: 3, error: "500", now: 0, unit: 0.5) == .pause)
+        #expect(policy.afterFailure(attempts: 0, error: "500", now: 0, unit: 0.5) == .pause)
+        // The standard schedule retries for more than a day before it pauses.
+        let total = WebhookRetryPolicy.standard.delays.reduce(Duration.zero, +)
+        #expect(total > .seconds(86_400))
+        #expect(WebhookRetryPolicy.delivered(status: 204) && !WebhookRetryPolicy.delivered(status: 301) && !WebhookRetryPolicy.delivered(status: 500))
+    }
+
+    static func change(_ scope: Scope, _ seq: Int64, _ type: String, _ id: String, version: Int64, deleted: Bool = false) -> AnnouncedChange {
+        AnnouncedChange(
+            scope: scope, sequence: seq, entityType: type, entityID: id, version: version, data: deleted ? nil : ["n": .int(seq)],
+            updatedAt: 1_000 * seq, committedAt: 1_000 * seq + 1, origin: seq == 3 ? "service:billing" : nil
+        )
+    }
+
+    @Test func rendersOneRequestPerSubscriptionAndFeedWithWhatItWants() throws {
+        let changes = [
+            Self.change(.user("alice"), 1, "weightLogs", "w1", version: 1),
+            Self.change(.user("alice"), 2, "weightLogs", "w1", version: 2),
+            Self.change(.user("alice"), 3, "recentFoods", "r1", version: 1),
+            Self.change(.household("home"), 7, "household_members", "home:bob", version: 1),
+            Self.change(.household("home"), 8, "inventory", "eggs", version: 4, deleted: true),
+        ]
+        let everything = WebhookSubscription(id: 1, name: "all", url: "u", secret: "s", entityTypes: nil, events: Set(WebhookEvent.allCases), createdAt: .init(millisecondsSinceEpoch: 0))
+        let weights = WebhookSubscription(id: 2, name: "w", url: "u", secret: "s", entityTypes: ["weightLogs"], events: [.updated], createdAt: .init(millisecondsSinceEpoch: 0))
+        let members = WebhookSubscription(id: 3, name: "m", url: "u", secret: "s", entityTypes: nil, events: [.membership, .deleted], createdAt: .init(millisecondsSinceEpoch: 0))
+        let deliveries = WebhookPayload.render(subscriptions: [everything, weights, members], changes: changes, now: 99_000)
+        #expect(deliveries.map { "\($0.subscriptionID) \($0.scope.key) \($0.firstSequence)-\($0.lastSequence) \($0.changeCount)" } == [
+            "1 u:alice 1-3 3", "1 h:home 7-8 2", "2 u:alice 2-2 1", "3 h:home 7-8 2",
+        ])
+        #expect(deliveries[0].committedAt == 3_001)
+        let body = try JSONParser().parse(Array(deliveries[0].body.utf8))
+        #expect(body["type"]?.stringValue == "sync.changes")
+        #expect(body["timestamp"]?.stringValue == "1970-01-01T00:01:39.000Z")
+        #expect(body["data"]?["user_id"]?.stringValue == "alice")
+        let sent = try #require(body["data"]?["changes"]?.arrayValue)
+        #expect(sent.map { $0["event"]?.stringValue ?? "" } == ["created", "updated", "created"])
+        #expect(sent[2]["origin"]?.stringValue == "service:billing" && sent[0]["origin"] == nil)
+        let home = try JSONParser().parse(Array(deliveries[1].body.utf8))
+        #expect(home["data"]?["household_id"]?.stringValue == "home")
+        #expect(home["data"]?["changes"]?.arrayValue?.map { $0["event"]?.stringValue ?? "" } == ["membership", "deleted"])
+        #expect(home["data"]?["changes"]?[1]?["data"] == .null)
+        #expect(WebhookPayload.render(subscriptions: [], changes: changes, now: 0).isEmpty)
+    }
+}

@@ -1,0 +1,264 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Synchronization
+import SyncGateCore
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWebhooks
+import SyncGateWire
+import Testing
+
+/// Change webhooks on both drivers, against a local receiver that checks what a real one checks:
+/// the Standard Webhooks headers and signature, and each feed's order.
+@Suite(.timeLimit(.minutes(10))) struct WebhookTests {
+    /// A receiver on 127.0.0.1: records every request, answers 500 to the first `failing`.
+    final class Receiver: Sendable {
+        struct Delivery: Sendable {
+            var id: String
+            var body: [UInt8]
+            var signatureValid: Bool
+            var status: Int
+            var changes: [JSONValue]
+            var scope: String
+        }
+
+        let key: SymmetricKey
+        private let state: Mutex<(deliveries: [Delivery], failing: Int)>
+
+        init(secret: String, failing: Int = 0) {
+            key = WebhookSignature.key(of: secret)!
+            state = Mutex(([], failing))
+        }
+
+        var deliveries: [Delivery] { state.withLock { $0.deliveries } }
+        /// Changes of the requests answered 2xx, each request once (deduplicated by webhook-id).
+        var accepted: [(scope: String, change: JSONValue)] {
+            var seen: Set<String> = []
+            return deliveries.filter { $0.status == 200 && seen.insert($0.id).inserted }.flatMap { delivery in
+                delivery.changes.map { (delivery.scope, $0) }
+            }
+        }
+
+        var router: Router<BasicRequestContext> {
+            let router = Router()
+            router.post("hook") { request, _ -> HTTPResponse.Status in
+                let body = Array(try await request.body.collect(upTo: 1 << 22).readableBytesView)
+                let id = request.headers[HTTPField.Name("webhook-id")!] ?? ""
+                let timestamp = Int64(request.headers[HTTPField.Name("webhook-timestamp")!] ?? "") ?? 0
+                let signature = request.headers[HTTPField.Name("webhook-signature")!] ?? ""
+                let valid = WebhookSignature.verify(id: id, timestamp: timestamp, body: body, header: signature, key: self.key)
+                let json = try? JSONParser().parse(body)
+                let data = json?["data"]
+                let scope = data?["user_id"]?.stringValue.map { "u:" + $0 } ?? data?["household_id"]?.stringValue.map { "h:" + $0 } ?? "?"
+                return self.state.withLock { state in
+                    let status = state.failing > 0 ? 500 : 200
+                    if state.failing > 0 { state.failing -= 1 }
+                    state.deliveries.append(
+                        Delivery(id: id, body: body, signatureValid: valid, status: status, changes: data?["changes"]?.arrayValue ?? [], scope: scope)
+                    )
+                    return status == 200 ? .ok : .internalServerError
+                }
+            }
+            return router
+        }
+    }
+
+    static func configuration(allowPrivate: Bool = true, delays: [Duration] = Array(repeating: .milliseconds(10), count: 20)) -> WebhookConfiguration {
+        var configuration = WebhookConfiguration()
+        configuration.allowPrivateAddresses = allowPrivate
+        configuration.pollInterval = .milliseconds(50)
+        configuration.retry = WebhookRetryPolicy(delays: delays, jitter: 0)
+        configuration.timeout = .seconds(60)
+        configuration.leaseMilliseconds = 600_000
+        return configuration
+    }
+
+    /// Runs the webhook service of a worker process on `store` while `body` runs.
+    static func withService<Result: Sendable>(
+        _ store: SyncStore, _ configuration: WebhookConfiguration, _ body: () async throws -> Result
+    ) async throws -> Result {
+        let service = WebhookService(store: store, configuration: configuration, logger: Logger(label: "webhooks-test"))
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        let result = try await body()
+        task.cancel()
+        _ = await task.result
+        return result
+    }
+
+    /// `scope:seq` of every change in the feeds, in feed order.
+    static func feedPositions(_ harness: StoreHarness) async throws -> [String] {
+        try await harness.queryTexts("SELECT scope || ':' || CAST(seq AS TEXT) FROM changes ORDER BY scope, seq")
+    }
+
+    static func positions(_ accepted: [(scope: String, change: JSONValue)]) -> [String] {
+        accepted.map { "\($0.scope):\($0.change["seq"]?.intValue ?? -1)" }
+    }
+
+    @Test("a receiver sees every change after its subscription once, in feed order, signed, with its event and origin", arguments: Driver.selected)
+    func everyChangeOnceInOrder(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            // Before any subscription: not announced.
+            _ = try await http.results([Op.create("weightLogs", "before", ["kg": 70])])
+            let secret = WebhookSignature.newSecret()
+            let receiver = Receiver(secret: secret)
+            try await withTestHTTPServer(receiver.router) { port in
+                #expect(try await store.createWebhook(NewWebhookSubscription(
+                    name: "backend", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
+                )))
+                let before = try await Self.feedPositions(http.store)
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 71]), Op.create("weightLogs", "w2", ["kg": 72])])
+                _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71.5])])
+                _ = try await http.results([Op.delete("weightLogs", "w2", base: 1)])
+                _ = try await http.results([Op.create("weightLogs", "b1", ["kg": 80])], user: "bob")
+                let key = try await ServiceAPITests.key("nutrition", [.write], in: store)
+                let pushed = try await http.send(
+                    .post, "/v1/service/push?wait=30000", headers: ServiceAPITests.serviceHeaders(key),
+                    body: ServiceAPITests.body(user: "alice", [Op.create("weightLogs", "w3", ["kg": 73])])
+                )
+                #expect(pushed.status == 200)
+                let expected = try await Self.feedPositions(http.store).filter { !before.contains($0) }
+                #expect(expected.count == 6)
+
+                try await Self.withService(store, Self.configuration()) {
+                    try await eventually("every change delivered") { receiver.accepted.count >= expected.count }
+                }
+                let accepted = receiver.accepted
+                #expect(receiver.deliveries.allSatisfy { $0.signatureValid })
+                #expect(receiver.deliveries.allSatisfy { $0.id.hasPrefix("msg_") })
+                // Every change once, each feed in order (feeds are independent of each other).
+                #expect(Self.positions(accepted).sorted() == expected.sorted())
+                for scope in Set(accepted.map(\.scope)) {
+                    let sequences = accepted.filter { $0.scope == scope }.compactMap { $0.change["seq"]?.intValue }
+                    #expect(sequences == sequences.sorted(), "\(scope): \(sequences)")
+                }
+                let alice = accepted.filter { $0.scope == "u:alice" }.map(\.change)
+                #expect(alice.map { $0["event"]?.stringValue ?? "" } == ["created", "created", "updated", "deleted", "created"])
+                #expect(alice.map { $0["entity_id"]?.stringValue ?? "" } == ["w1", "w2", "w1", "w2", "w3"])
+                #expect(alice[3]["data"] == .null)
+                #expect(alice[4]["origin"]?.stringValue == "service:nutrition")
+                #expect(alice[0]["origin"] == nil)
+
+                let backlog = try await store.webhookBacklog()
+                #expect(backlog.map(\.pending) == [0])
+                #expect(backlog.map(\.delivered) == [receiver.deliveries.count])
+            }
+        }
+    }
+
+    @Test("a receiver that answers 500 for a while gets every change, in order, each retry the same message", arguments: Driver.selected)
+    func failingReceiverGetsEverything(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let secret = WebhookSignature.newSecret()
+            let receiver = Receiver(secret: secret, failing: 3)
+            try await withTestHTTPServer(receiver.router) { port in
+                #expect(try await store.createWebhook(NewWebhookSubscription(
+                    name: "flaky", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: ["weightLogs"], events: [.created, .updated]
+                )))
+                for index in 1...4 {
+                    _ = try await http.results([Op.create("weightLogs", "w\(index)", ["kg": .int(Int64(index))])])
+                }
+                _ = try await http.results([Op.create("recentFoods", "soup", ["name": "Soup"])])
+                _ = try await http.results([Op.delete("weightLogs", "w1", base: 1)])
+                try await Self.withService(store, Self.configuration()) {
+                    try await eventually("the four creations delivered") { receiver.accepted.count >= 4 }
+                }
+                let deliveries = receiver.deliveries
+                #expect(deliveries.filter { $0.status == 500 }.count == 3)
+                // A retry resends the message it failed with: same id, same bytes.
+                for failed in deliveries where failed.status == 500 {
+                    #expect(deliveries.contains { $0.status == 200 && $0.id == failed.id && $0.body == failed.body })
+                }
+                // Only what the subscription asked for: no recentFoods, no delete.
+                #expect(receiver.accepted.map { $0.change["entity_id"]?.stringValue ?? "" } == ["w1", "w2", "w3", "w4"])
+                #expect(try await store.webhookBacklog().first?.pending == 0)
+            }
+        }
+    }
+
+    @Test("a receiver on a loopback address is refused unless allowed: its subscription pauses, nothing is sent", arguments: Driver.selected)
+    func loopbackIsRefused(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let secret = WebhookSignature.newSecret()
+            let receiver = Receiver(secret: secret)
+            try await withTestHTTPServer(receiver.router) { port in
+                #expect(try await store.createWebhook(NewWebhookSubscription(
+                    name: "inside", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
+                )))
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+                try await Self.withService(store, Self.configuration(allowPrivate: false, delays: [.milliseconds(10)])) {
+                    try await eventually("the subscription paused") { try await store.webhooks().first?.pausedAt != nil }
+                }
+                let paused = try #require(try await store.webhooks().first)
+                #expect(paused.pausedReason?.contains("127.0.0.1") == true, "\(paused.pausedReason ?? "")")
+                #expect(receiver.deliveries.isEmpty)
+                #expect(try await store.webhookBacklog().first?.pending == 1)
+
+                // Allowed, and resumed: the held delivery goes out.
+                #expect(try await store.resumeWebhook(name: "inside"))
+                try await Self.withService(store, Self.configuration(allowPrivate: true)) {
+                    try await eventually("the held delivery sent") { receiver.accepted.count == 1 }
+                }
+            }
+        }
+    }
+
+    @Test("replay sends delivered messages again under their ids, in order", arguments: Driver.selected)
+    func replay(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let secret = WebhookSignature.newSecret()
+            let receiver = Receiver(secret: secret)
+            try await withTestHTTPServer(receiver.router) { port in
+                #expect(try await store.createWebhook(NewWebhookSubscription(
+                    name: "replayed", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
+                )))
+                _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+                _ = try await http.results([Op.create("weightLogs", "w2", ["kg": 71])])
+                let sent = try await Self.withService(store, Self.configuration()) {
+                    try await eventually("both delivered") { receiver.accepted.count == 2 }
+                    let sent = receiver.deliveries.count
+                    #expect(try await store.replayWebhook(name: "replayed", from: Timestamp(millisecondsSinceEpoch: 0)) == sent)
+                    try await eventually("both delivered again") { receiver.deliveries.count == 2 * sent }
+                    return sent
+                }
+                let ids = receiver.deliveries.map(\.id)
+                #expect(Array(ids[sent...]) == Array(ids[..<sent]))
+                #expect(try await store.replayWebhook(name: "nobody", from: Timestamp(millisecondsSinceEpoch: 0)) == nil)
+            }
+        }
+    }
+
+    @Test("while a subscription exists, compaction keeps the changes not yet copied into deliveries", arguments: Driver.selected)
+    func compactionWaitsForTheAnnouncer(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            #expect(try await store.createWebhook(NewWebhookSubscription(
+                name: "slow", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+            )))
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+            _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+            let written = try await Self.feedPositions(http.store)
+            _ = try await store.compactFeeds()
+            #expect(try await Self.feedPositions(http.store) == written)
+
+            let copied = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
+                WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
+            }
+            #expect(copied.changes == 2 && copied.deliveries == 1)
+            _ = try await store.compactFeeds()
+            #expect(try await Self.feedPositions(http.store).count == written.count - 1)
+            // Nothing new: a second pass copies nothing.
+            let again = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
+                WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
+            }
+            #expect(again.changes == 0 && again.deliveries == 0)
+        }
+    }
+}
