@@ -24,14 +24,14 @@ package enum WebhookAddressPolicy {
     /// shared (CGNAT), unspecified, multicast or reserved: anything but a public unicast address.
     package static func isInternal(_ address: [UInt8]) -> Bool {
         switch address.count {
-        case 4: return isInternalV4(address[0], address[1])
+        case 4: return isInternalV4(address[0], address[1], address[2])
         case 16:
             // IPv4-mapped (::ffff:a.b.c.d) and IPv4-compatible addresses: judge the IPv4 address.
             if address[0..<10].allSatisfy({ $0 == 0 }), (address[10] == 0xFF && address[11] == 0xFF) || (address[10] == 0 && address[11] == 0) {
                 if address[10] == 0, address[12..<16].allSatisfy({ $0 == 0 }) || address[12..<15].allSatisfy({ $0 == 0 }) {
                     return true  // :: and ::1
                 }
-                return isInternalV4(address[12], address[13])
+                return isInternalV4(address[12], address[13], address[14])
             }
             let first = address[0]
             if first == 0xFF { return true }  // multicast
@@ -39,20 +39,20 @@ package enum WebhookAddressPolicy {
             if first == 0xFE && address[1] & 0xC0 == 0x80 { return true }  // fe80::/10 link-local
             if first == 0xFE && address[1] & 0xC0 == 0xC0 { return true }  // fec0::/10 site-local (deprecated)
             if first == 0x20, address[1] == 0x01, address[2] == 0x0D, address[3] == 0xB8 { return true }  // 2001:db8::/32 documentation
-            if first == 0x00, address[1] == 0x64, address[2] == 0xFF, address[3] == 0x9B { return isInternalV4(address[12], address[13]) }  // 64:ff9b::/96 NAT64
+            if first == 0x00, address[1] == 0x64, address[2] == 0xFF, address[3] == 0x9B { return isInternalV4(address[12], address[13], address[14]) }  // 64:ff9b::/96 NAT64
             return false
         default:
             return true
         }
     }
 
-    static func isInternalV4(_ a: UInt8, _ b: UInt8) -> Bool {
+    static func isInternalV4(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> Bool {
         switch a {
         case 0, 10, 127: return true  // this network, private, loopback
         case 100: return b & 0xC0 == 64  // 100.64.0.0/10 shared (CGNAT)
         case 169: return b == 254  // link-local, cloud metadata
         case 172: return b & 0xF0 == 16  // 172.16.0.0/12
-        case 192: return b == 168 || b == 0  // 192.168.0.0/16; 192.0.0.0/24 and 192.0.2.0/24
+        case 192: return b == 168 || (b == 0 && (c == 0 || c == 2))  // 192.168.0.0/16; 192.0.0.0/24 and 192.0.2.0/24
         case 198: return b & 0xFE == 18  // 198.18.0.0/15 benchmarking
         case 224...255: return true  // multicast, reserved, broadcast
         default: return false
