@@ -18,6 +18,7 @@ package func buildRouter(
     authority: TokenAuthority,
     configuration: FrontConfiguration,
     plugins: [any FrontPlugin] = [],
+    webhooks: (any WebhookAdministration)? = nil,
     tracer: any Tracer = InstrumentationSystem.tracer,
     metrics: PrometheusCollectorRegistry = PrometheusMetricsFactory.defaultRegistry
 ) throws -> Router<SyncRequestContext> {
@@ -56,6 +57,7 @@ package func buildRouter(
     service.get("pull", use: services.pull)
     service.get("entity", use: services.entity)
     service.get("data", use: services.data)
+    if let webhooks { WebhookRoutes(administration: webhooks, sync: sync).add(to: service) }
 
     let front = FrontRoutes(sync: sync, authenticator: authenticator)
     for plugin in plugins { plugin.addRoutes(to: router, front: front) }

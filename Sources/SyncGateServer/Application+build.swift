@@ -81,7 +81,10 @@ package func buildApplication(
         }
         plugins.append(DialectPlugin(configuration.dialects, store: DialectStore(driver: driver)))
     }
-    let router = try buildRouter(store: frontStore, watcher: watcher, authority: authority, configuration: front, plugins: plugins, tracer: tracer)
+    let webhooks = StoreWebhookAdministration(store: store, allowPrivate: configuration.webhooks.allowPrivateAddresses)
+    let router = try buildRouter(
+        store: frontStore, watcher: watcher, authority: authority, configuration: front, plugins: plugins, webhooks: webhooks, tracer: tracer
+    )
     let readTimeout = TimeAmount(front.requestReadTimeout)
     let idleTimeout = TimeAmount(front.idleTimeout)
     let http1 = HTTP1Channel.Configuration(

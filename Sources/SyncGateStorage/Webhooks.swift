@@ -230,3 +230,27 @@ package struct WebhookBacklog: Sendable, Hashable {
 /// Turns a pass's changes into deliveries, for the subscriptions there are (pure: the announcer
 /// runs it inside its transaction).
 package typealias WebhookRenderer = @Sendable (_ subscriptions: [WebhookSubscription], _ changes: [AnnouncedChange], _ now: Int64) -> [NewWebhookDelivery]
+
+/// Subscription management as the service API offers it (`/v1/service/webhooks`, `admin` scope):
+/// the front calls it, the webhooks module implements it (the same functions as the CLI).
+package protocol WebhookAdministration: Sendable {
+    /// Every subscription with its backlog, never a secret.
+    func list() async throws -> [JSONValue]
+    /// Creates a subscription; answers it with its `secret` (shown once). Throws
+    /// ``WebhookRequestRefused`` for a request that cannot be served as asked.
+    func create(name: String, url: String, entityTypes: Set<String>?, events: [String]) async throws -> JSONValue
+    func delete(name: String) async throws -> Bool
+    func pause(name: String) async throws -> Bool
+    func resume(name: String) async throws -> Bool
+    /// How many messages are sent again; `nil` when no subscription has the name.
+    func replay(name: String, from: Timestamp) async throws -> Int?
+}
+
+/// A subscription request refused for what it asks (a 400), with the reason.
+package struct WebhookRequestRefused: Error, Sendable, CustomStringConvertible {
+    package var description: String
+
+    package init(_ description: String) {
+        self.description = description
+    }
+}

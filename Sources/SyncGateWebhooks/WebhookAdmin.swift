@@ -3,10 +3,7 @@ package import SyncGateWire
 
 /// Subscription management, called alike by `syncgate admin webhooks` and the service API.
 package enum WebhookAdmin {
-    /// Why a request to create a subscription is refused, for the caller.
-    package struct Refusal: Error, Sendable, CustomStringConvertible {
-        package var description: String
-    }
+    typealias Refusal = WebhookRequestRefused
 
     /// Checks and stores a subscription with a new secret; returns it with the secret (shown once
     /// to the caller, kept by the server: it signs with it). The receiver URL is resolved now, so
@@ -14,15 +11,15 @@ package enum WebhookAdmin {
     package static func create(
         in store: SyncStore, name: String, url: String, entityTypes: Set<String>?, events: Set<WebhookEvent>, allowPrivate: Bool
     ) async throws -> (WebhookSubscription, secret: String) {
-        guard NewServiceKey.isValidName(name) else { throw Refusal(description: "a subscription's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
-        guard !events.isEmpty else { throw Refusal(description: "name at least one event: created, updated, deleted, membership") }
+        guard NewServiceKey.isValidName(name) else { throw Refusal("a subscription's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
+        guard !events.isEmpty else { throw Refusal("name at least one event: created, updated, deleted, membership") }
         if let entityTypes, entityTypes.isEmpty || entityTypes.contains(where: { $0.isEmpty || $0.contains(",") }) {
-            throw Refusal(description: "entity types are names without commas; leave them out for every type")
+            throw Refusal("entity types are names without commas; leave them out for every type")
         }
-        guard url.utf8.count <= 2048 else { throw Refusal(description: "a receiver URL is at most 2048 bytes") }
+        guard url.utf8.count <= 2048 else { throw Refusal("a receiver URL is at most 2048 bytes") }
         let target: (secure: Bool, host: String, port: Int)
         switch WebhookAddressPolicy.parse(url) {
-        case .failure(let refusal): throw Refusal(description: refusal.description)
+        case .failure(let refusal): throw Refusal(refusal.description)
         case .success(let parsed): target = parsed
         }
         if !allowPrivate {
@@ -30,17 +27,17 @@ package enum WebhookAdmin {
             do {
                 addresses = try await HostResolver.addresses(of: target.host)
             } catch {
-                throw Refusal(description: WebhookAddressPolicy.Refusal.unresolvable(target.host).description)
+                throw Refusal(WebhookAddressPolicy.Refusal.unresolvable(target.host).description)
             }
             if let inside = addresses.first(where: WebhookAddressPolicy.isInternal) {
-                throw Refusal(description: WebhookAddressPolicy.Refusal.privateAddress(WebhookSender.text(of: inside)).description)
+                throw Refusal(WebhookAddressPolicy.Refusal.privateAddress(WebhookSender.text(of: inside)).description)
             }
         }
         let secret = WebhookSignature.newSecret()
         let new = NewWebhookSubscription(name: name, url: url, secret: secret, entityTypes: entityTypes, events: events)
-        guard try await store.createWebhook(new) else { throw Refusal(description: "a subscription named '\(name)' exists") }
+        guard try await store.createWebhook(new) else { throw Refusal("a subscription named '\(name)' exists") }
         guard let created = try await store.webhooks().first(where: { $0.name == name }) else {
-            throw Refusal(description: "the subscription '\(name)' was deleted as it was created")
+            throw Refusal("the subscription '\(name)' was deleted as it was created")
         }
         return (created, secret)
     }
@@ -50,7 +47,7 @@ package enum WebhookAdmin {
         if names.isEmpty { return Set(WebhookEvent.allCases) }
         return try Set(names.flatMap { $0.split(separator: ",") }.map { name in
             guard let event = WebhookEvent(rawValue: String(name)) else {
-                throw Refusal(description: "unknown event '\(name)': created, updated, deleted or membership")
+                throw Refusal("unknown event '\(name)': created, updated, deleted or membership")
             }
             return event
         })
@@ -78,4 +75,33 @@ package enum WebhookAdmin {
         let backlog = Dictionary(uniqueKeysWithValues: try await store.webhookBacklog().map { ($0.subscription, $0) })
         return try await store.webhooks().map { json($0, backlog: backlog[$0.name]) }
     }
+}
+
+/// ``WebhookAdministration`` on a store: what `/v1/service/webhooks` calls.
+package struct StoreWebhookAdministration: WebhookAdministration {
+    let store: SyncStore
+    let allowPrivate: Bool
+
+    package init(store: SyncStore, allowPrivate: Bool) {
+        self.store = store
+        self.allowPrivate = allowPrivate
+    }
+
+    package func list() async throws -> [JSONValue] {
+        try await WebhookAdmin.list(in: store)
+    }
+
+    package func create(name: String, url: String, entityTypes: Set<String>?, events: [String]) async throws -> JSONValue {
+        let (created, secret) = try await WebhookAdmin.create(
+            in: store, name: name, url: url, entityTypes: entityTypes, events: try WebhookAdmin.events(events), allowPrivate: allowPrivate
+        )
+        guard case .object(var body) = WebhookAdmin.json(created, backlog: nil) else { return .null }
+        body["secret"] = .string(secret)
+        return .object(body)
+    }
+
+    package func delete(name: String) async throws -> Bool { try await store.deleteWebhook(name: name) }
+    package func pause(name: String) async throws -> Bool { try await store.pauseWebhook(name: name, reason: "paused through the service API") }
+    package func resume(name: String) async throws -> Bool { try await store.resumeWebhook(name: name) }
+    package func replay(name: String, from: Timestamp) async throws -> Int? { try await store.replayWebhook(name: name, from: from) }
 }

@@ -8,6 +8,7 @@ import SyncGateWire
 import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
+import SyncGateWebhooks
 import Testing
 import Yams
 
@@ -19,7 +20,8 @@ import Yams
         let watcher = FeedWatcher(store: harness.store, interval: .seconds(1), limits: .init(), logger: StoreHarness.logger)
         let plugins: [any FrontPlugin] = dialects.isEmpty ? [] : [DialectPlugin(dialects, store: try harness.dialects)]
         return try buildRouter(
-            store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init(), plugins: plugins
+            store: harness.store, watcher: watcher, authority: await TokenAuthority(secret: HTTPHarness.secret), configuration: .init(), plugins: plugins,
+            webhooks: StoreWebhookAdministration(store: harness.store, allowPrivate: false)
         )
     }
 

@@ -261,4 +261,51 @@ import Testing
             #expect(again.changes == 0 && again.deliveries == 0)
         }
     }
+
+    @Test("the service API manages subscriptions with an admin key: secret shown once, private receivers refused, unknown names 404", arguments: Driver.selected)
+    func serviceAPI(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let admin = ServiceAPITests.serviceHeaders(try await ServiceAPITests.key("ops", [.admin], in: store))
+            let writer = ServiceAPITests.serviceHeaders(try await ServiceAPITests.key("writer", [.write, .read], in: store))
+            let request = #"{"name": "billing", "url": "http://93.184.216.34/hooks", "entity_types": ["weightLogs"], "events": ["created", "deleted"]}"#
+            #expect(try await http.send(.post, "/v1/service/webhooks", headers: writer, body: request).status == 403)
+            #expect(try await http.send(.get, "/v1/service/webhooks", headers: writer).status == 403)
+
+            let created = try await http.send(.post, "/v1/service/webhooks", headers: admin, body: request)
+            #expect(created.status == 201, "\(String(describing: created.json))")
+            let secret = try #require(created.json?["secret"]?.stringValue)
+            #expect(WebhookSignature.key(of: secret) != nil)
+            #expect(created.json?["events"] == ["created", "deleted"])
+            #expect(try await store.webhooks().first?.secret == secret)
+            // Taken name, private receiver, bad event, not a URL: 400 and nothing stored.
+            for body in [
+                request,
+                #"{"name": "inside", "url": "http://127.0.0.1:9/hook"}"#,
+                #"{"name": "metadata", "url": "http://169.254.169.254/latest"}"#,
+                #"{"name": "odd", "url": "http://93.184.216.34/", "events": ["exploded"]}"#,
+                #"{"name": "file", "url": "file:///etc/passwd"}"#,
+                #"{"name": "no url"}"#,
+            ] {
+                let refused = try await http.send(.post, "/v1/service/webhooks", headers: admin, body: body)
+                #expect(refused.status == 400, "\(body): \(String(describing: refused.json))")
+            }
+            #expect(try await store.webhooks().map(\.name) == ["billing"])
+
+            let listed = try await http.send(.get, "/v1/service/webhooks", headers: admin)
+            #expect(listed.json?["webhooks"]?[0]?["name"]?.stringValue == "billing")
+            #expect(listed.json?["webhooks"]?[0]?["secret"] == nil)
+            let paused = try await http.send(.post, "/v1/service/webhooks/billing/pause", headers: admin)
+            #expect(paused.json?["paused_at"]?.stringValue != nil)
+            let resumed = try await http.send(.post, "/v1/service/webhooks/billing/resume", headers: admin)
+            #expect(resumed.json?["paused_at"] == .null)
+            let replayed = try await http.send(.post, "/v1/service/webhooks/billing/replay", headers: admin, body: #"{"from": "2026-01-01T00:00:00Z"}"#)
+            #expect(replayed.json?["replayed"] == 0)
+            #expect(try await http.send(.post, "/v1/service/webhooks/billing/replay", headers: admin, body: #"{"from": "yesterday"}"#).status == 400)
+            #expect(try await http.send(.post, "/v1/service/webhooks/nobody/pause", headers: admin).status == 404)
+            #expect(try await http.send(.delete, "/v1/service/webhooks/billing", headers: admin).status == 204)
+            #expect(try await http.send(.delete, "/v1/service/webhooks/billing", headers: admin).status == 404)
+            #expect(try await store.webhooks().isEmpty)
+        }
+    }
 }
