@@ -264,6 +264,9 @@ final class PostgresTransaction: StorageTransaction {
             DELETE FROM changes WHERE (scope, seq) IN (
                 SELECT scope, seq FROM changes
                 WHERE scope = \(scope.key) AND data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch)
+                  -- While a webhook subscription exists, only tombstones already copied into deliveries.
+                  AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
+                       OR seq <= (SELECT webhooked FROM feeds WHERE scope = \(scope.key)))
                 ORDER BY seq LIMIT \(limit)
             )
             RETURNING seq, entity_type, entity_id, version

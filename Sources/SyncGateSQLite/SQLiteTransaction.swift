@@ -289,9 +289,13 @@ final class SQLiteTransaction: StorageTransaction {
                 db,
                 sql: """
                     SELECT seq, entity_type, entity_id, version FROM changes
-                    WHERE scope = ? AND data IS NULL AND updated_at < ? ORDER BY seq LIMIT ?
+                    WHERE scope = ? AND data IS NULL AND updated_at < ?
+                      -- While a webhook subscription exists, only tombstones already copied into deliveries.
+                      AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
+                           OR seq <= (SELECT webhooked FROM feeds WHERE scope = ?))
+                    ORDER BY seq LIMIT ?
                     """,
-                arguments: [scope.key, cutoff.millisecondsSinceEpoch, limit]
+                arguments: [scope.key, cutoff.millisecondsSinceEpoch, scope.key, limit]
             )
             guard let newest = purged.map({ $0["seq"] as Int64 }).max() else { return 0 }
             let list = JSONValue.rows(purged.map { [.string($0["entity_type"]), .string($0["entity_id"]), .int($0["seq"]), .int($0["version"])] })

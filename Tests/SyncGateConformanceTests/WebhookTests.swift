@@ -235,7 +235,7 @@ import Testing
         }
     }
 
-    @Test("while a subscription exists, compaction keeps the changes not yet copied into deliveries", arguments: Driver.selected)
+    @Test("while a subscription exists, compaction and the tombstone purge keep the changes not yet copied into deliveries", arguments: Driver.selected)
     func compactionWaitsForTheAnnouncer(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
             let store = http.store.store
@@ -244,16 +244,19 @@ import Testing
             )))
             _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
             _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+            _ = try await http.results([Op.delete("weightLogs", "w1", base: 2)])
             let written = try await Self.feedPositions(http.store)
             _ = try await store.compactFeeds()
+            #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 0)
             #expect(try await Self.feedPositions(http.store) == written)
 
             let copied = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
                 WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
             }
-            #expect(copied.changes == 2 && copied.deliveries == 1)
+            #expect(copied.changes == 3 && copied.deliveries == 1)
             _ = try await store.compactFeeds()
-            #expect(try await Self.feedPositions(http.store).count == written.count - 1)
+            #expect(try await Self.feedPositions(http.store).count == written.count - 2)
+            #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 1)
             // Nothing new: a second pass copies nothing.
             let again = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
                 WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
