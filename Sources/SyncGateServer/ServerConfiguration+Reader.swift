@@ -245,7 +245,7 @@ extension ServerConfiguration {
         webhooks.concurrency = try values.integer(.webhookConcurrency, in: 1...1024) ?? webhooks.concurrency
         webhooks.perSubscription = max(1, min(webhooks.perSubscription, webhooks.concurrency / 2))
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
-        webhooks.leaseMilliseconds = max(webhooks.leaseMilliseconds, 6 * Self.milliseconds(webhooks.timeout))
+        webhooks.leaseMilliseconds = 6 * Self.milliseconds(webhooks.timeout)
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

@@ -18,6 +18,9 @@ package struct WebhookConfiguration: Sendable {
     /// How long a claimed attempt may run before another sender may take it (a sender that died).
     package var leaseMilliseconds: Int64 = 60_000
     package var retry = WebhookRetryPolicy.standard
+    /// Announcer passes are at least this far apart: changes of a busy feed wait up to this long
+    /// to share a message.
+    package var announceInterval: Duration = .milliseconds(100)
     /// One announcer batch: feeds, and changes of each feed (one request at most).
     package var announceFeeds = 200
     package var announceChanges = 100

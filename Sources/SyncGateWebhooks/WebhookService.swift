@@ -28,6 +28,8 @@ package final class WebhookService: Service {
 
     /// Attempts in flight in this process, by subscription.
     private let inFlight = Mutex<[String: Int]>([:])
+    /// Whether a feed advanced since the last announcer pass.
+    private let feedsAdvanced = Atomic<Bool>(false)
 
     package func run() async throws {
         let client = WebhookSender.makeClient(configuration)
@@ -36,30 +38,39 @@ package final class WebhookService: Service {
         let bell = ChangeNotifier()
         let doorbell = bell.subscribe(.init(jobsAvailable: true))
         let feeds = store.driver.notifier.subscribe(.init(feeds: true))
-        await withGracefulShutdownHandler {
-            if let schemaReady {
-                do { try await schemaReady.wait() } catch { return }
-            }
+        // Shutdown cancels the loop: a database call that waits on a database gone away ends
+        // at once, and an attempt cut short is sent again after its lease (at least once).
+        try? await cancelWhenGracefulShutdown {
+            if let schemaReady = self.schemaReady { try await schemaReady.wait() }
             await withDiscardingTaskGroup { group in
                 group.addTask {
                     while let events = await feeds.next(timeout: .seconds(3600)) {
-                        if !events.isEmpty { bell.publish(.jobsAvailable) }
+                        guard !events.isEmpty else { continue }
+                        self.feedsAdvanced.store(true, ordering: .relaxed)
+                        bell.publish(.jobsAvailable)
                     }
                 }
-                await loop(sender: sender, bell: bell, doorbell: doorbell, group: &group)
+                await self.loop(sender: sender, bell: bell, doorbell: doorbell, group: &group)
                 feeds.cancel()
+                group.cancelAll()
             }
-        } onGracefulShutdown: {
-            bell.close()
         }
+        bell.close()
         try? await client.shutdown()
     }
 
     private func loop(sender: WebhookSender, bell: ChangeNotifier, doorbell: ChangeSubscription, group: inout DiscardingTaskGroup) async {
         var housekept = ContinuousClock.now - configuration.housekeepingInterval
-        while !bell.isClosed, !Task.isCancelled {
+        var announced = ContinuousClock.now - configuration.announceInterval
+        while !Task.isCancelled {
             do {
-                try await announce()
+                // Passes are at least `announceInterval` apart, so that a busy feed's changes
+                // make fewer, larger messages (each costs its statements whatever it carries).
+                if announced.duration(to: .now) >= configuration.announceInterval {
+                    announced = .now
+                    feedsAdvanced.store(false, ordering: .relaxed)
+                    try await announce()
+                }
                 try await claim(sender: sender, bell: bell, group: &group)
                 if housekept.duration(to: .now) >= configuration.housekeepingInterval {
                     housekept = .now
@@ -67,9 +78,13 @@ package final class WebhookService: Service {
                 }
             } catch {
                 // The database is away or refused: deliveries wait in it, and the next pass retries.
+                if Task.isCancelled { break }
                 logger.warning("webhook pass failed", metadata: ["syncgate.error": "\(error)"])
             }
-            guard await doorbell.next(timeout: configuration.pollInterval) != nil else { break }
+            // Changes came in since the pass: wake for the next one; otherwise sleep until woken.
+            let wait = feedsAdvanced.load(ordering: .relaxed)
+                ? max(.zero, configuration.announceInterval - announced.duration(to: .now)) : configuration.pollInterval
+            guard await doorbell.next(timeout: min(wait, configuration.pollInterval)) != nil else { break }
         }
     }
 
