@@ -304,6 +304,7 @@ let package = Package(
         .target(
             name: "SyncGateTestSupport",
             dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
                 "SyncGateWebhooks",
                 "SyncGateServer",
                 "SyncGatePostgres",

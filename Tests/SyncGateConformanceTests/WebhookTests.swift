@@ -14,62 +14,11 @@ import Testing
 /// Change webhooks on both drivers, against a local receiver that checks what a real one checks:
 /// the Standard Webhooks headers and signature, and each feed's order.
 @Suite(.timeLimit(.minutes(10))) struct WebhookTests {
-    /// A receiver on 127.0.0.1: records every request, answers 500 to the first `failing`.
-    final class Receiver: Sendable {
-        struct Delivery: Sendable {
-            var id: String
-            var body: [UInt8]
-            var signatureValid: Bool
-            var status: Int
-            var changes: [JSONValue]
-            var scope: String
-        }
-
-        let key: SymmetricKey
-        private let state: Mutex<(deliveries: [Delivery], failing: Int)>
-
-        init(secret: String, failing: Int = 0) {
-            key = WebhookSignature.key(of: secret)!
-            state = Mutex(([], failing))
-        }
-
-        var deliveries: [Delivery] { state.withLock { $0.deliveries } }
-        /// Changes of the requests answered 2xx, each request once (deduplicated by webhook-id).
-        var accepted: [(scope: String, change: JSONValue)] {
-            var seen: Set<String> = []
-            return deliveries.filter { $0.status == 200 && seen.insert($0.id).inserted }.flatMap { delivery in
-                delivery.changes.map { (delivery.scope, $0) }
-            }
-        }
-
-        var router: Router<BasicRequestContext> {
-            let router = Router()
-            router.post("hook") { request, _ -> HTTPResponse.Status in
-                let body = Array(try await request.body.collect(upTo: 1 << 22).readableBytesView)
-                let id = request.headers[HTTPField.Name("webhook-id")!] ?? ""
-                let timestamp = Int64(request.headers[HTTPField.Name("webhook-timestamp")!] ?? "") ?? 0
-                let signature = request.headers[HTTPField.Name("webhook-signature")!] ?? ""
-                let valid = WebhookSignature.verify(id: id, timestamp: timestamp, body: body, header: signature, key: self.key)
-                let json = try? JSONParser().parse(body)
-                let data = json?["data"]
-                let scope = data?["user_id"]?.stringValue.map { "u:" + $0 } ?? data?["household_id"]?.stringValue.map { "h:" + $0 } ?? "?"
-                return self.state.withLock { state in
-                    let status = state.failing > 0 ? 500 : 200
-                    if state.failing > 0 { state.failing -= 1 }
-                    state.deliveries.append(
-                        Delivery(id: id, body: body, signatureValid: valid, status: status, changes: data?["changes"]?.arrayValue ?? [], scope: scope)
-                    )
-                    return status == 200 ? .ok : .internalServerError
-                }
-            }
-            return router
-        }
-    }
-
     static func configuration(allowPrivate: Bool = true, delays: [Duration] = Array(repeating: .milliseconds(10), count: 20)) -> WebhookConfiguration {
         var configuration = WebhookConfiguration()
         configuration.allowPrivateAddresses = allowPrivate
         configuration.pollInterval = .milliseconds(50)
+        configuration.announceInterval = .zero
         configuration.retry = WebhookRetryPolicy(delays: delays, jitter: 0)
         configuration.timeout = .seconds(60)
         configuration.leaseMilliseconds = 600_000
@@ -105,7 +54,7 @@ import Testing
             // Before any subscription: not announced.
             _ = try await http.results([Op.create("weightLogs", "before", ["kg": 70])])
             let secret = WebhookSignature.newSecret()
-            let receiver = Receiver(secret: secret)
+            let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
                 #expect(try await store.createWebhook(NewWebhookSubscription(
                     name: "backend", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
@@ -155,7 +104,7 @@ import Testing
         try await HTTPHarness.with(driver) { http in
             let store = http.store.store
             let secret = WebhookSignature.newSecret()
-            let receiver = Receiver(secret: secret, failing: 3)
+            let receiver = WebhookReceiver(secret: secret, failing: 3)
             try await withTestHTTPServer(receiver.router) { port in
                 #expect(try await store.createWebhook(NewWebhookSubscription(
                     name: "flaky", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: ["weightLogs"], events: [.created, .updated]
@@ -186,7 +135,7 @@ import Testing
         try await HTTPHarness.with(driver) { http in
             let store = http.store.store
             let secret = WebhookSignature.newSecret()
-            let receiver = Receiver(secret: secret)
+            let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
                 #expect(try await store.createWebhook(NewWebhookSubscription(
                     name: "inside", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
@@ -214,7 +163,7 @@ import Testing
         try await HTTPHarness.with(driver) { http in
             let store = http.store.store
             let secret = WebhookSignature.newSecret()
-            let receiver = Receiver(secret: secret)
+            let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
                 #expect(try await store.createWebhook(NewWebhookSubscription(
                     name: "replayed", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)

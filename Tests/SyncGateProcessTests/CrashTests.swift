@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
@@ -31,48 +32,90 @@ import Glibc
     @Test func killsAndImmediateDatabaseStopsLoseNothingAcknowledged() async throws {
         let server = try await TemporaryPostgres.make(durable: true)
         defer { server.destroyInBackground() }
-        let environment = [
-            "SYNCGATE_DATABASE_URL": server.location.urlString, "SYNCGATE_JWT_SECRET": Self.secret, "SYNCGATE_LEASE": "2s", "SYNCGATE_LOG_LEVEL": "error",
-        ]
-        let migrate = try SyncGateProcess(["migrate"], environment: environment)
-        #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
-        let port = SyncGateProcess.freePort()
-        let client = ProcessClient(base: "http://127.0.0.1:\(port)")
-        func front() throws -> SyncGateProcess { try Self.niced(["serve", "--port", "\(port)", "--workers", "0"], environment: environment) }
-        func worker() throws -> SyncGateProcess { try Self.niced(["worker", "--concurrency", "2"], environment: environment) }
-        var fronts = [try front()]
-        var workers = [try worker()]
-        defer { for process in fronts + workers { Task { await process.stop() } } }
-        try await client.waitUntilReady(fronts[0])
+        // A change webhook receiver hears every change through the crashes (docs/webhooks.md).
+        let receiver = WebhookReceiver(secret: nil)
+        try await withTestHTTPServer(receiver.router) { receiverPort in
+            let environment = [
+                "SYNCGATE_DATABASE_URL": server.location.urlString, "SYNCGATE_JWT_SECRET": Self.secret, "SYNCGATE_LEASE": "2s", "SYNCGATE_LOG_LEVEL": "error",
+                "SYNCGATE_WEBHOOK_ALLOW_PRIVATE": "true", "SYNCGATE_WEBHOOK_TIMEOUT": "2s",
+            ]
+            let migrate = try SyncGateProcess(["migrate"], environment: environment)
+            #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
+            let subscribe = try SyncGateProcess(
+                ["admin", "webhooks", "create", "crash", "--url", "http://127.0.0.1:\(receiverPort)/hook", "--json"], environment: environment
+            )
+            #expect(await subscribe.waitForExit(timeout: hangGuard) == 0, "\(subscribe.log)")
+            let created = subscribe.log.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first
+            receiver.expect(secret: try #require(created?["secret"]?.stringValue, "\(subscribe.log)"))
 
-        let load = try Self.niced(
-            ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "3", "--batch", "5", "--duration", "24", "--verify"], environment: environment
-        )
-        defer { Task { await load.stop() } }
-        for round in 1...3 {
-            try await Task.sleep(for: .seconds(2))
-            workers.last!.signal(SIGKILL)
-            _ = await workers.last!.waitForExit(timeout: hangGuard)
-            workers.append(try worker())
+            let port = SyncGateProcess.freePort()
+            let client = ProcessClient(base: "http://127.0.0.1:\(port)")
+            func front() throws -> SyncGateProcess { try Self.niced(["serve", "--port", "\(port)", "--workers", "0"], environment: environment) }
+            func worker() throws -> SyncGateProcess { try Self.niced(["worker", "--concurrency", "2"], environment: environment) }
+            var fronts = [try front()]
+            var workers = [try worker()]
+            defer { for process in fronts + workers { Task { await process.stop() } } }
+            try await client.waitUntilReady(fronts[0])
 
-            try await Task.sleep(for: .seconds(2))
-            fronts.last!.signal(SIGKILL)
-            _ = await fronts.last!.waitForExit(timeout: hangGuard)
-            fronts.append(try front())
-            try await client.waitUntilReady(fronts.last!)
+            let load = try Self.niced(
+                ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "3", "--batch", "5", "--duration", "24", "--verify"], environment: environment
+            )
+            defer { Task { await load.stop() } }
+            for round in 1...3 {
+                try await Task.sleep(for: .seconds(2))
+                workers.last!.signal(SIGKILL)
+                _ = await workers.last!.waitForExit(timeout: hangGuard)
+                workers.append(try worker())
 
-            try await Task.sleep(for: .seconds(2))
-            try await server.stop(immediate: true)
-            try await Task.sleep(for: .milliseconds(500))
-            try await server.start()
-            print("crash round \(round): worker killed, front killed, PostgreSQL stopped immediately and started")
+                try await Task.sleep(for: .seconds(2))
+                fronts.last!.signal(SIGKILL)
+                _ = await fronts.last!.waitForExit(timeout: hangGuard)
+                fronts.append(try front())
+                try await client.waitUntilReady(fronts.last!)
+
+                try await Task.sleep(for: .seconds(2))
+                try await server.stop(immediate: true)
+                try await Task.sleep(for: .milliseconds(500))
+                try await server.start()
+                print("crash round \(round): worker killed, front killed, PostgreSQL stopped immediately and started")
+            }
+            let status = await load.waitForExit(timeout: .seconds(300))
+            let line = Self.verifyLine(load.log)
+            print(load.log.split(separator: "\n").suffix(8).joined(separator: "\n"))
+            #expect(status == 0, "\(load.log.suffix(2000))")
+            let counts = line.map { $0.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .punctuationCharacters)) } } ?? []
+            #expect(counts.count == 4 && counts[0] > 0 && counts[0] == counts[1] && counts[2] == 0 && counts[3] == 0, "\(line ?? "no verify line")")
+
+            // Every change the feeds hold reached the receiver once (by webhook-id), each feed in
+            // order, signed. (Compaction may have deleted changes the receiver already had.)
+            let stored = try await Self.feedPositions(server.location)
+            try await eventually("the receiver has every change", timeout: .seconds(300)) {
+                Set(Self.positions(receiver.accepted)).isSuperset(of: stored)
+            }
+            let accepted = receiver.accepted
+            let positions = Self.positions(accepted)
+            #expect(Set(positions).count == positions.count, "a change delivered under two webhook-ids")
+            for scope in Set(accepted.map(\.scope)) {
+                let sequences = accepted.filter { $0.scope == scope }.compactMap { $0.change["seq"]?.intValue }
+                #expect(sequences == sequences.sorted(), "\(scope) out of order")
+            }
+            #expect(receiver.deliveries.allSatisfy { $0.signatureValid })
+            print("webhooks: \(positions.count) changes in \(receiver.deliveries.count) requests, \(stored.count) in the feeds at the end")
         }
-        let status = await load.waitForExit(timeout: .seconds(300))
-        let line = Self.verifyLine(load.log)
-        print(load.log.split(separator: "\n").suffix(8).joined(separator: "\n"))
-        #expect(status == 0, "\(load.log.suffix(2000))")
-        let counts = line.map { $0.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .punctuationCharacters)) } } ?? []
-        #expect(counts.count == 4 && counts[0] > 0 && counts[0] == counts[1] && counts[2] == 0 && counts[3] == 0, "\(line ?? "no verify line")")
+    }
+
+    static func feedPositions(_ location: DatabaseURL.PostgresLocation) async throws -> Set<String> {
+        try await withConnection(location) { connection in
+            var positions: Set<String> = []
+            for try await (scope, seq) in try await connection.query("SELECT scope, seq FROM changes", logger: TestDatabases.logger).decode((String, Int64).self) {
+                positions.insert("\(scope):\(seq)")
+            }
+            return positions
+        }
+    }
+
+    static func positions(_ accepted: [(scope: String, change: JSONValue)]) -> [String] {
+        accepted.map { "\($0.scope):\($0.change["seq"]?.intValue ?? -1)" }
     }
 
     /// The check itself can fail: changes removed behind the server's back are reported lost,
