@@ -55,6 +55,7 @@ package enum MetricName {
     package static let all = [
         httpRequests, httpRequestDuration, liveConnections, jobs, queueDepth, queueOldestAge, jobAttempts,
         applyDuration, pushToApply, operations, poolInUse, poolWaiting, maintenanceDuration, maintenanceRemoved, replicaPulls,
+        webhookDeliveries, webhookChanges, webhookLag, webhookPending,
     ]
 }
 
