@@ -260,4 +260,44 @@ import Testing
             #expect(try await store.webhooks().isEmpty)
         }
     }
+
+    @Test("a receiver that never answers holds only its own attempts: another receiver gets every change meanwhile", arguments: Driver.selected)
+    func aStuckReceiverHoldsNoOtherOne(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let released = TestGate("the stuck receiver's release")
+            let arrived = Mutex(0)
+            let stuck = Router()
+            stuck.post("hook") { _, _ -> HTTPResponse.Status in
+                arrived.withLock { $0 += 1 }
+                try await released.wait()
+                return .ok
+            }
+            let secret = WebhookSignature.newSecret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await withTestHTTPServer(stuck) { stuckPort in
+                try await withTestHTTPServer(receiver.router) { port in
+                    for (name, at) in [("stuck", stuckPort), ("healthy", port)] {
+                        #expect(try await store.createWebhook(NewWebhookSubscription(
+                            name: name, url: "http://127.0.0.1:\(at)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
+                        )))
+                    }
+                    // Eight feeds: more than the stuck subscription's share of the attempts in flight.
+                    let users = (1...8).map { "user\($0)" }
+                    for user in users { _ = try await http.results([Op.create("weightLogs", "w", ["kg": 70])], user: user) }
+                    var configuration = Self.configuration()
+                    configuration.concurrency = 6
+                    configuration.perSubscription = 3
+                    try await Self.withService(store, configuration) {
+                        try await eventually("the healthy receiver has every feed's change") { receiver.accepted.count == users.count }
+                        // The stuck receiver holds its share (its requests may still be on their way), no more.
+                        try await eventually("the stuck receiver holds its share") { arrived.withLock { $0 } >= 3 }
+                        #expect(arrived.withLock { $0 } == 3)
+                        released.open()
+                        try await eventually("the stuck receiver served too") { try await store.webhookBacklog().allSatisfy { $0.pending == 0 } }
+                    }
+                }
+            }
+        }
+    }
 }
