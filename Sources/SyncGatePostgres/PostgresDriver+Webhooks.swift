@@ -94,7 +94,7 @@ extension PostgresDriver {
                     """,
                     logger: logger
                 ).collect((String, Int64, Int64, Int64).self)
-                guard !feeds.isEmpty else { return WebhookAnnouncement() }
+                guard !feeds.isEmpty else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
                 let scopes = feeds.map(\.0)
                 let uptos = feeds.map(\.2)
                 let rows = try await connection.query(
@@ -137,6 +137,7 @@ extension PostgresDriver {
                     logger: logger
                 )
                 return WebhookAnnouncement(
+                    subscriptions: subscriptions.count,
                     feeds: feeds.count, changes: changes.count, deliveries: deliveries.count, lastScope: scopes.last,
                     more: feeds.count == feedLimit || feeds.contains { $0.2 < $0.3 }
                 )

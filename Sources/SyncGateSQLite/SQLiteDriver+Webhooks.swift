@@ -80,7 +80,7 @@ extension SQLiteDriver {
                 sql: "SELECT scope, webhooked, min(head, webhooked + ?), head FROM feeds WHERE head > webhooked AND scope > ? ORDER BY scope LIMIT ?",
                 arguments: [Int64(changeLimit), after ?? "", feedLimit]
             ).map { row -> (scope: String, low: Int64, high: Int64, head: Int64) in (row[0], row[1], row[2], row[3]) }
-            guard !feeds.isEmpty else { return WebhookAnnouncement() }
+            guard !feeds.isEmpty else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
             var changes: [AnnouncedChange] = []
             for feed in feeds {
                 guard let scope = Scope(key: feed.scope) else { continue }
@@ -121,6 +121,7 @@ extension SQLiteDriver {
                 try db.execute(sql: "UPDATE feeds SET webhooked = ? WHERE scope = ?", arguments: [feed.high, feed.scope])
             }
             return WebhookAnnouncement(
+                subscriptions: subscriptions.count,
                 feeds: feeds.count, changes: changes.count, deliveries: deliveries.count, lastScope: feeds.last?.scope,
                 more: feeds.count == feedLimit || feeds.contains { $0.high < $0.head }
             )

@@ -192,6 +192,8 @@ package enum WebhookAttemptOutcome: Sendable, Hashable {
 
 /// What one announcer pass copied.
 package struct WebhookAnnouncement: Sendable, Hashable {
+    /// Subscriptions there are (none: nothing was read).
+    package var subscriptions = 0
     package var feeds = 0
     package var changes = 0
     package var deliveries = 0
@@ -200,7 +202,8 @@ package struct WebhookAnnouncement: Sendable, Hashable {
     /// Whether feeds were left for a next pass (the limits were reached, or a writer held one).
     package var more = false
 
-    package init(feeds: Int = 0, changes: Int = 0, deliveries: Int = 0, lastScope: String? = nil, more: Bool = false) {
+    package init(subscriptions: Int = 0, feeds: Int = 0, changes: Int = 0, deliveries: Int = 0, lastScope: String? = nil, more: Bool = false) {
+        self.subscriptions = subscriptions
         self.feeds = feeds
         self.changes = changes
         self.deliveries = deliveries

@@ -12,15 +12,15 @@ package struct WebhookConfiguration: Sendable {
     /// Attempts in flight in this process, and of one subscription (a slow receiver never takes
     /// every slot).
     package var concurrency = 16
-    package var perSubscription = 4
+    package var perSubscription = 8
     /// How often an idle process looks for changes and due retries without being woken.
     package var pollInterval: Duration = .seconds(1)
     /// How long a claimed attempt may run before another sender may take it (a sender that died).
     package var leaseMilliseconds: Int64 = 60_000
     package var retry = WebhookRetryPolicy.standard
     /// Announcer passes are at least this far apart: changes of a busy feed wait up to this long
-    /// to share a message.
-    package var announceInterval: Duration = .milliseconds(100)
+    /// to share a message (docs/performance-log.md: at 100 ms a message carried about one push).
+    package var announceInterval: Duration = .seconds(1)
     /// One announcer batch: feeds, and changes of each feed (one request at most).
     package var announceFeeds = 200
     package var announceChanges = 100

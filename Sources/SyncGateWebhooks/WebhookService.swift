@@ -30,6 +30,8 @@ package final class WebhookService: Service {
     private let inFlight = Mutex<[String: Int]>([:])
     /// Whether a feed advanced since the last announcer pass.
     private let feedsAdvanced = Atomic<Bool>(false)
+    /// Whether deliveries were made or a slot freed since the last claim.
+    private let claimable = Atomic<Bool>(true)
 
     package func run() async throws {
         let client = WebhookSender.makeClient(configuration)
@@ -60,20 +62,37 @@ package final class WebhookService: Service {
     }
 
     private func loop(sender: WebhookSender, bell: ChangeNotifier, doorbell: ChangeSubscription, group: inout DiscardingTaskGroup) async {
-        var housekept = ContinuousClock.now - configuration.housekeepingInterval
-        var announced = ContinuousClock.now - configuration.announceInterval
+        let start = ContinuousClock.now
+        var housekept = start - configuration.housekeepingInterval
+        var announced = start - configuration.pollInterval
+        var claimed = start - configuration.pollInterval
+        // Until a pass says otherwise. Without subscriptions a process reads one small query per
+        // poll interval, whatever the write load.
+        var subscriptions = true
         while !Task.isCancelled {
+            let now = ContinuousClock.now
             do {
                 // Passes are at least `announceInterval` apart, so that a busy feed's changes
-                // make fewer, larger messages (each costs its statements whatever it carries).
-                if announced.duration(to: .now) >= configuration.announceInterval {
-                    announced = .now
+                // share a message (each costs its statements whatever it carries); at least one
+                // per poll interval finds what no notification announced.
+                let sinceAnnounced = announced.duration(to: now)
+                if sinceAnnounced >= configuration.pollInterval
+                    || (subscriptions && feedsAdvanced.load(ordering: .relaxed) && sinceAnnounced >= configuration.announceInterval)
+                {
+                    announced = now
                     feedsAdvanced.store(false, ordering: .relaxed)
-                    try await announce()
+                    let pass = try await announce()
+                    subscriptions = pass.subscriptions > 0
+                    if pass.deliveries > 0 { claimable.store(true, ordering: .relaxed) }
                 }
-                try await claim(sender: sender, bell: bell, group: &group)
-                if housekept.duration(to: .now) >= configuration.housekeepingInterval {
-                    housekept = .now
+                // Claims when there may be something to send: new deliveries, a slot freed, or
+                // (once per poll interval) a retry come due.
+                if subscriptions, claimable.exchange(false, ordering: .relaxed) || claimed.duration(to: now) >= configuration.pollInterval {
+                    claimed = now
+                    try await claim(sender: sender, bell: bell, group: &group)
+                }
+                if housekept.duration(to: now) >= configuration.housekeepingInterval {
+                    housekept = now
                     try await housekeeping()
                 }
             } catch {
@@ -82,23 +101,29 @@ package final class WebhookService: Service {
                 logger.warning("webhook pass failed", metadata: ["syncgate.error": "\(error)"])
             }
             // Changes came in since the pass: wake for the next one; otherwise sleep until woken.
-            let wait = feedsAdvanced.load(ordering: .relaxed)
-                ? max(.zero, configuration.announceInterval - announced.duration(to: .now)) : configuration.pollInterval
-            guard await doorbell.next(timeout: min(wait, configuration.pollInterval)) != nil else { break }
+            let wait = subscriptions && feedsAdvanced.load(ordering: .relaxed)
+                ? configuration.announceInterval - announced.duration(to: .now) : configuration.pollInterval
+            guard await doorbell.next(timeout: max(.milliseconds(1), min(wait, configuration.pollInterval))) != nil else { break }
         }
     }
 
-    /// Copies new changes into deliveries until no feed has more (bounded per pass).
-    func announce() async throws {
+    /// One announcer pass: copies new changes into deliveries until no feed has more (bounded).
+    func announce() async throws -> WebhookAnnouncement {
         var after: String?
+        var total = WebhookAnnouncement()
         for _ in 0..<1000 {
             let batch = try await store.announceChanges(
                 after: after, feedLimit: configuration.announceFeeds, changeLimit: configuration.announceChanges,
                 render: { WebhookPayload.render(subscriptions: $0, changes: $1, now: $2) }
             )
-            guard batch.more, let last = batch.lastScope else { return }
+            total.subscriptions = batch.subscriptions
+            total.feeds += batch.feeds
+            total.changes += batch.changes
+            total.deliveries += batch.deliveries
+            guard batch.more, let last = batch.lastScope else { break }
             after = last
         }
+        return total
     }
 
     private func claim(sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
@@ -117,6 +142,7 @@ package final class WebhookService: Service {
                     counts[delivery.subscriptionName, default: 1] -= 1
                     if counts[delivery.subscriptionName] == 0 { counts[delivery.subscriptionName] = nil }
                 }
+                self.claimable.store(true, ordering: .relaxed)
                 bell.publish(.jobsAvailable)
             }
         }
