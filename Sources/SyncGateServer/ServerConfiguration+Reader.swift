@@ -243,7 +243,7 @@ extension ServerConfiguration {
         webhooks.allowPrivateAddresses = try values.boolean(.webhookAllowPrivate) ?? webhooks.allowPrivateAddresses
         if let timeout = try values.milliseconds(.webhookTimeout) { webhooks.timeout = .milliseconds(max(timeout, 100)) }
         webhooks.concurrency = try values.integer(.webhookConcurrency, in: 1...1024) ?? webhooks.concurrency
-        webhooks.perSubscription = max(1, min(webhooks.perSubscription, webhooks.concurrency / 2))
+        webhooks.perSubscription = max(1, webhooks.concurrency / 2)
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
         webhooks.leaseMilliseconds = 6 * Self.milliseconds(webhooks.timeout)
     }

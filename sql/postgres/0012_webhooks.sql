@@ -36,6 +36,15 @@ CREATE TABLE webhook_deliveries (
     delivered_at    bigint
 );
 -- A sender takes the oldest undelivered delivery of each (subscription, feed): feed order.
+-- Bodies are compressed with lz4, not pglz, as jobs' payloads (0009): a second's changes of a
+-- feed pass the ~2 KB threshold, and pglz would cost PostgreSQL's CPU beside the applies.
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE webhook_deliveries ALTER COLUMN body SET COMPRESSION lz4';
+EXCEPTION WHEN feature_not_supported OR syntax_error THEN
+    RAISE NOTICE 'webhook_deliveries keeps pglz compression: %', SQLERRM;
+END
+$$;
 CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (subscription_id, scope, id) WHERE delivered_at IS NULL;
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE delivered_at IS NULL;
 CREATE INDEX webhook_deliveries_replay ON webhook_deliveries (subscription_id, created_at);
