@@ -10,6 +10,9 @@ extension PostgresDriver {
 
     static let webhookColumns = "id, name, url, secret, entity_types, events, created_at, paused_at, paused_reason"
 
+    /// The transaction advisory lock of the one announcer pass at a time.
+    static let announcerLockKey: Int64 = 0x5347_5748_4B31  // "SGWHK1"
+
     static func webhook(_ columns: WebhookColumns) -> WebhookSubscription {
         let (id, name, url, secret, types, events, created, paused, reason) = columns
         return WebhookSubscription(
@@ -84,13 +87,17 @@ extension PostgresDriver {
                     "SELECT \(unescaped: Self.webhookColumns) FROM webhook_subscriptions ORDER BY id", logger: logger
                 ).collect(WebhookColumns.self).map(Self.webhook)
                 guard !subscriptions.isEmpty else { return WebhookAnnouncement() }
-                // Feeds an apply holds are skipped: their turn comes next pass, and no writer waits
-                // for the announcer longer than this transaction.
+                // One announcer at a time, by a transaction lock rather than row locks: the feeds
+                // are read without locking them, so no apply waits while changes are read and
+                // deliveries written; only the closing update of `webhooked` takes the feeds'
+                // rows, briefly. (Row locks held through the pass raised the push p99 by ~20 ms.)
+                let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.announcerLockKey))", logger: logger).collect(Bool.self)
+                guard locked.first == true else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
+                // A head read here covers changes that committed with it: a later statement sees them.
                 let feeds = try await connection.query(
                     """
                     SELECT scope, webhooked, least(head, webhooked + \(Int64(changeLimit))), head FROM feeds
                     WHERE head > webhooked AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
-                    FOR UPDATE SKIP LOCKED
                     """,
                     logger: logger
                 ).collect((String, Int64, Int64, Int64).self)
@@ -131,7 +138,8 @@ extension PostgresDriver {
                 }
                 try await connection.query(
                     """
-                    UPDATE feeds SET webhooked = f.high FROM unnest(\(scopes)::text[], \(uptos)::int8[]) AS f(scope, high)
+                    UPDATE feeds SET webhooked = greatest(feeds.webhooked, f.high)
+                    FROM unnest(\(scopes)::text[], \(uptos)::int8[]) AS f(scope, high)
                     WHERE feeds.scope = f.scope
                     """,
                     logger: logger
