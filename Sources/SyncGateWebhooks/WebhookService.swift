@@ -127,12 +127,10 @@ package final class WebhookService: Service {
     }
 
     private func claim(sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
-        let (free, full) = inFlight.withLock { counts in
-            (configuration.concurrency - counts.values.reduce(0, +), counts.filter { $0.value >= configuration.perSubscription }.map(\.key))
-        }
-        guard free > 0 else { return }
+        let next = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency, perSubscription: configuration.perSubscription) }
+        guard next.limit > 0 else { return }
         let deliveries = try await store.claimWebhookDeliveries(
-            limit: free, perSubscription: configuration.perSubscription, excluding: full, leaseMilliseconds: configuration.leaseMilliseconds
+            limit: next.limit, perSubscription: next.perSubscription, excluding: next.excluding, leaseMilliseconds: configuration.leaseMilliseconds
         )
         for delivery in deliveries {
             inFlight.withLock { $0[delivery.subscriptionName, default: 0] += 1 }
@@ -146,6 +144,15 @@ package final class WebhookService: Service {
                 bell.publish(.jobsAvailable)
             }
         }
+    }
+
+    /// What the next claim may take, given the attempts in flight by subscription: the free
+    /// slots, none of a subscription at its share, and of any other at most what the busiest of
+    /// them has left, so that no subscription passes its share (the others may wait a claim).
+    package static func nextClaim(inFlight: [String: Int], concurrency: Int, perSubscription: Int) -> (limit: Int, perSubscription: Int, excluding: [String]) {
+        let excluding = inFlight.filter { $0.value >= perSubscription }.map(\.key).sorted()
+        let busiest = inFlight.values.filter { $0 < perSubscription }.max() ?? 0
+        return (max(0, concurrency - inFlight.values.reduce(0, +)), perSubscription - busiest, excluding)
     }
 
     /// One attempt and its record. A record that fails to commit leaves the delivery claimed

@@ -122,4 +122,12 @@ struct WebhookPolicyTests {
         #expect(home["data"]?["changes"]?[1]?["data"] == .null)
         #expect(WebhookPayload.render(subscriptions: [], changes: changes, now: 0).isEmpty)
     }
+
+    @Test func aClaimNeverTakesASubscriptionPastItsShare() {
+        #expect(WebhookService.nextClaim(inFlight: [:], concurrency: 16, perSubscription: 8) == (16, 8, []))
+        // 7 in flight: the claim may take one more of it (not 8: 15 of 16 slots).
+        #expect(WebhookService.nextClaim(inFlight: ["slow": 7], concurrency: 16, perSubscription: 8) == (9, 1, []))
+        #expect(WebhookService.nextClaim(inFlight: ["slow": 8, "fast": 2], concurrency: 16, perSubscription: 8) == (6, 6, ["slow"]))
+        #expect(WebhookService.nextClaim(inFlight: ["a": 8, "b": 8], concurrency: 16, perSubscription: 8) == (0, 8, ["a", "b"]))
+    }
 }
