@@ -60,7 +60,13 @@ struct PostgresListener: Sendable {
                     failures = 0
                 }
                 do {
-                    try await listen(on: connection, delay: &delay)
+                    // Cancelled (shutdown), the connection closes at once: PostgresNIO's UNLISTEN on
+                    // the way out once left the session open after it, idle for minutes, under load.
+                    try await withTaskCancellationHandler {
+                        try await listen(on: connection, delay: &delay)
+                    } onCancel: {
+                        let _: EventLoopFuture<Void> = connection.close()
+                    }
                 } catch {
                     // A connection must be closed (not just dropped) before it is released.
                     try? await connection.close()
