@@ -14,6 +14,13 @@ import Testing
 /// Change webhooks on both drivers, against a local receiver that checks what a real one checks:
 /// the Standard Webhooks headers and signature, and each feed's order.
 @Suite(.timeLimit(.minutes(10))) struct WebhookTests {
+    /// Subscribes a receiver on 127.0.0.1 at `port` to every change.
+    static func subscribe(_ store: SyncStore, _ name: String, port: Int, secret: String) async throws {
+        #expect(try await store.createWebhook(NewWebhookSubscription(
+            name: name, url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
+        )))
+    }
+
     static func configuration(allowPrivate: Bool = true, delays: [Duration] = Array(repeating: .milliseconds(10), count: 20)) -> WebhookConfiguration {
         var configuration = WebhookConfiguration()
         configuration.allowPrivateAddresses = allowPrivate
@@ -56,9 +63,7 @@ import Testing
             let secret = WebhookSignature.newSecret()
             let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
-                #expect(try await store.createWebhook(NewWebhookSubscription(
-                    name: "backend", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
-                )))
+                try await Self.subscribe(store, "backend", port: port, secret: secret)
                 let before = try await Self.feedPositions(http.store)
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 71]), Op.create("weightLogs", "w2", ["kg": 72])])
                 _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71.5])])
@@ -139,9 +144,7 @@ import Testing
             let secret = WebhookSignature.newSecret()
             let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
-                #expect(try await store.createWebhook(NewWebhookSubscription(
-                    name: "inside", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
-                )))
+                try await Self.subscribe(store, "inside", port: port, secret: secret)
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
                 try await Self.withService(store, Self.configuration(allowPrivate: false, delays: [.milliseconds(10)])) {
                     try await eventually("the subscription paused") { try await store.webhooks().first?.pausedAt != nil }
@@ -167,9 +170,7 @@ import Testing
             let secret = WebhookSignature.newSecret()
             let receiver = WebhookReceiver(secret: secret)
             try await withTestHTTPServer(receiver.router) { port in
-                #expect(try await store.createWebhook(NewWebhookSubscription(
-                    name: "replayed", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
-                )))
+                try await Self.subscribe(store, "replayed", port: port, secret: secret)
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
                 _ = try await http.results([Op.create("weightLogs", "w2", ["kg": 71])])
                 let sent = try await Self.withService(store, Self.configuration()) {
@@ -281,9 +282,7 @@ import Testing
             try await withTestHTTPServer(stuck) { stuckPort in
                 try await withTestHTTPServer(receiver.router) { port in
                     for (name, at) in [("stuck", stuckPort), ("healthy", port)] {
-                        #expect(try await store.createWebhook(NewWebhookSubscription(
-                            name: name, url: "http://127.0.0.1:\(at)/hook", secret: secret, entityTypes: nil, events: Set(WebhookEvent.allCases)
-                        )))
+                        try await Self.subscribe(store, name, port: at, secret: secret)
                     }
                     // Eight feeds: more than the stuck subscription's share of the attempts in flight.
                     let users = (1...8).map { "user\($0)" }
