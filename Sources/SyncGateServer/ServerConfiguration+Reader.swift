@@ -245,7 +245,7 @@ extension ServerConfiguration {
         webhooks.concurrency = try values.integer(.webhookConcurrency, in: 1...1024) ?? webhooks.concurrency
         webhooks.perSubscription = max(1, webhooks.concurrency / 2)
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
-        webhooks.leaseMilliseconds = 6 * Self.milliseconds(webhooks.timeout)
+        webhooks.leaseMilliseconds = Self.milliseconds(webhooks.timeout) + 20_000
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

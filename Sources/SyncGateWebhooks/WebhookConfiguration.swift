@@ -16,7 +16,7 @@ package struct WebhookConfiguration: Sendable {
     /// How often an idle process looks for changes and due retries without being woken.
     package var pollInterval: Duration = .seconds(1)
     /// How long a claimed attempt may run before another sender may take it (a sender that died).
-    package var leaseMilliseconds: Int64 = 60_000
+    package var leaseMilliseconds: Int64 = 30_000
     package var retry = WebhookRetryPolicy.standard
     /// Announcer passes are at least this far apart: changes of a busy feed wait up to this long
     /// to share a message (docs/performance-log.md: at 100 ms a message carried about one push).

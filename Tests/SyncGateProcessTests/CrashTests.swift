@@ -37,9 +37,10 @@ import Glibc
         try await withTestHTTPServer(receiver.router) { receiverPort in
             let environment = [
                 "SYNCGATE_DATABASE_URL": server.location.urlString, "SYNCGATE_JWT_SECRET": Self.secret, "SYNCGATE_LEASE": "2s", "SYNCGATE_LOG_LEVEL": "error",
-                // The default attempt timeout (10 s): a failed attempt waits 5 s, then 5 minutes,
-                // and a 2 s one failed on a loaded machine (the receiver shares the test's process).
-                "SYNCGATE_WEBHOOK_ALLOW_PRIVATE": "true",
+                // An attempt's timeout far above need: the niced worker can wait seconds for a core
+                // under stress-ng, and a failed attempt's second retry comes 5 minutes later. A killed
+                // worker's attempt is sent again after the timeout + 20 s.
+                "SYNCGATE_WEBHOOK_ALLOW_PRIVATE": "true", "SYNCGATE_WEBHOOK_TIMEOUT": "60s",
             ]
             let migrate = try SyncGateProcess(["migrate"], environment: environment)
             #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
@@ -91,7 +92,7 @@ import Glibc
             // Every change the feeds hold reached the receiver once (by webhook-id), each feed in
             // order, signed. (Compaction may have deleted changes the receiver already had.)
             let stored = try await Self.feedPositions(server.location)
-            try await eventually("the receiver has every change", timeout: .seconds(300)) {
+            try await eventually("the receiver has every change", timeout: .seconds(480)) {
                 Set(Self.positions(receiver.accepted)).isSuperset(of: stored)
             }
             let accepted = receiver.accepted
