@@ -248,6 +248,12 @@ extension PostgresDriver {
         ).map { WebhookBacklog(subscription: $0, pending: $1, failing: $2, delivered: $3, oldestPendingCommittedAt: $4) }
     }
 
+    package func pendingWebhookDeliveries() async throws -> Int {
+        try await query(
+            "pending webhook deliveries", .maintenance, "SELECT count(*)::int FROM webhook_deliveries WHERE delivered_at IS NULL", as: Int.self
+        ).first ?? 0
+    }
+
     package func deleteDeliveredWebhooks(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await query(
             "delete delivered webhooks", .maintenance,

@@ -217,6 +217,10 @@ extension SQLiteDriver {
         }
     }
 
+    package func pendingWebhookDeliveries() async throws -> Int {
+        try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_deliveries WHERE delivered_at IS NULL") ?? 0 }
+    }
+
     package func deleteDeliveredWebhooks(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await write { db in
             try db.execute(

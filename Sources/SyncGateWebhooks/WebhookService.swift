@@ -198,8 +198,7 @@ package final class WebhookService: Service {
     /// Deletes delivered deliveries past the replay window; samples the backlog.
     func housekeeping() async throws {
         _ = try await store.deleteDeliveredWebhooks(olderThanMilliseconds: configuration.replayWindowMilliseconds)
-        let backlog = try await store.webhookBacklog()
-        metrics.pending.record(backlog.reduce(0) { $0 + $1.pending })
+        metrics.pending.record(try await store.pendingWebhookDeliveries())
     }
 }
 

@@ -153,6 +153,7 @@ import Testing
                 #expect(paused.pausedReason?.contains("127.0.0.1") == true, "\(paused.pausedReason ?? "")")
                 #expect(receiver.deliveries.isEmpty)
                 #expect(try await store.webhookBacklog().first?.pending == 1)
+                #expect(try await store.pendingWebhookDeliveries() == 1)
 
                 // Allowed, and resumed: the held delivery goes out.
                 #expect(try await store.resumeWebhook(name: "inside"))

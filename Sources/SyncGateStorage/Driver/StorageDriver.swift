@@ -120,8 +120,11 @@ package protocol StorageDriver: Sendable {
     /// Sends again the deliveries of a subscription made at or after `from`, delivered or not,
     /// and resumes it; `nil` when none has that name.
     func replayWebhook(name: String, from: Timestamp, now: Timestamp) async throws -> Int?
-    /// Deliveries by state, per subscription.
+    /// Deliveries by state, per subscription (counts the replay window's delivered ones too: for
+    /// `admin webhooks list`, not for sampling).
     func webhookBacklog() async throws -> [WebhookBacklog]
+    /// Undelivered deliveries over every subscription, by the partial index of pending ones.
+    func pendingWebhookDeliveries() async throws -> Int
     /// Deletes up to `limit` deliveries delivered before `cutoff`; returns how many.
     func deleteDeliveredWebhooks(before cutoff: Timestamp, limit: Int) async throws -> Int
 

@@ -32,6 +32,10 @@ extension SyncStore {
         try await driver.webhookBacklog()
     }
 
+    package func pendingWebhookDeliveries() async throws -> Int {
+        try await driver.pendingWebhookDeliveries()
+    }
+
     /// One announcer batch (see ``StorageDriver/announceChanges(after:feedLimit:changeLimit:now:render:)``).
     package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, render: @escaping WebhookRenderer) async throws -> WebhookAnnouncement {
         try await driver.announceChanges(after: after, feedLimit: feedLimit, changeLimit: changeLimit, now: clock.wallNow(), render: render)
