@@ -22,17 +22,7 @@ package enum WebhookAdmin {
         case .failure(let refusal): throw Refusal(refusal.description)
         case .success(let parsed): target = parsed
         }
-        if !allowPrivate {
-            let addresses: [[UInt8]]
-            do {
-                addresses = try await HostResolver.addresses(of: target.host)
-            } catch {
-                throw Refusal(WebhookAddressPolicy.Refusal.unresolvable(target.host).description)
-            }
-            if let inside = addresses.first(where: WebhookAddressPolicy.isInternal) {
-                throw Refusal(WebhookAddressPolicy.Refusal.privateAddress(WebhookSender.text(of: inside)).description)
-            }
-        }
+        if !allowPrivate, let refusal = await WebhookSender.refusal(ofHost: target.host) { throw Refusal(refusal) }
         let secret = WebhookSignature.newSecret()
         let new = NewWebhookSubscription(name: name, url: url, secret: secret, entityTypes: entityTypes, events: events)
         guard try await store.createWebhook(new) else { throw Refusal("a subscription named '\(name)' exists") }

@@ -41,16 +41,8 @@ package struct WebhookSender: Sendable {
         case .failure(let refusal): return .unsendable(refusal.description)
         case .success(let parsed): target = parsed
         }
-        if !configuration.allowPrivateAddresses {
-            do {
-                let addresses = try await HostResolver.addresses(of: target.host)
-                if addresses.isEmpty { return .failed(WebhookAddressPolicy.Refusal.unresolvable(target.host).description) }
-                if let inside = addresses.first(where: WebhookAddressPolicy.isInternal) {
-                    return .failed(WebhookAddressPolicy.Refusal.privateAddress(Self.text(of: inside)).description)
-                }
-            } catch {
-                return .failed("\(WebhookAddressPolicy.Refusal.unresolvable(target.host)): \(error)")
-            }
+        if !configuration.allowPrivateAddresses, let refusal = await Self.refusal(ofHost: target.host) {
+            return .failed(refusal)
         }
         let body = Array(delivery.body.utf8)
         var request = HTTPClientRequest(url: delivery.url)
@@ -78,6 +70,19 @@ package struct WebhookSender: Sendable {
         } catch {
             return .failed("\(error)")
         }
+    }
+
+    /// Why `host` may not receive (SSRF): it does not resolve, or one of its addresses is
+    /// internal; `nil` when it may. Checked when a subscription is made and at every attempt.
+    static func refusal(ofHost host: String) async -> String? {
+        let addresses: [[UInt8]]
+        do {
+            addresses = try await HostResolver.addresses(of: host)
+        } catch {
+            return "\(WebhookAddressPolicy.Refusal.unresolvable(host)): \(error)"
+        }
+        if addresses.isEmpty { return WebhookAddressPolicy.Refusal.unresolvable(host).description }
+        return addresses.first(where: WebhookAddressPolicy.isInternal).map { WebhookAddressPolicy.Refusal.privateAddress(text(of: $0)).description }
     }
 
     struct TimedOut: Error, CustomStringConvertible {
