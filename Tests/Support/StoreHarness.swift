@@ -63,13 +63,27 @@ package struct StoreHarness: Sendable {
         hooked.hooks = hooks
         let store = hooked
         let harness = StoreHarness(driver: Driver(for: url), store: store, url: url, collections: collections, clock: clock)
+        // Unstructured, so that a driver that does not stop fails the test by name instead of
+        // holding it past its time limit (a task group would wait for it without end).
+        let running = Task { try await service() }
         do {
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await service() }
-                defer { group.cancelAll() }
+            let result: Swift.Result<Result, any Error>
+            do {
                 try await store.migrate(logger: logger)
-                return try await body(harness)
+                result = .success(try await body(harness))
+            } catch {
+                result = .failure(error)
             }
+            running.cancel()
+            do {
+                try await value(of: running, "the store's driver to stop after its cancellation")
+            } catch let error as TestEnvironmentError {
+                // The body's own failure says more than the hang it may have caused.
+                if case .success = result { throw error }
+            } catch {
+                // How the driver ended does not matter once the test is over.
+            }
+            return try result.get()
         } catch let error as PSQLError {
             // PSQLError hides its details from `description`; tests want them.
             throw TestEnvironmentError(description: String(reflecting: error))

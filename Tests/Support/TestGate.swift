@@ -78,3 +78,29 @@ package final class HeldApply: Sendable {
 
     package func hold(_ jobID: Int64) { target.update { $0 = jobID } }
 }
+
+/// The value of an unstructured task, or an error naming `what` once `timeout` passes (the task is
+/// then cancelled). Awaiting `task.value` directly ignores the waiter's cancellation, so a task
+/// that never ends would outlive the test's time limit and hang the whole run.
+package func value<Success: Sendable>(
+    of task: Task<Success, any Error>, within timeout: Duration = hangGuard, _ what: String
+) async throws -> Success {
+    let (outcomes, outcome) = AsyncStream<Result<Success, any Error>>.makeStream()
+    // Both racers are unstructured for the same reason: neither may hold the waiter.
+    let watcher = Task {
+        do { outcome.yield(.success(try await task.value)) } catch { outcome.yield(.failure(error)) }
+    }
+    let timer = Task {
+        try await Task.sleep(for: timeout)
+        outcome.yield(.failure(TestEnvironmentError(description: "timed out after \(timeout) waiting for \(what)")))
+    }
+    defer { timer.cancel(); outcome.finish() }
+    // Iterating an AsyncStream ends at the waiter's cancellation.
+    for await result in outcomes {
+        if case .failure(let error) = result, error is TestEnvironmentError { task.cancel() }
+        return try result.get()
+    }
+    task.cancel()
+    _ = watcher
+    throw CancellationError()
+}

@@ -248,9 +248,9 @@ import Testing
                     try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event = 'advisory' AND datname = current_database()")
                 } == 1
             }
-            await #expect(throws: StoreUnavailableError.self) { try await push.value }
+            await #expect(throws: StoreUnavailableError.self) { try await value(of: push, "the push to fail") }
             release.continuation.yield()
-            try await holder.value
+            try await value(of: holder, "the holder to finish")
             try await eventually("the late enqueue to commit") {
                 try await harness.queryTexts("SELECT count(*)::text FROM jobs") == ["1"]
             }

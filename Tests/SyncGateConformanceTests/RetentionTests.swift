@@ -160,7 +160,7 @@ import Testing
             try await hold.held.wait()
             let report = try await store.compactFeeds()
             hold.release.open()
-            #expect(try await apply.value.isDone)
+            #expect(try await value(of: apply, "the held apply to finish once released").isDone)
             // Bob's two superseded changes, none of alice's.
             #expect(report.deletedChanges == 2)
             #expect(try await harness.pullAll(user: "bob").changes.map(\.version) == [3])

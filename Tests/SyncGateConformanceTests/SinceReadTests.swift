@@ -83,7 +83,7 @@ import SyncGateConcurrency
             }
             #expect(seen.isEmpty)
             hold.release.open()
-            #expect(try await apply.value.isDone)
+            #expect(try await value(of: apply, "the held apply to finish once released").isDone)
             seen += try await Self.readAll(harness, user: "carol", since: since).changes.map(\.entityID)
             #expect(seen == ["held"])
         }
