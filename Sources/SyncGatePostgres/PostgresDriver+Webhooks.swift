@@ -113,11 +113,12 @@ extension PostgresDriver {
                     """,
                     logger: logger
                 ).collect((String, Int64, String, String, Int64, String?, Int64, Int64, String?).self)
-                let changes = try rows.compactMap { scope, seq, type, id, version, data, updated, committed, origin -> AnnouncedChange? in
+                let changes = rows.compactMap { scope, seq, type, id, version, data, updated, committed, origin -> AnnouncedChange? in
                     guard let scope = Scope(key: scope) else { return nil }
                     return AnnouncedChange(
-                        scope: scope, sequence: seq, entityType: type, entityID: id, version: version,
-                        data: try data.map { try JSONParser().parse(Array($0.utf8)) }, updatedAt: updated, committedAt: committed, origin: origin
+                        scope: scope,
+                        row: ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin),
+                        committedAt: committed
                     )
                 }
                 let at = now.millisecondsSinceEpoch

@@ -93,11 +93,11 @@ extension SQLiteDriver {
                     arguments: [feed.scope, feed.low, feed.high]
                 )
                 for row in rows {
-                    let data: String? = row[4]
                     changes.append(
                         AnnouncedChange(
-                            scope: scope, sequence: row[0], entityType: row[1], entityID: row[2], version: row[3],
-                            data: try data.map { try JSONParser().parse(Array($0.utf8)) }, updatedAt: row[5], committedAt: row[6], origin: row[7]
+                            scope: scope,
+                            row: ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[7]),
+                            committedAt: row[6]
                         )
                     )
                 }

@@ -61,7 +61,7 @@ package struct WebhookSubscription: Sendable, Hashable {
 
     /// Whether this subscription wants `change`.
     package func wants(_ change: AnnouncedChange) -> Bool {
-        if let entityTypes, !entityTypes.contains(change.entityType) { return false }
+        if let entityTypes, !entityTypes.contains(change.row.entityType) { return false }
         return events.contains(change.event)
     }
 
@@ -95,37 +95,20 @@ package struct NewWebhookSubscription: Sendable, Hashable {
 /// A committed change, as the announcer copies it into deliveries.
 package struct AnnouncedChange: Sendable, Hashable {
     package var scope: Scope
-    package var sequence: Int64
-    package var entityType: String
-    package var entityID: String
-    package var version: Int64
-    /// `nil` for a delete.
-    package var data: JSONValue?
-    /// Milliseconds since the epoch: the server time of the change, and when it committed.
-    package var updatedAt: Int64
+    /// The change as the feed holds it: its document is the stored JSON text, which the body
+    /// takes as it is (parsing and writing it again was most of the announcer's CPU).
+    package var row: ChangeRow
     package var committedAt: Int64
-    /// `service:<name>` for a change a service pushed; `nil` for a device's.
-    package var origin: String?
 
-    package init(
-        scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONValue?,
-        updatedAt: Int64, committedAt: Int64, origin: String?
-    ) {
+    package init(scope: Scope, row: ChangeRow, committedAt: Int64) {
         self.scope = scope
-        self.sequence = sequence
-        self.entityType = entityType
-        self.entityID = entityID
-        self.version = version
-        self.data = data
-        self.updatedAt = updatedAt
+        self.row = row
         self.committedAt = committedAt
-        self.origin = origin
     }
 
-    package var event: WebhookEvent { WebhookEvent.of(entityType: entityType, version: version, deleted: data == nil) }
+    package var event: WebhookEvent { WebhookEvent.of(entityType: row.entityType, version: row.version, deleted: row.data == nil) }
 }
 
-/// One request's worth of changes to store for a subscription: consecutive changes of one feed.
 package struct NewWebhookDelivery: Sendable, Hashable {
     package var subscriptionID: Int64
     package var scope: Scope

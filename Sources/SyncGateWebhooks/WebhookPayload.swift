@@ -24,7 +24,7 @@ package enum WebhookPayload {
                 guard let first = wanted.first, let last = wanted.last else { continue }
                 deliveries.append(
                     NewWebhookDelivery(
-                        subscriptionID: subscription.id, scope: scope, firstSequence: first.sequence, lastSequence: last.sequence,
+                        subscriptionID: subscription.id, scope: scope, firstSequence: first.row.sequence, lastSequence: last.row.sequence,
                         changeCount: wanted.count, body: body(scope: scope, changes: wanted, now: now),
                         committedAt: wanted.map(\.committedAt).max() ?? now
                     )
@@ -34,30 +34,70 @@ package enum WebhookPayload {
         return deliveries
     }
 
-    static func body(scope: Scope, changes: [AnnouncedChange], now: Int64) -> String {
-        var data: [String: JSONValue] = ["changes": .array(changes.map(json))]
-        switch scope {
-        case .user(let id): data["user_id"] = .string(id)
-        case .household(let id): data["household_id"] = .string(id)
+    /// The body's JSON, written by hand to splice each stored document's text in unparsed. Keys
+    /// are in sorted order, as ``JSONValue/serialized()`` writes them.
+    package static func body(scope: Scope, changes: [AnnouncedChange], now: Int64) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + changes.reduce(0) { $0 + 160 + ($1.row.data?.utf8.count ?? 4) })
+        func key(_ name: StaticString) {
+            out.append(UInt8(ascii: "\""))
+            name.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(contentsOf: "\":".utf8)
         }
-        return JSONValue.object([
-            "type": "sync.changes",
-            "timestamp": .string(Timestamp(millisecondsSinceEpoch: now).rfc3339),
-            "data": .object(data),
-        ]).serialized()
-    }
-
-    static func json(_ change: AnnouncedChange) -> JSONValue {
-        var object: [String: JSONValue] = [
-            "seq": .int(change.sequence),
-            "event": .string(change.event.rawValue),
-            "entity_type": .string(change.entityType),
-            "entity_id": .string(change.entityID),
-            "version": .int(change.version),
-            "data": change.data ?? .null,
-            "updated_at": .string(Timestamp(millisecondsSinceEpoch: change.updatedAt).rfc3339),
-        ]
-        if let origin = change.origin { object["origin"] = .string(origin) }
-        return .object(object)
+        func string(_ value: String) { JSONValue.writeString(value, to: &out) }
+        out.append(contentsOf: "{".utf8)
+        key("data")
+        out.append(contentsOf: "{".utf8)
+        key("changes")
+        out.append(contentsOf: "[".utf8)
+        for (index, change) in changes.enumerated() {
+            let row = change.row
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            key("data")
+            // Stored documents are JSON the server wrote (jsonb on PostgreSQL).
+            out.append(contentsOf: (row.data ?? "null").utf8)
+            out.append(UInt8(ascii: ","))
+            key("entity_id")
+            string(row.entityID)
+            out.append(UInt8(ascii: ","))
+            key("entity_type")
+            string(row.entityType)
+            out.append(UInt8(ascii: ","))
+            key("event")
+            string(change.event.rawValue)
+            if let origin = row.origin {
+                out.append(UInt8(ascii: ","))
+                key("origin")
+                string(origin)
+            }
+            out.append(UInt8(ascii: ","))
+            key("seq")
+            out.append(contentsOf: String(row.sequence).utf8)
+            out.append(UInt8(ascii: ","))
+            key("updated_at")
+            string(Timestamp(millisecondsSinceEpoch: row.updatedAt).rfc3339)
+            out.append(UInt8(ascii: ","))
+            key("version")
+            out.append(contentsOf: String(row.version).utf8)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: "],".utf8)
+        switch scope {
+        case .household(let id):
+            key("household_id")
+            string(id)
+        case .user(let id):
+            key("user_id")
+            string(id)
+        }
+        out.append(contentsOf: "},".utf8)
+        key("timestamp")
+        string(Timestamp(millisecondsSinceEpoch: now).rfc3339)
+        out.append(UInt8(ascii: ","))
+        key("type")
+        string("sync.changes")
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 }

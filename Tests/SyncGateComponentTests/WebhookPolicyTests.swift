@@ -88,8 +88,12 @@ struct WebhookPolicyTests {
 
     static func change(_ scope: Scope, _ seq: Int64, _ type: String, _ id: String, version: Int64, deleted: Bool = false) -> AnnouncedChange {
         AnnouncedChange(
-            scope: scope, sequence: seq, entityType: type, entityID: id, version: version, data: deleted ? nil : ["n": .int(seq)],
-            updatedAt: 1_000 * seq, committedAt: 1_000 * seq + 1, origin: seq == 3 ? "service:billing" : nil
+            scope: scope,
+            row: ChangeRow(
+                sequence: seq, entityType: type, entityID: id, version: version, data: deleted ? nil : #"{"n": \#(seq), "note": "a \"quoted\" line\n"}"#,
+                updatedAt: 1_000 * seq, origin: seq == 3 ? "service:billing" : nil
+            ),
+            committedAt: 1_000 * seq + 1
         )
     }
 
@@ -121,6 +125,26 @@ struct WebhookPolicyTests {
         #expect(home["data"]?["changes"]?.arrayValue?.map { $0["event"]?.stringValue ?? "" } == ["membership", "deleted"])
         #expect(home["data"]?["changes"]?[1]?["data"] == .null)
         #expect(WebhookPayload.render(subscriptions: [], changes: changes, now: 0).isEmpty)
+        // The stored document is spliced in as it is; everything else is escaped: the body is the
+        // JSON the value serializer would write, key order included.
+        #expect(sent[0]["data"] == ["n": 1, "note": "a \"quoted\" line\n"])
+        let odd = AnnouncedChange(
+            scope: .user("al\"ice\u{2028}"),
+            row: ChangeRow(sequence: 1, entityType: "t\\", entityID: "a\nb", version: 2, data: "[1,2]", updatedAt: 0, origin: "service:\"x\""),
+            committedAt: 0
+        )
+        let rendered = WebhookPayload.body(scope: odd.scope, changes: [odd], now: 0)
+        let expected: JSONValue = [
+            "type": "sync.changes", "timestamp": "1970-01-01T00:00:00.000Z",
+            "data": [
+                "user_id": "al\"ice\u{2028}",
+                "changes": [[
+                    "seq": 1, "event": "updated", "entity_type": "t\\", "entity_id": "a\nb", "version": 2, "data": [1, 2],
+                    "updated_at": "1970-01-01T00:00:00.000Z", "origin": "service:\"x\"",
+                ]],
+            ],
+        ]
+        #expect(rendered == expected.serialized())
     }
 
     @Test func aClaimNeverTakesASubscriptionPastItsShare() {
