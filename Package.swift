@@ -100,6 +100,7 @@ let package = Package(
                 .embedInCode("0010_service_keys.sql"),
                 .embedInCode("0011_change_origin.sql"),
                 .embedInCode("0012_webhooks.sql"),
+                .embedInCode("0013_webhook_ranges.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -116,6 +117,7 @@ let package = Package(
                 .embedInCode("0007_service_keys.sql"),
                 .embedInCode("0008_change_origin.sql"),
                 .embedInCode("0009_webhooks.sql"),
+                .embedInCode("0010_webhook_ranges.sql"),
             ],
             swiftSettings: swiftSettings
         ),

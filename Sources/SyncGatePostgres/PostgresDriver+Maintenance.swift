@@ -96,29 +96,34 @@ extension PostgresDriver {
     /// order from the first (always taken). Feeds an apply holds are skipped (their turn comes
     /// next pass), so compaction never waits for a writer and a writer waits for it at most one
     /// batch. The newest change of each entity among the feed's new ones deletes that entity's
-    /// older changes. While a webhook subscription exists, only changes already copied into
-    /// deliveries are compacted (`head` below is then the lower of the head and `webhooked`), so
-    /// that a receiver hears of every change. Every scope key sorts after '' (none is empty).
+    /// older changes. While a webhook subscription exists, only changes every subscription has
+    /// received are compacted: the bound is the lowest of the head, `webhooked` and the change
+    /// before the feed's oldest undelivered message, read in one snapshot with the announcer's
+    /// commits (which add messages and raise `webhooked` together) and carried to the locked rows
+    /// as read. Every scope key sorts after '' (none is empty).
     static func compaction(after: String?, feedLimit: Int, changeLimit: Int) -> PostgresQuery {
         """
         WITH webhooks AS (
             SELECT EXISTS (SELECT 1 FROM webhook_subscriptions) AS enabled
         ), candidates AS (
-            SELECT scope, size, sum(size) OVER (ORDER BY scope) AS running
+            SELECT scope, bound, size, sum(size) OVER (ORDER BY scope) AS running
             FROM (
-                SELECT scope, least(bound - compacted, \(Int64(changeLimit))) AS size
+                SELECT scope, bound, least(bound - compacted, \(Int64(changeLimit))) AS size
                 FROM (
-                    SELECT scope, compacted, CASE WHEN webhooks.enabled THEN least(head, webhooked) ELSE head END AS bound
+                    SELECT scope, compacted,
+                           CASE WHEN webhooks.enabled THEN least(head, webhooked, coalesce((
+                               SELECT min(d.first_seq) - 1 FROM webhook_deliveries d WHERE d.scope = feeds.scope AND d.delivered_at IS NULL
+                           ), head)) ELSE head END AS bound
                     FROM feeds, webhooks WHERE head > compacted AND scope > \(after ?? "")
                 ) open WHERE bound > compacted ORDER BY scope LIMIT \(feedLimit)
             ) next
         ), taken AS (
-            SELECT scope FROM candidates WHERE running <= \(Int64(changeLimit)) OR running = size
+            SELECT scope, bound FROM candidates WHERE running <= \(Int64(changeLimit)) OR running = size
         ), f AS (
-            SELECT feeds.scope, feeds.compacted,
-                   CASE WHEN webhooks.enabled THEN least(feeds.head, feeds.webhooked) ELSE feeds.head END AS head,
-                   least(CASE WHEN webhooks.enabled THEN least(feeds.head, feeds.webhooked) ELSE feeds.head END, feeds.compacted + \(Int64(changeLimit))) AS upto
-            FROM feeds JOIN taken ON taken.scope = feeds.scope, webhooks
+            -- Another pass may have compacted the row since the snapshot: never below it.
+            SELECT feeds.scope, feeds.compacted, taken.bound AS head,
+                   greatest(feeds.compacted, least(taken.bound, feeds.compacted + \(Int64(changeLimit)))) AS upto
+            FROM feeds JOIN taken ON taken.scope = feeds.scope
             FOR UPDATE OF feeds SKIP LOCKED
         ), latest AS (
             SELECT c.scope, c.entity_type, c.entity_id, max(c.seq) AS seq

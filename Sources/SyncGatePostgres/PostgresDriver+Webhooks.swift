@@ -3,12 +3,19 @@ package import SyncGateCore
 package import SyncGateStorage
 package import SyncGateWire
 
-/// Change webhooks: subscriptions, the announcer's copy of new changes and the senders' claims
-/// (docs/webhooks.md). All of it runs beside the apply, never in it.
+/// Change webhooks: subscriptions, the announcer's messages of new feed ranges and the senders'
+/// claims (docs/webhooks.md). All of it runs beside the apply, never in it.
 extension PostgresDriver {
     typealias WebhookColumns = (Int64, String, String, String, String?, String, Int64, Int64?, String?)
 
     static let webhookColumns = "id, name, url, secret, entity_types, events, created_at, paused_at, paused_reason"
+
+    /// A message's range of its feed.
+    struct WebhookRange: Hashable {
+        var scope: String
+        var first: Int64
+        var last: Int64
+    }
 
     /// The transaction advisory lock of the one announcer pass at a time.
     static let announcerLockKey: Int64 = 0x5347_5748_4B31  // "SGWHK1"
@@ -77,78 +84,44 @@ extension PostgresDriver {
         ).isEmpty
     }
 
-    package func announceChanges(
-        after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp, render: @escaping WebhookRenderer
-    ) async throws -> WebhookAnnouncement {
+    package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement {
         let logger = self.logger
+        let at = now.millisecondsSinceEpoch
         return try await withConnection("announce changes", .maintenance) { connection in
             try await connection.inTransaction(logger: logger) {
-                let subscriptions = try await connection.query(
-                    "SELECT \(unescaped: Self.webhookColumns) FROM webhook_subscriptions ORDER BY id", logger: logger
-                ).collect(WebhookColumns.self).map(Self.webhook)
-                guard !subscriptions.isEmpty else { return WebhookAnnouncement() }
+                let subscriptions = try await connection.query("SELECT count(*)::int FROM webhook_subscriptions", logger: logger).collect(Int.self).first ?? 0
+                guard subscriptions > 0 else { return WebhookAnnouncement() }
                 // One announcer at a time, by a transaction lock rather than row locks: the feeds
-                // are read without locking them, so no apply waits while changes are read and
-                // deliveries written; only the closing update of `webhooked` takes the feeds'
-                // rows, briefly. (Row locks held through the pass raised the push p99 by ~20 ms.)
+                // are read without locking them, so no apply waits while messages are made; only
+                // the closing update of `webhooked` takes the feeds' rows, briefly. (Row locks
+                // held through the pass raised the push p99 by ~20 ms.)
                 let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.announcerLockKey))", logger: logger).collect(Bool.self)
-                guard locked.first == true else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
-                // A head read here covers changes that committed with it: a later statement sees them.
-                let feeds = try await connection.query(
-                    """
-                    SELECT scope, webhooked, least(head, webhooked + \(Int64(changeLimit))), head FROM feeds
-                    WHERE head > webhooked AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
-                    """,
-                    logger: logger
-                ).collect((String, Int64, Int64, Int64).self)
-                guard !feeds.isEmpty else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
-                let scopes = feeds.map(\.0)
-                let uptos = feeds.map(\.2)
+                guard locked.first == true else { return WebhookAnnouncement(subscriptions: subscriptions) }
+                // One statement, one snapshot: the change at each range's end committed with the
+                // head read here, so its commit time is there to read.
                 let rows = try await connection.query(
                     """
-                    SELECT c.scope, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.committed_at, c.origin
-                    FROM unnest(\(scopes)::text[], \(feeds.map(\.1))::int8[], \(uptos)::int8[]) AS f(scope, low, high)
-                    JOIN changes c ON c.scope = f.scope AND c.seq > f.low AND c.seq <= f.high
-                    ORDER BY c.scope, c.seq
+                    WITH f AS (
+                        SELECT scope, webhooked AS low, least(head, webhooked + \(Int64(changeLimit))) AS high, head FROM feeds
+                        WHERE head > webhooked AND scope > \(after ?? "") ORDER BY scope LIMIT \(feedLimit)
+                    ), made AS (
+                        INSERT INTO webhook_deliveries (subscription_id, scope, first_seq, last_seq, committed_at, created_at, next_attempt_at)
+                        SELECT s.id, f.scope, f.low + 1, f.high,
+                               coalesce((SELECT c.committed_at FROM changes c WHERE c.scope = f.scope AND c.seq = f.high), \(at)), \(at), \(at)
+                        FROM f CROSS JOIN webhook_subscriptions s
+                        RETURNING 1
+                    ), marked AS (
+                        UPDATE feeds SET webhooked = greatest(feeds.webhooked, f.high) FROM f WHERE feeds.scope = f.scope RETURNING 1
+                    )
+                    SELECT (SELECT count(*)::int FROM f), (SELECT coalesce(sum(high - low), 0)::int FROM f), (SELECT count(*)::int FROM made),
+                           (SELECT count(*)::int FROM marked), (SELECT max(scope) FROM f), (SELECT coalesce(bool_or(high < head), false) FROM f)
                     """,
                     logger: logger
-                ).collect((String, Int64, String, String, Int64, String?, Int64, Int64, String?).self)
-                let changes = rows.compactMap { scope, seq, type, id, version, data, updated, committed, origin -> AnnouncedChange? in
-                    guard let scope = Scope(key: scope) else { return nil }
-                    return AnnouncedChange(
-                        scope: scope,
-                        row: ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin),
-                        committedAt: committed
-                    )
-                }
-                let at = now.millisecondsSinceEpoch
-                let deliveries = render(subscriptions, changes, at)
-                if !deliveries.isEmpty {
-                    try await connection.query(
-                        """
-                        INSERT INTO webhook_deliveries
-                            (subscription_id, scope, first_seq, last_seq, change_count, body, committed_at, created_at, next_attempt_at)
-                        SELECT d.*, \(at)::int8, \(at)::int8
-                        FROM unnest(\(deliveries.map(\.subscriptionID))::int8[], \(deliveries.map(\.scope.key))::text[],
-                                    \(deliveries.map(\.firstSequence))::int8[], \(deliveries.map(\.lastSequence))::int8[],
-                                    \(deliveries.map { Int32($0.changeCount) })::int4[], \(deliveries.map(\.body))::text[],
-                                    \(deliveries.map(\.committedAt))::int8[]) AS d
-                        """,
-                        logger: logger
-                    )
-                }
-                try await connection.query(
-                    """
-                    UPDATE feeds SET webhooked = greatest(feeds.webhooked, f.high)
-                    FROM unnest(\(scopes)::text[], \(uptos)::int8[]) AS f(scope, high)
-                    WHERE feeds.scope = f.scope
-                    """,
-                    logger: logger
-                )
+                ).collect((Int, Int, Int, Int, String?, Bool).self)
+                guard let (feeds, changes, made, _, last, partial) = rows.first else { return WebhookAnnouncement(subscriptions: subscriptions) }
                 return WebhookAnnouncement(
-                    subscriptions: subscriptions.count,
-                    feeds: feeds.count, changes: changes.count, deliveries: deliveries.count, lastScope: scopes.last,
-                    more: feeds.count == feedLimit || feeds.contains { $0.2 < $0.3 }
+                    subscriptions: subscriptions, feeds: feeds, changes: changes, deliveries: made, lastScope: last,
+                    more: feeds == feedLimit || partial
                 )
             }
         }
@@ -157,39 +130,64 @@ extension PostgresDriver {
     package func claimWebhookDeliveries(
         limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery] {
+        let logger = self.logger
         let at = now.millisecondsSinceEpoch
-        // `due` re-checks the row's state when it locks it: a row another sender claimed since
-        // this statement's snapshot is no longer due, so no delivery is sent twice at once.
-        return try await query(
-            "claim webhook deliveries", .maintenance,
-            """
-            WITH ranked AS (
-                SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
-                FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-                WHERE d.delivered_at IS NULL AND d.next_attempt_at <= \(at) AND s.paused_at IS NULL
-                  AND s.name <> ALL(\(excluding)::text[])
-                  AND NOT EXISTS (
-                      SELECT 1 FROM webhook_deliveries e
-                      WHERE e.subscription_id = d.subscription_id AND e.scope = d.scope AND e.delivered_at IS NULL AND e.id < d.id
-                  )
-            ), due AS (
-                SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
-                WHERE r.n <= \(perSubscription) AND d.delivered_at IS NULL AND d.next_attempt_at <= \(at)
-                ORDER BY r.next_attempt_at, r.id LIMIT \(limit)
-                FOR UPDATE OF d SKIP LOCKED
+        return try await withConnection("claim webhook deliveries", .maintenance) { connection in
+            // `due` re-checks the row's state when it locks it: a row another sender claimed since
+            // this statement's snapshot is no longer due, so no message is sent twice at once.
+            let claimed = try await connection.query(
+                """
+                WITH ranked AS (
+                    SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
+                    FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+                    WHERE d.delivered_at IS NULL AND d.next_attempt_at <= \(at) AND s.paused_at IS NULL
+                      AND s.name <> ALL(\(excluding)::text[])
+                      AND NOT EXISTS (
+                          SELECT 1 FROM webhook_deliveries e
+                          WHERE e.subscription_id = d.subscription_id AND e.scope = d.scope AND e.delivered_at IS NULL AND e.id < d.id
+                      )
+                ), due AS (
+                    SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+                    WHERE r.n <= \(perSubscription) AND d.delivered_at IS NULL AND d.next_attempt_at <= \(at)
+                    ORDER BY r.next_attempt_at, r.id LIMIT \(limit)
+                    FOR UPDATE OF d SKIP LOCKED
+                )
+                UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = \(at + leaseMilliseconds)
+                FROM due WHERE d.id = due.id
+                RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts
+                """,
+                logger: logger
+            ).collect((Int64, Int64, String, Int64, Int64, Int64, Int64, Int).self)
+            guard !claimed.isEmpty else { return [] }
+            let subscriptionIDs = Array(Set(claimed.map(\.1)))
+            let subscriptions = Dictionary(
+                uniqueKeysWithValues: try await connection.query(
+                    "SELECT \(unescaped: Self.webhookColumns) FROM webhook_subscriptions WHERE id = ANY(\(subscriptionIDs)::int8[])", logger: logger
+                ).collect(WebhookColumns.self).map(Self.webhook).map { ($0.id, $0) }
             )
-            UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = \(at + leaseMilliseconds)
-            FROM due, webhook_subscriptions s
-            WHERE d.id = due.id AND s.id = d.subscription_id
-            RETURNING d.id, s.name, s.url, s.secret, d.scope, d.change_count, d.body, d.committed_at, d.created_at, d.attempts
-            """,
-            as: (Int64, String, String, String, String, Int, String, Int64, Int64, Int).self
-        ).map { id, name, url, secret, scope, count, body, committed, created, attempts in
-            WebhookDelivery(
-                id: id, subscriptionName: name, url: url, secret: secret, scope: scope, changeCount: count, body: body,
-                committedAt: committed, createdAt: created, attempts: attempts
-            )
-        }.sorted { $0.id < $1.id }
+            // Each range once, however many subscriptions' messages announce it.
+            let ranges = Array(Set(claimed.map { WebhookRange(scope: $0.2, first: $0.3, last: $0.4) }))
+            let rows = try await connection.query(
+                """
+                SELECT c.scope, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.committed_at, c.origin
+                FROM unnest(\(ranges.map(\.scope))::text[], \(ranges.map(\.first))::int8[], \(ranges.map(\.last))::int8[]) AS r(scope, low, high)
+                JOIN changes c ON c.scope = r.scope AND c.seq BETWEEN r.low AND r.high
+                """,
+                logger: logger
+            ).collect((String, Int64, String, String, Int64, String?, Int64, Int64, String?).self)
+            let changes = Dictionary(grouping: rows.map { scope, seq, type, id, version, data, updated, committed, origin in
+                (scope: scope, row: ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin), committed: committed)
+            }, by: \.scope)
+            return claimed.compactMap { id, subscriptionID, scopeKey, first, last, committed, created, attempts -> WebhookDelivery? in
+                // A subscription deleted since the claim takes its messages with it.
+                guard let subscription = subscriptions[subscriptionID], let scope = Scope(key: scopeKey) else { return nil }
+                let inRange = (changes[scopeKey] ?? []).filter { (first...last).contains($0.row.sequence) }.sorted { $0.row.sequence < $1.row.sequence }
+                return WebhookDelivery(
+                    id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: committed,
+                    createdAt: created, attempts: attempts, changes: inRange.map { AnnouncedChange(scope: scope, row: $0.row, committedAt: $0.committed) }
+                )
+            }.sorted { $0.id < $1.id }
+        }
     }
 
     package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {

@@ -264,9 +264,13 @@ final class PostgresTransaction: StorageTransaction {
             DELETE FROM changes WHERE (scope, seq) IN (
                 SELECT scope, seq FROM changes
                 WHERE scope = \(scope.key) AND data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch)
-                  -- While a webhook subscription exists, only tombstones already copied into deliveries.
+                  -- While a webhook subscription exists, only tombstones every subscription has
+                  -- received (as compaction's bound; one snapshot).
                   AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
-                       OR seq <= (SELECT webhooked FROM feeds WHERE scope = \(scope.key)))
+                       OR seq <= least(
+                           (SELECT webhooked FROM feeds WHERE scope = \(scope.key)),
+                           coalesce((SELECT min(first_seq) - 1 FROM webhook_deliveries WHERE scope = \(scope.key) AND delivered_at IS NULL), \(Int64.max))
+                       ))
                 ORDER BY seq LIMIT \(limit)
             )
             RETURNING seq, entity_type, entity_id, version

@@ -69,60 +69,33 @@ extension SQLiteDriver {
         }
     }
 
-    package func announceChanges(
-        after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp, render: @escaping WebhookRenderer
-    ) async throws -> WebhookAnnouncement {
-        try await write { db in
-            let subscriptions = try Row.fetchAll(db, sql: "SELECT \(Self.webhookColumns) FROM webhook_subscriptions ORDER BY id").map(Self.webhook)
-            guard !subscriptions.isEmpty else { return WebhookAnnouncement() }
+    package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement {
+        let at = now.millisecondsSinceEpoch
+        return try await write { db in
+            let subscriptions = try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_subscriptions") ?? 0
+            guard subscriptions > 0 else { return WebhookAnnouncement() }
             let feeds = try Row.fetchAll(
                 db,
                 sql: "SELECT scope, webhooked, min(head, webhooked + ?), head FROM feeds WHERE head > webhooked AND scope > ? ORDER BY scope LIMIT ?",
                 arguments: [Int64(changeLimit), after ?? "", feedLimit]
             ).map { row -> (scope: String, low: Int64, high: Int64, head: Int64) in (row[0], row[1], row[2], row[3]) }
-            guard !feeds.isEmpty else { return WebhookAnnouncement(subscriptions: subscriptions.count) }
-            var changes: [AnnouncedChange] = []
+            guard !feeds.isEmpty else { return WebhookAnnouncement(subscriptions: subscriptions) }
+            var made = 0
             for feed in feeds {
-                guard let scope = Scope(key: feed.scope) else { continue }
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT seq, entity_type, entity_id, version, data, updated_at, committed_at, origin FROM changes
-                        WHERE scope = ? AND seq > ? AND seq <= ? ORDER BY seq
-                        """,
-                    arguments: [feed.scope, feed.low, feed.high]
-                )
-                for row in rows {
-                    changes.append(
-                        AnnouncedChange(
-                            scope: scope,
-                            row: ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[7]),
-                            committedAt: row[6]
-                        )
-                    )
-                }
-            }
-            let at = now.millisecondsSinceEpoch
-            let deliveries = render(subscriptions, changes, at)
-            for delivery in deliveries {
                 try db.execute(
                     sql: """
-                        INSERT INTO webhook_deliveries
-                            (subscription_id, scope, first_seq, last_seq, change_count, body, committed_at, created_at, next_attempt_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO webhook_deliveries (subscription_id, scope, first_seq, last_seq, committed_at, created_at, next_attempt_at)
+                        SELECT s.id, ?, ?, ?, coalesce((SELECT committed_at FROM changes WHERE scope = ? AND seq = ?), ?), ?, ?
+                        FROM webhook_subscriptions s ORDER BY s.id
                         """,
-                    arguments: [
-                        delivery.subscriptionID, delivery.scope.key, delivery.firstSequence, delivery.lastSequence, delivery.changeCount,
-                        delivery.body, delivery.committedAt, at, at,
-                    ]
+                    arguments: [feed.scope, feed.low + 1, feed.high, feed.scope, feed.high, at, at, at]
                 )
-            }
-            for feed in feeds {
+                made += db.changesCount
                 try db.execute(sql: "UPDATE feeds SET webhooked = ? WHERE scope = ?", arguments: [feed.high, feed.scope])
             }
             return WebhookAnnouncement(
-                subscriptions: subscriptions.count,
-                feeds: feeds.count, changes: changes.count, deliveries: deliveries.count, lastScope: feeds.last?.scope,
+                subscriptions: subscriptions,
+                feeds: feeds.count, changes: Int(feeds.reduce(0) { $0 + $1.high - $1.low }), deliveries: made, lastScope: feeds.last?.scope,
                 more: feeds.count == feedLimit || feeds.contains { $0.high < $0.head }
             )
         }
@@ -137,8 +110,8 @@ extension SQLiteDriver {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, name, url, secret, scope, change_count, body, committed_at, created_at, attempts FROM (
-                        SELECT d.id, s.name, s.url, s.secret, d.scope, d.change_count, d.body, d.committed_at, d.created_at, d.attempts,
+                    SELECT id, subscription_id, scope, first_seq, last_seq, committed_at, created_at, attempts FROM (
+                        SELECT d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts,
                                d.next_attempt_at,
                                row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
                         FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
@@ -151,14 +124,35 @@ extension SQLiteDriver {
                     """,
                 arguments: StatementArguments([at] + excluding.map { $0 as any DatabaseValueConvertible } + [perSubscription, limit])
             )
-            return try rows.map { row in
-                let id: Int64 = row[0]
+            var subscriptions: [Int64: WebhookSubscription] = [:]
+            return try rows.compactMap { row -> WebhookDelivery? in
+                let (id, subscriptionID, scopeKey, first, last): (Int64, Int64, String, Int64, Int64) = (row[0], row[1], row[2], row[3], row[4])
                 try db.execute(
                     sql: "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?", arguments: [at + leaseMilliseconds, id]
                 )
+                if subscriptions[subscriptionID] == nil {
+                    subscriptions[subscriptionID] = try Row.fetchOne(
+                        db, sql: "SELECT \(Self.webhookColumns) FROM webhook_subscriptions WHERE id = ?", arguments: [subscriptionID]
+                    ).map(Self.webhook)
+                }
+                guard let subscription = subscriptions[subscriptionID], let scope = Scope(key: scopeKey) else { return nil }
+                let changes = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT seq, entity_type, entity_id, version, data, updated_at, committed_at, origin FROM changes
+                        WHERE scope = ? AND seq BETWEEN ? AND ? ORDER BY seq
+                        """,
+                    arguments: [scopeKey, first, last]
+                ).map { change in
+                    AnnouncedChange(
+                        scope: scope,
+                        row: ChangeRow(sequence: change[0], entityType: change[1], entityID: change[2], version: change[3], data: change[4], updatedAt: change[5], origin: change[7]),
+                        committedAt: change[6]
+                    )
+                }
                 return WebhookDelivery(
-                    id: id, subscriptionName: row[1], url: row[2], secret: row[3], scope: row[4], changeCount: row[5], body: row[6],
-                    committedAt: row[7], createdAt: row[8], attempts: (row[9] as Int) + 1
+                    id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: row[5],
+                    createdAt: row[6], attempts: (row[7] as Int) + 1, changes: changes
                 )
             }.sorted { $0.id < $1.id }
         }

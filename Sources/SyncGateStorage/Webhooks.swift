@@ -92,7 +92,7 @@ package struct NewWebhookSubscription: Sendable, Hashable {
     }
 }
 
-/// A committed change, as the announcer copies it into deliveries.
+/// A committed change in a message's range, as the sender renders it.
 package struct AnnouncedChange: Sendable, Hashable {
     package var scope: Scope
     /// The change as the feed holds it: its document is the stored JSON text, which the body
@@ -109,58 +109,38 @@ package struct AnnouncedChange: Sendable, Hashable {
     package var event: WebhookEvent { WebhookEvent.of(entityType: row.entityType, version: row.version, deleted: row.data == nil) }
 }
 
-package struct NewWebhookDelivery: Sendable, Hashable {
-    package var subscriptionID: Int64
+/// A message claimed for an attempt: its subscription, and the range of one feed it announces
+/// with the changes the feed holds there (read after the claim; compaction keeps them until
+/// the message is delivered). The body is rendered from them at every attempt, the same bytes
+/// each time.
+package struct WebhookDelivery: Sendable, Hashable {
+    package var id: Int64
+    package var subscription: WebhookSubscription
     package var scope: Scope
     package var firstSequence: Int64
     package var lastSequence: Int64
-    package var changeCount: Int
-    /// The request body, fixed now so that every attempt sends the same bytes.
-    package var body: String
+    /// The newest change's commit time (the delivery lag starts there).
     package var committedAt: Int64
+    /// When the announcer made it: the body's `timestamp`.
+    package var createdAt: Int64
+    package var attempts: Int
+    package var changes: [AnnouncedChange]
 
-    package init(subscriptionID: Int64, scope: Scope, firstSequence: Int64, lastSequence: Int64, changeCount: Int, body: String, committedAt: Int64) {
-        self.subscriptionID = subscriptionID
+    package init(
+        id: Int64, subscription: WebhookSubscription, scope: Scope, firstSequence: Int64, lastSequence: Int64,
+        committedAt: Int64, createdAt: Int64, attempts: Int, changes: [AnnouncedChange] = []
+    ) {
+        self.id = id
+        self.subscription = subscription
         self.scope = scope
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
-        self.changeCount = changeCount
-        self.body = body
-        self.committedAt = committedAt
-    }
-}
-
-/// A delivery claimed for an attempt, with what the sender needs of its subscription.
-package struct WebhookDelivery: Sendable, Hashable {
-    package var id: Int64
-    package var subscriptionName: String
-    package var url: String
-    package var secret: String
-    package var scope: String
-    package var changeCount: Int
-    package var body: String
-    package var committedAt: Int64
-    package var createdAt: Int64
-    /// Attempts so far, this one included.
-    package var attempts: Int
-
-    package init(
-        id: Int64, subscriptionName: String, url: String, secret: String, scope: String, changeCount: Int, body: String,
-        committedAt: Int64, createdAt: Int64, attempts: Int
-    ) {
-        self.id = id
-        self.subscriptionName = subscriptionName
-        self.url = url
-        self.secret = secret
-        self.scope = scope
-        self.changeCount = changeCount
-        self.body = body
         self.committedAt = committedAt
         self.createdAt = createdAt
         self.attempts = attempts
+        self.changes = changes
     }
 
-    /// The Standard Webhooks `webhook-id`: the same for every attempt of this delivery.
     package var messageID: String { "msg_\(id)" }
 }
 
@@ -173,11 +153,12 @@ package enum WebhookAttemptOutcome: Sendable, Hashable {
     case pause(error: String)
 }
 
-/// What one announcer pass copied.
+/// What one announcer pass made: a message per subscription for each feed range it took.
 package struct WebhookAnnouncement: Sendable, Hashable {
     /// Subscriptions there are (none: nothing was read).
     package var subscriptions = 0
     package var feeds = 0
+    /// Sequence numbers the ranges cover (before compaction and any subscription's filter).
     package var changes = 0
     package var deliveries = 0
     /// The last feed looked at; the next pass starts after it.
@@ -212,10 +193,6 @@ package struct WebhookBacklog: Sendable, Hashable {
         self.oldestPendingCommittedAt = oldestPendingCommittedAt
     }
 }
-
-/// Turns a pass's changes into deliveries, for the subscriptions there are (pure: the announcer
-/// runs it inside its transaction).
-package typealias WebhookRenderer = @Sendable (_ subscriptions: [WebhookSubscription], _ changes: [AnnouncedChange], _ now: Int64) -> [NewWebhookDelivery]
 
 /// Subscription management as the service API offers it (`/v1/service/webhooks`, `admin` scope):
 /// the front calls it, the webhooks module implements it (the same functions as the CLI).

@@ -5,33 +5,13 @@ package import SyncGateWire
 /// The body of a webhook request, in the Standard Webhooks shape `{"type", "timestamp", "data"}`:
 /// one feed's changes in feed order (docs/webhooks.md shows one).
 package enum WebhookPayload {
-    /// The deliveries of one announcer pass: for each subscription and feed, the changes it
-    /// wants, in feed order, as one request. Pure: the announcer runs it in its transaction.
-    package static func render(subscriptions: [WebhookSubscription], changes: [AnnouncedChange], now: Int64) -> [NewWebhookDelivery] {
-        // Changes arrive grouped by feed in sequence order; keep the feeds' order.
-        var feeds: [(Scope, [AnnouncedChange])] = []
-        for change in changes {
-            if let last = feeds.last, last.0 == change.scope {
-                feeds[feeds.count - 1].1.append(change)
-            } else {
-                feeds.append((change.scope, [change]))
-            }
-        }
-        var deliveries: [NewWebhookDelivery] = []
-        for subscription in subscriptions {
-            for (scope, feedChanges) in feeds {
-                let wanted = feedChanges.filter(subscription.wants)
-                guard let first = wanted.first, let last = wanted.last else { continue }
-                deliveries.append(
-                    NewWebhookDelivery(
-                        subscriptionID: subscription.id, scope: scope, firstSequence: first.row.sequence, lastSequence: last.row.sequence,
-                        changeCount: wanted.count, body: body(scope: scope, changes: wanted, now: now),
-                        committedAt: wanted.map(\.committedAt).max() ?? now
-                    )
-                )
-            }
-        }
-        return deliveries
+    /// A message's body and how many changes it carries: the changes of its range its
+    /// subscription wants, in feed order; `nil` when it wants none (nothing is sent). Pure and
+    /// the same at every attempt: its `timestamp` is when the message was made.
+    package static func render(_ delivery: WebhookDelivery) -> (body: String, changes: Int)? {
+        let wanted = delivery.changes.filter(delivery.subscription.wants)
+        guard !wanted.isEmpty else { return nil }
+        return (body(scope: delivery.scope, changes: wanted, now: delivery.createdAt), wanted.count)
     }
 
     /// The body's JSON, written by hand to splice each stored document's text in unparsed. Keys

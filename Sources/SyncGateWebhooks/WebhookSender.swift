@@ -32,20 +32,21 @@ package struct WebhookSender: Sendable {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
     }
 
-    package func attempt(_ delivery: WebhookDelivery, timestamp: Int64) async -> Result {
-        guard let key = WebhookSignature.key(of: delivery.secret) else {
+    package func attempt(_ delivery: WebhookDelivery, body: String, timestamp: Int64) async -> Result {
+        let subscription = delivery.subscription
+        guard let key = WebhookSignature.key(of: subscription.secret) else {
             return .unsendable("the subscription's secret is not whsec_ and base64 of 24 to 64 bytes")
         }
         let target: (secure: Bool, host: String, port: Int)
-        switch WebhookAddressPolicy.parse(delivery.url) {
+        switch WebhookAddressPolicy.parse(subscription.url) {
         case .failure(let refusal): return .unsendable(refusal.description)
         case .success(let parsed): target = parsed
         }
         if !configuration.allowPrivateAddresses, let refusal = await Self.refusal(ofHost: target.host) {
             return .failed(refusal)
         }
-        let body = Array(delivery.body.utf8)
-        var request = HTTPClientRequest(url: delivery.url)
+        let body = Array(body.utf8)
+        var request = HTTPClientRequest(url: subscription.url)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/json")
         request.headers.add(name: "user-agent", value: "SyncGate-Webhooks")

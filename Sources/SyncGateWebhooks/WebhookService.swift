@@ -7,8 +7,9 @@ package import SyncGateConcurrency
 package import SyncGateStorage
 import SyncGateWire
 
-/// Change webhooks in a worker process (docs/webhooks.md): the announcer copies committed changes
-/// into durable deliveries, and the sender posts them, each (subscription, feed) in feed order.
+/// Change webhooks in a worker process (docs/webhooks.md): the announcer makes durable messages
+/// of committed feed ranges, and the sender renders and posts them, each (subscription, feed) in
+/// feed order.
 /// It runs beside the worker lanes: the apply writes nothing for it, and a slow or failing
 /// receiver holds only its own attempts, bounded in time, size and number.
 package final class WebhookService: Service {
@@ -107,15 +108,12 @@ package final class WebhookService: Service {
         }
     }
 
-    /// One announcer pass: copies new changes into deliveries until no feed has more (bounded).
+    /// One announcer pass: makes messages of new feed ranges until no feed has more (bounded).
     func announce() async throws -> WebhookAnnouncement {
         var after: String?
         var total = WebhookAnnouncement()
         for _ in 0..<1000 {
-            let batch = try await store.announceChanges(
-                after: after, feedLimit: configuration.announceFeeds, changeLimit: configuration.announceChanges,
-                render: { WebhookPayload.render(subscriptions: $0, changes: $1, now: $2) }
-            )
+            let batch = try await store.announceChanges(after: after, feedLimit: configuration.announceFeeds, changeLimit: configuration.announceChanges)
             total.subscriptions = batch.subscriptions
             total.feeds += batch.feeds
             total.changes += batch.changes
@@ -133,12 +131,12 @@ package final class WebhookService: Service {
             limit: next.limit, perSubscription: next.perSubscription, excluding: next.excluding, leaseMilliseconds: configuration.leaseMilliseconds
         )
         for delivery in deliveries {
-            inFlight.withLock { $0[delivery.subscriptionName, default: 0] += 1 }
+            inFlight.withLock { $0[delivery.subscription.name, default: 0] += 1 }
             group.addTask {
                 await self.deliver(delivery, sender: sender)
                 self.inFlight.withLock { counts in
-                    counts[delivery.subscriptionName, default: 1] -= 1
-                    if counts[delivery.subscriptionName] == 0 { counts[delivery.subscriptionName] = nil }
+                    counts[delivery.subscription.name, default: 1] -= 1
+                    if counts[delivery.subscription.name] == 0 { counts[delivery.subscription.name] = nil }
                 }
                 self.claimable.store(true, ordering: .relaxed)
                 bell.publish(.jobsAvailable)
@@ -160,10 +158,15 @@ package final class WebhookService: Service {
     func deliver(_ delivery: WebhookDelivery, sender: WebhookSender) async {
         let now = store.clock.wallNow().millisecondsSinceEpoch
         let outcome: WebhookAttemptOutcome
-        switch await sender.attempt(delivery, timestamp: now / 1000) {
+        guard let message = WebhookPayload.render(delivery) else {
+            // Its range holds nothing the subscription wants: done without a request.
+            await finish(delivery, .delivered)
+            return
+        }
+        switch await sender.attempt(delivery, body: message.body, timestamp: now / 1000) {
         case .delivered:
             outcome = .delivered
-            metrics.delivered(delivery, now: store.clock.wallNow().millisecondsSinceEpoch)
+            metrics.delivered(changes: message.changes, committedAt: delivery.committedAt, now: store.clock.wallNow().millisecondsSinceEpoch)
         case .failed(let error):
             switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: now, unit: Double.random(in: 0..<1)) {
             case .retry(let at): outcome = .retry(at: at, error: error)
@@ -177,15 +180,19 @@ package final class WebhookService: Service {
         case .retry(_, let error):
             metrics.attempt("retry")
             logger.info("webhook delivery failed; will retry", metadata: [
-                "syncgate.webhook": "\(delivery.subscriptionName)", "syncgate.delivery": "\(delivery.id)",
+                "syncgate.webhook": "\(delivery.subscription.name)", "syncgate.delivery": "\(delivery.id)",
                 "syncgate.attempts": "\(delivery.attempts)", "syncgate.error": "\(error)",
             ])
         case .pause(let error):
             metrics.attempt("paused")
             logger.warning("webhook subscription paused; its deliveries wait for resume or replay", metadata: [
-                "syncgate.webhook": "\(delivery.subscriptionName)", "syncgate.delivery": "\(delivery.id)", "syncgate.error": "\(error)",
+                "syncgate.webhook": "\(delivery.subscription.name)", "syncgate.delivery": "\(delivery.id)", "syncgate.error": "\(error)",
             ])
         }
+        await finish(delivery, outcome)
+    }
+
+    private func finish(_ delivery: WebhookDelivery, _ outcome: WebhookAttemptOutcome) async {
         do {
             try await store.finishWebhookDelivery(id: delivery.id, outcome: outcome)
         } catch {
@@ -213,9 +220,9 @@ struct WebhookMetrics: Sendable {
 
     func attempt(_ outcome: String) { attempts[outcome].increment() }
 
-    func delivered(_ delivery: WebhookDelivery, now: Int64) {
+    func delivered(changes count: Int, committedAt: Int64, now: Int64) {
         attempt("delivered")
-        changes.increment(by: delivery.changeCount)
-        lag.recordMilliseconds(max(0, now - delivery.committedAt))
+        changes.increment(by: count)
+        lag.recordMilliseconds(max(0, now - committedAt))
     }
 }

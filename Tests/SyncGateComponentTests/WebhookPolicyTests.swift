@@ -97,34 +97,44 @@ struct WebhookPolicyTests {
         )
     }
 
-    @Test func rendersOneRequestPerSubscriptionAndFeedWithWhatItWants() throws {
-        let changes = [
+    @Test func rendersAMessageOfWhatItsSubscriptionWantsOfItsRange() throws {
+        let alice = [
             Self.change(.user("alice"), 1, "weightLogs", "w1", version: 1),
             Self.change(.user("alice"), 2, "weightLogs", "w1", version: 2),
             Self.change(.user("alice"), 3, "recentFoods", "r1", version: 1),
+        ]
+        let home = [
             Self.change(.household("home"), 7, "household_members", "home:bob", version: 1),
             Self.change(.household("home"), 8, "inventory", "eggs", version: 4, deleted: true),
         ]
         let everything = WebhookSubscription(id: 1, name: "all", url: "u", secret: "s", entityTypes: nil, events: Set(WebhookEvent.allCases), createdAt: .init(millisecondsSinceEpoch: 0))
         let weights = WebhookSubscription(id: 2, name: "w", url: "u", secret: "s", entityTypes: ["weightLogs"], events: [.updated], createdAt: .init(millisecondsSinceEpoch: 0))
         let members = WebhookSubscription(id: 3, name: "m", url: "u", secret: "s", entityTypes: nil, events: [.membership, .deleted], createdAt: .init(millisecondsSinceEpoch: 0))
-        let deliveries = WebhookPayload.render(subscriptions: [everything, weights, members], changes: changes, now: 99_000)
-        #expect(deliveries.map { "\($0.subscriptionID) \($0.scope.key) \($0.firstSequence)-\($0.lastSequence) \($0.changeCount)" } == [
-            "1 u:alice 1-3 3", "1 h:home 7-8 2", "2 u:alice 2-2 1", "3 h:home 7-8 2",
-        ])
-        #expect(deliveries[0].committedAt == 3_001)
-        let body = try JSONParser().parse(Array(deliveries[0].body.utf8))
+        func message(_ subscription: WebhookSubscription, _ scope: Scope, _ changes: [AnnouncedChange]) -> (body: String, changes: Int)? {
+            WebhookPayload.render(WebhookDelivery(
+                id: 5, subscription: subscription, scope: scope, firstSequence: changes.first?.row.sequence ?? 1,
+                lastSequence: changes.last?.row.sequence ?? 1, committedAt: 0, createdAt: 99_000, attempts: 1, changes: changes
+            ))
+        }
+        #expect(message(everything, .user("alice"), alice)?.changes == 3)
+        #expect(message(weights, .user("alice"), alice)?.changes == 1)
+        #expect(message(members, .user("alice"), alice) == nil)
+        #expect(message(members, .household("home"), home)?.changes == 2)
+        #expect(message(everything, .user("alice"), []) == nil)
+        let first = try #require(message(everything, .user("alice"), alice))
+        // The same message renders the same bytes at every attempt.
+        #expect(message(everything, .user("alice"), alice)?.body == first.body)
+        let body = try JSONParser().parse(Array(first.body.utf8))
         #expect(body["type"]?.stringValue == "sync.changes")
         #expect(body["timestamp"]?.stringValue == "1970-01-01T00:01:39.000Z")
         #expect(body["data"]?["user_id"]?.stringValue == "alice")
         let sent = try #require(body["data"]?["changes"]?.arrayValue)
         #expect(sent.map { $0["event"]?.stringValue ?? "" } == ["created", "updated", "created"])
         #expect(sent[2]["origin"]?.stringValue == "service:billing" && sent[0]["origin"] == nil)
-        let home = try JSONParser().parse(Array(deliveries[1].body.utf8))
-        #expect(home["data"]?["household_id"]?.stringValue == "home")
-        #expect(home["data"]?["changes"]?.arrayValue?.map { $0["event"]?.stringValue ?? "" } == ["membership", "deleted"])
-        #expect(home["data"]?["changes"]?[1]?["data"] == .null)
-        #expect(WebhookPayload.render(subscriptions: [], changes: changes, now: 0).isEmpty)
+        let household = try JSONParser().parse(Array(try #require(message(everything, .household("home"), home)).body.utf8))
+        #expect(household["data"]?["household_id"]?.stringValue == "home")
+        #expect(household["data"]?["changes"]?.arrayValue?.map { $0["event"]?.stringValue ?? "" } == ["membership", "deleted"])
+        #expect(household["data"]?["changes"]?[1]?["data"] == .null)
         // The stored document is spliced in as it is; everything else is escaped: the body is the
         // JSON the value serializer would write, key order included.
         #expect(sent[0]["data"] == ["n": 1, "note": "a \"quoted\" line\n"])

@@ -189,32 +189,42 @@ import Testing
         }
     }
 
-    @Test("while a subscription exists, compaction and the tombstone purge keep the changes not yet copied into deliveries", arguments: Driver.selected)
-    func compactionWaitsForTheAnnouncer(_ driver: Driver) async throws {
+    @Test("while a subscription exists, compaction and the tombstone purge keep every change some subscription has not received", arguments: Driver.selected)
+    func compactionWaitsForEverySubscription(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
             let store = http.store.store
-            #expect(try await store.createWebhook(NewWebhookSubscription(
-                name: "slow", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
-            )))
+            for name in ["slow", "slower"] {
+                #expect(try await store.createWebhook(NewWebhookSubscription(
+                    name: name, url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+                )))
+            }
             _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
             _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
             _ = try await http.results([Op.delete("weightLogs", "w1", base: 2)])
             let written = try await Self.feedPositions(http.store)
-            _ = try await store.compactFeeds()
-            #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 0)
-            #expect(try await Self.feedPositions(http.store) == written)
-
-            let copied = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
-                WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
+            func maintenanceKeepsEverything() async throws {
+                _ = try await store.compactFeeds()
+                #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 0)
+                #expect(try await Self.feedPositions(http.store) == written)
             }
-            #expect(copied.changes == 3 && copied.deliveries == 1)
+            // Not announced yet.
+            try await maintenanceKeepsEverything()
+            let announced = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100)
+            #expect(announced.changes == 3 && announced.deliveries == 2)
+            // Announced, not delivered: each message's range stays whole.
+            try await maintenanceKeepsEverything()
+            let claimed = try await store.claimWebhookDeliveries(limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
+            #expect(claimed.map(\.subscription.name).sorted() == ["slow", "slower"])
+            #expect(claimed.map { $0.changes.map(\.row.sequence) } == [[1, 2, 3], [1, 2, 3]])
+            // One subscription received them; the other holds them.
+            try await store.finishWebhookDelivery(id: claimed[0].id, outcome: .delivered)
+            try await maintenanceKeepsEverything()
+            try await store.finishWebhookDelivery(id: claimed[1].id, outcome: .delivered)
             _ = try await store.compactFeeds()
             #expect(try await Self.feedPositions(http.store).count == written.count - 2)
             #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 1)
-            // Nothing new: a second pass copies nothing.
-            let again = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100) {
-                WebhookPayload.render(subscriptions: $0, changes: $1, now: $2)
-            }
+            // Nothing new: a second pass makes no message.
+            let again = try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100)
             #expect(again.changes == 0 && again.deliveries == 0)
         }
     }

@@ -16,5 +16,7 @@ package enum PostgresSchema {
         (10, "service_keys", false, PackageResources._010_service_keys_sql),
         (11, "change_origin", false, PackageResources._011_change_origin_sql),
         (12, "webhooks", false, PackageResources._012_webhooks_sql),
+        // Servers built before it write message bodies into a column it drops.
+        (13, "webhook_ranges", true, PackageResources._013_webhook_ranges_sql),
     ]
 }

@@ -13,5 +13,6 @@ package enum SQLiteSchema {
         (7, "service_keys", false, PackageResources._007_service_keys_sql),
         (8, "change_origin", false, PackageResources._008_change_origin_sql),
         (9, "webhooks", false, PackageResources._009_webhooks_sql),
+        (10, "webhook_ranges", true, PackageResources._010_webhook_ranges_sql),
     ]
 }

@@ -106,15 +106,17 @@ package protocol StorageDriver: Sendable {
     /// Pauses a subscription with `reason`, or resumes it (`nil`): its held deliveries are due at
     /// once, their attempts counted from zero. `false` when none has that name.
     func setWebhookPaused(name: String, reason: String?, now: Timestamp) async throws -> Bool
-    /// Copies the changes of feeds not yet announced into deliveries, as `render` makes them, and
-    /// records how far each feed is copied, in one transaction. It takes feeds whose scope keys
-    /// sort after `after` (all when nil), in scope order, up to `feedLimit` of them and the next
-    /// `changeLimit` changes of each, skipping feeds a writer holds. Without subscriptions it does nothing.
-    func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp, render: @escaping WebhookRenderer) async throws -> WebhookAnnouncement
-    /// Takes up to `limit` due deliveries for an attempt, at most `perSubscription` of each active
-    /// subscription and none of `excluding`: each the oldest undelivered delivery of its
-    /// subscription and feed (feed order), skipping rows another sender takes. Each is due
-    /// again after `leaseMilliseconds` unless finished first (a sender that died).
+    /// Makes, for every subscription, a message of each feed's changes not yet announced (a
+    /// range of sequence numbers, not a copy of the changes), and records how far each feed is
+    /// announced, in one transaction. It takes feeds whose scope keys sort after `after` (all
+    /// when nil), in scope order, up to `feedLimit` of them and the next `changeLimit` sequence
+    /// numbers of each. Without subscriptions it does nothing.
+    func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement
+    /// Takes up to `limit` due messages for an attempt, at most `perSubscription` of each active
+    /// subscription and none of `excluding`: each the oldest undelivered message of its
+    /// subscription and feed (feed order), skipping rows another sender takes; then reads the
+    /// changes of their ranges. Each is due again after `leaseMilliseconds` unless finished
+    /// first (a sender that died).
     func claimWebhookDeliveries(limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp) async throws -> [WebhookDelivery]
     func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws
     /// Sends again the deliveries of a subscription made at or after `from`, delivered or not,

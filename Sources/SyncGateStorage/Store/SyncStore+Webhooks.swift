@@ -1,8 +1,8 @@
 package import SyncGateCore
 package import SyncGateWire
 
-/// Change webhooks (docs/webhooks.md): subscriptions, the announcer's copy of new changes into
-/// deliveries, and the sender's claims. Times come from the store's clock (tests pass a manual one).
+/// Change webhooks (docs/webhooks.md): subscriptions, the announcer's messages of new feed
+/// ranges, and the sender's claims. Times come from the store's clock (tests pass a manual one).
 extension SyncStore {
     package func createWebhook(_ subscription: NewWebhookSubscription) async throws -> Bool {
         try await driver.insertWebhook(subscription, now: clock.wallNow())
@@ -36,9 +36,9 @@ extension SyncStore {
         try await driver.pendingWebhookDeliveries()
     }
 
-    /// One announcer batch (see ``StorageDriver/announceChanges(after:feedLimit:changeLimit:now:render:)``).
-    package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, render: @escaping WebhookRenderer) async throws -> WebhookAnnouncement {
-        try await driver.announceChanges(after: after, feedLimit: feedLimit, changeLimit: changeLimit, now: clock.wallNow(), render: render)
+    /// One announcer batch (see ``StorageDriver/announceChanges(after:feedLimit:changeLimit:now:)``).
+    package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> WebhookAnnouncement {
+        try await driver.announceChanges(after: after, feedLimit: feedLimit, changeLimit: changeLimit, now: clock.wallNow())
     }
 
     package func claimWebhookDeliveries(limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64) async throws -> [WebhookDelivery] {
