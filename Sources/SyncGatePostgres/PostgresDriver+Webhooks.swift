@@ -139,10 +139,11 @@ extension PostgresDriver {
         let at = now.millisecondsSinceEpoch
         return try await withConnection("claim webhook deliveries", .maintenance) { connection in
             // `due` re-checks the row's state when it locks it: a row another sender claimed since
-            // this statement's snapshot is no longer due, so no message is sent twice at once.
+            // this statement's snapshot is no longer due, so no message is sent twice at once. A
+            // claim lost in a crash only makes its message due again: no WAL flush is waited for.
             let claimed = try await connection.query(
                 """
-                WITH ranked AS (
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), ranked AS (
                     SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
                     FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
                     WHERE d.delivered_at IS NULL AND d.next_attempt_at <= \(at) AND s.paused_at IS NULL
@@ -158,7 +159,7 @@ extension PostgresDriver {
                     FOR UPDATE OF d SKIP LOCKED
                 )
                 UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = \(at + leaseMilliseconds)
-                FROM due WHERE d.id = due.id
+                FROM due, relaxed WHERE d.id = due.id
                 RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts
                 """,
                 logger: logger
@@ -198,11 +199,23 @@ extension PostgresDriver {
     package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
         switch outcome {
+        // Neither waits for the WAL flush: a record lost in a crash only sends the message again,
+        // the same bytes under the same id (at least once). Each flush cost the applies' commits.
         case .delivered:
-            try await execute("finish webhook delivery", .maintenance, "UPDATE webhook_deliveries SET delivered_at = \(at), last_error = NULL WHERE id = \(id)")
+            try await execute(
+                "finish webhook delivery", .maintenance,
+                """
+                UPDATE webhook_deliveries SET delivered_at = \(at), last_error = NULL
+                FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
+                """
+            )
         case .retry(let next, let error):
             try await execute(
-                "finish webhook delivery", .maintenance, "UPDATE webhook_deliveries SET next_attempt_at = \(next), last_error = \(error) WHERE id = \(id)"
+                "finish webhook delivery", .maintenance,
+                """
+                UPDATE webhook_deliveries SET next_attempt_at = \(next), last_error = \(error)
+                FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
+                """
             )
         case .pause(let error):
             try await execute(
