@@ -4,7 +4,10 @@ package import SyncGateStorage
 package import SyncGateWire
 
 /// Change webhooks: subscriptions, the announcer's messages of new feed ranges and the senders'
-/// claims (docs/webhooks.md). All of it runs beside the apply, never in it.
+/// claims (docs/webhooks.md). All of it runs beside the apply, never in it. The sender's and the
+/// announcer's statements take a worker's deadlines (`.job`), not maintenance's 30 minutes: a
+/// statement in flight when the database went away can stay unanswered until its deadline, and
+/// every message waited behind it.
 extension PostgresDriver {
     typealias WebhookColumns = (Int64, String, String, String, String?, String, Int64, Int64?, String?)
 
@@ -87,7 +90,7 @@ extension PostgresDriver {
     package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement {
         let logger = self.logger
         let at = now.millisecondsSinceEpoch
-        return try await withConnection("announce changes", .maintenance) { connection in
+        return try await withConnection("announce changes", .job) { connection in
             try await connection.inTransaction(logger: logger) {
                 let subscriptions = try await connection.query("SELECT count(*)::int FROM webhook_subscriptions", logger: logger).collect(Int.self).first ?? 0
                 guard subscriptions > 0 else { return WebhookAnnouncement() }
@@ -137,7 +140,7 @@ extension PostgresDriver {
     ) async throws -> [WebhookDelivery] {
         let logger = self.logger
         let at = now.millisecondsSinceEpoch
-        return try await withConnection("claim webhook deliveries", .maintenance) { connection in
+        return try await withConnection("claim webhook deliveries", .job) { connection in
             // `due` re-checks the row's state when it locks it: a row another sender claimed since
             // this statement's snapshot is no longer due, so no message is sent twice at once. A
             // claim lost in a crash only makes its message due again: no WAL flush is waited for.
@@ -203,7 +206,7 @@ extension PostgresDriver {
         // the same bytes under the same id (at least once). Each flush cost the applies' commits.
         case .delivered:
             try await execute(
-                "finish webhook delivery", .maintenance,
+                "finish webhook delivery", .job,
                 """
                 UPDATE webhook_deliveries SET delivered_at = \(at), last_error = NULL
                 FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
@@ -211,7 +214,7 @@ extension PostgresDriver {
             )
         case .retry(let next, let error):
             try await execute(
-                "finish webhook delivery", .maintenance,
+                "finish webhook delivery", .job,
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = \(next), last_error = \(error)
                 FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
@@ -219,7 +222,7 @@ extension PostgresDriver {
             )
         case .pause(let error):
             try await execute(
-                "pause webhook", .maintenance,
+                "pause webhook", .job,
                 """
                 WITH d AS (
                     UPDATE webhook_deliveries SET next_attempt_at = \(at), last_error = \(error) WHERE id = \(id) RETURNING subscription_id
@@ -267,7 +270,7 @@ extension PostgresDriver {
 
     package func pendingWebhookDeliveries() async throws -> Int {
         try await query(
-            "pending webhook deliveries", .maintenance, "SELECT count(*)::int FROM webhook_deliveries WHERE delivered_at IS NULL", as: Int.self
+            "pending webhook deliveries", .job, "SELECT count(*)::int FROM webhook_deliveries WHERE delivered_at IS NULL", as: Int.self
         ).first ?? 0
     }
 
