@@ -184,16 +184,20 @@ extension PostgresDriver {
                 """,
                 logger: logger
             ).collect((String, Int64, String, String, Int64, String?, Int64, Int64, String?).self)
-            let changes = Dictionary(grouping: rows.map { scope, seq, type, id, version, data, updated, committed, origin in
-                (scope: scope, row: ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin), committed: committed)
-            }, by: \.scope)
+            // By feed and sequence number: ranges of one feed may overlap (messages made before
+            // migration 0013 end at the last change their subscription wanted), and a change two
+            // ranges read comes back twice.
+            var changes: [String: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
+            for (scope, seq, type, id, version, data, updated, committed, origin) in rows {
+                changes[scope, default: [:]][seq] = (ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin), committed)
+            }
             return claimed.compactMap { id, subscriptionID, scopeKey, first, last, committed, created, attempts -> WebhookDelivery? in
                 // A subscription deleted since the claim takes its messages with it.
                 guard let subscription = subscriptions[subscriptionID], let scope = Scope(key: scopeKey) else { return nil }
-                let inRange = (changes[scopeKey] ?? []).filter { (first...last).contains($0.row.sequence) }.sorted { $0.row.sequence < $1.row.sequence }
+                let inRange = (changes[scopeKey] ?? [:]).filter { (first...last).contains($0.key) }.sorted { $0.key < $1.key }
                 return WebhookDelivery(
                     id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: committed,
-                    createdAt: created, attempts: attempts, changes: inRange.map { AnnouncedChange(scope: scope, row: $0.row, committedAt: $0.committed) }
+                    createdAt: created, attempts: attempts, changes: inRange.map { AnnouncedChange(scope: scope, row: $0.value.row, committedAt: $0.value.committed) }
                 )
             }.sorted { $0.id < $1.id }
         }

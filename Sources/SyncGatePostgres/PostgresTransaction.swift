@@ -268,7 +268,7 @@ final class PostgresTransaction: StorageTransaction {
                   -- received (as compaction's bound; one snapshot).
                   AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
                        OR seq <= least(
-                           (SELECT webhooked FROM feeds WHERE scope = \(scope.key)),
+                           coalesce((SELECT webhooked FROM feeds WHERE scope = \(scope.key)), 0),
                            coalesce((SELECT min(first_seq) - 1 FROM webhook_deliveries WHERE scope = \(scope.key) AND delivered_at IS NULL), \(Int64.max))
                        ))
                 ORDER BY seq LIMIT \(limit)

@@ -213,9 +213,12 @@ import Testing
             #expect(announced.changes == 3 && announced.deliveries == 2)
             // Announced, not delivered: each message's range stays whole.
             try await maintenanceKeepsEverything()
+            // Ranges of one feed that overlap (as messages made before migration 0013 can): each
+            // message reads exactly its own range, every change once.
+            try await http.store.execute("UPDATE webhook_deliveries SET last_seq = 2 WHERE subscription_id = (SELECT id FROM webhook_subscriptions WHERE name = 'slower')")
             let claimed = try await store.claimWebhookDeliveries(limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
-            #expect(claimed.map(\.subscription.name).sorted() == ["slow", "slower"])
-            #expect(claimed.map { $0.changes.map(\.row.sequence) } == [[1, 2, 3], [1, 2, 3]])
+            #expect(claimed.map(\.subscription.name) == ["slow", "slower"])
+            #expect(claimed.map { $0.changes.map(\.row.sequence) } == [[1, 2, 3], [1, 2]])
             // One subscription received them; the other holds them.
             try await store.finishWebhookDelivery(id: claimed[0].id, outcome: .delivered)
             try await maintenanceKeepsEverything()
