@@ -34,6 +34,8 @@ package final class PostgresDriver: StorageDriver, Service {
         package var queueDepthCacheDuration: Duration
         /// The first wait before the LISTEN connection reconnects (doubling up to 2 s).
         package var listenerReconnectDelay: Duration
+        /// How long a cancelled driver waits for its pools, listener and announcer to end.
+        package var stopGrace: Duration = .seconds(10)
         /// Whether the driver keeps a LISTEN connection. A hot standby's driver does not: a server
         /// in recovery refuses `LISTEN`, and the front learns of changes from the primary anyway.
         package var listens: Bool
@@ -232,15 +234,54 @@ package final class PostgresDriver: StorageDriver, Service {
             }
         )
         try await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.client.run() }
-                group.addTask { await self.maintenanceClient.run() }
-                if self.configuration.listens { group.addTask { await listener.run() } }
-                group.addTask { await self.announceJobs(self.announcementRequests) }
+            var parts: [(String, @Sendable () async -> Void)] = [
+                ("pool", { @Sendable in await self.client.run() }),
+                ("maintenance pool", { @Sendable in await self.maintenanceClient.run() }),
+                ("announcer", { @Sendable in await self.announceJobs(self.announcementRequests) }),
+            ]
+            if self.configuration.listens { parts.append(("listener", { @Sendable in await listener.run() })) }
+            let left = await Self.runParts(stopGrace: self.configuration.stopGrace, parts)
+            if !left.isEmpty {
+                self.logger.warning("database driver stopped without waiting any longer for parts that did not end", metadata: [
+                    "syncgate.parts": "\(left.sorted())", "syncgate.grace": "\(self.configuration.stopGrace)",
+                ])
             }
         }
         announcements.finish()
         notifier.close()
+    }
+
+    /// Runs each part in a task of its own until cancelled, then cancels them and waits at most
+    /// `stopGrace` for them to end; returns the names of those that did not. A task group would
+    /// wait for good, and a PostgresNIO part that does not end once cancelled (stress runs saw a
+    /// store's driver still running two minutes after its cancellation) would hold its process.
+    static func runParts(stopGrace: Duration, _ parts: [(String, @Sendable () async -> Void)]) async -> Set<String> {
+        let (finished, finish) = AsyncStream<String?>.makeStream()
+        let tasks = parts.map { name, body in
+            Task {
+                await body()
+                finish.yield(name)
+            }
+        }
+        // Unstructured: this wait outlives the caller's cancellation, by at most the grace.
+        let waiting = Task { () -> Set<String> in
+            var left = Set(parts.map(\.0))
+            for await name in finished {
+                guard let name else { return left }  // the grace ran out
+                left.remove(name)
+                if left.isEmpty { return [] }
+            }
+            return left
+        }
+        return await withTaskCancellationHandler {
+            await waiting.value
+        } onCancel: {
+            for task in tasks { task.cancel() }
+            Task {
+                try? await Task.sleep(for: stopGrace)
+                finish.yield(nil)
+            }
+        }
     }
 
     // MARK: - Running statements
