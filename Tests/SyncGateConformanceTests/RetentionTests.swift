@@ -280,8 +280,10 @@ import Testing
             #expect(report == PurgeReport(purgedTombstones: 5000, raisedFloors: 1))
             #expect(try await harness.store.stats().entities == 0)
             // By index the purge takes a fraction of the deletes (~0.1 s against ~1 s); the
-            // quadratic delete took ~11 s, ten times them. A loaded machine slows both alike.
-            #expect(purged < deleted, "purging 5,000 tombstones took \(purged); deleting them took \(deleted)")
+            // quadratic delete took ~11 s, ten times them. A loaded machine does not slow both
+            // alike (a stress run saw 4.1 s against 3.5 s): three times leaves that room and still
+            // tells a linear purge from the quadratic one.
+            #expect(purged < deleted * 3, "purging 5,000 tombstones took \(purged); deleting them took \(deleted)")
         }
     }
 
