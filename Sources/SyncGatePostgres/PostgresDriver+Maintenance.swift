@@ -97,10 +97,8 @@ extension PostgresDriver {
     /// next pass), so compaction never waits for a writer and a writer waits for it at most one
     /// batch. The newest change of each entity among the feed's new ones deletes that entity's
     /// older changes. While a webhook subscription exists, only changes every subscription has
-    /// received are compacted: the bound is the lowest of the head, `webhooked` and the change
-    /// before the feed's oldest undelivered message, read in one snapshot with the announcer's
-    /// commits (which add messages and raise `webhooked` together) and carried to the locked rows
-    /// as read. Every scope key sorts after '' (none is empty).
+    /// received are compacted (``PostgresDriver/webhookReceivedBound``), the bound as read in the
+    /// statement's snapshot carried to the locked rows. Every scope key sorts after '' (none is empty).
     static func compaction(after: String?, feedLimit: Int, changeLimit: Int) -> PostgresQuery {
         """
         WITH webhooks AS (
@@ -111,9 +109,7 @@ extension PostgresDriver {
                 SELECT scope, bound, least(bound - compacted, \(Int64(changeLimit))) AS size
                 FROM (
                     SELECT scope, compacted,
-                           CASE WHEN webhooks.enabled THEN least(head, webhooked, coalesce((
-                               SELECT min(d.first_seq) - 1 FROM webhook_deliveries d WHERE d.scope = feeds.scope AND d.delivered_at IS NULL
-                           ), head)) ELSE head END AS bound
+                           CASE WHEN webhooks.enabled THEN least(head, \(unescaped: PostgresDriver.webhookReceivedBound)) ELSE head END AS bound
                     FROM feeds, webhooks WHERE head > compacted AND scope > \(after ?? "")
                 ) open WHERE bound > compacted ORDER BY scope LIMIT \(feedLimit)
             ) next

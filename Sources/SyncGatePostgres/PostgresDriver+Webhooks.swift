@@ -13,6 +13,16 @@ extension PostgresDriver {
 
     static let webhookColumns = "id, name, url, secret, entity_types, events, created_at, paused_at, paused_reason"
 
+    /// Of a `feeds` row, the last change every subscription has received: below what is not yet
+    /// announced and below the feed's oldest undelivered message. Compaction and the tombstone
+    /// purge stay at or below it while a subscription exists (read in one snapshot: the announcer
+    /// adds messages and raises `webhooked` in one commit).
+    static let webhookReceivedBound = """
+        least(feeds.webhooked, coalesce((
+            SELECT min(d.first_seq) - 1 FROM webhook_deliveries d WHERE d.scope = feeds.scope AND d.delivered_at IS NULL
+        ), feeds.webhooked))
+        """
+
     /// A message's range of its feed.
     struct WebhookRange: Hashable {
         var scope: String

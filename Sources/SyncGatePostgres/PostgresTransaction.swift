@@ -265,12 +265,9 @@ final class PostgresTransaction: StorageTransaction {
                 SELECT scope, seq FROM changes
                 WHERE scope = \(scope.key) AND data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch)
                   -- While a webhook subscription exists, only tombstones every subscription has
-                  -- received (as compaction's bound; one snapshot).
+                  -- received (none of a feed without a row).
                   AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
-                       OR seq <= least(
-                           coalesce((SELECT webhooked FROM feeds WHERE scope = \(scope.key)), 0),
-                           coalesce((SELECT min(first_seq) - 1 FROM webhook_deliveries WHERE scope = \(scope.key) AND delivered_at IS NULL), \(Int64.max))
-                       ))
+                       OR seq <= (SELECT \(unescaped: PostgresDriver.webhookReceivedBound) FROM feeds WHERE scope = \(scope.key)))
                 ORDER BY seq LIMIT \(limit)
             )
             RETURNING seq, entity_type, entity_id, version

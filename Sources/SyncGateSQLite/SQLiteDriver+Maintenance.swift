@@ -47,14 +47,9 @@ extension SQLiteDriver {
         // of each entity among a feed's new ones deletes that entity's older changes, found by
         // the entity index: the work follows the new changes, not the table.
         try await write { db in
-            // While a webhook subscription exists, only changes every subscription has received:
-            // below the feed's oldest undelivered message and what is not announced yet.
+            // While a webhook subscription exists, only changes every subscription has received.
             let webhooks = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions)") ?? false
-            let bound = webhooks ? """
-                min(head, webhooked, coalesce((
-                    SELECT min(d.first_seq) - 1 FROM webhook_deliveries d WHERE d.scope = feeds.scope AND d.delivered_at IS NULL
-                ), head))
-                """ : "head"
+            let bound = webhooks ? "min(head, \(Self.webhookReceivedBound))" : "head"
             let candidates = try Row.fetchAll(
                 db,
                 sql: """

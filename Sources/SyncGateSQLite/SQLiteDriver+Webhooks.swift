@@ -7,6 +7,15 @@ package import SyncGateWire
 extension SQLiteDriver {
     static let webhookColumns = "id, name, url, secret, entity_types, events, created_at, paused_at, paused_reason"
 
+    /// Of a `feeds` row, the last change every subscription has received (as PostgreSQL's
+    /// ``PostgresDriver/webhookReceivedBound``): compaction and the tombstone purge stay at or
+    /// below it while a subscription exists.
+    static let webhookReceivedBound = """
+        min(feeds.webhooked, coalesce((
+            SELECT min(d.first_seq) - 1 FROM webhook_deliveries d WHERE d.scope = feeds.scope AND d.delivered_at IS NULL
+        ), feeds.webhooked))
+        """
+
     static func webhook(_ row: Row) -> WebhookSubscription {
         WebhookSubscription(
             id: row[0], name: row[1], url: row[2], secret: row[3], entityTypes: WebhookSubscription.parse(storedTypes: row[4]),

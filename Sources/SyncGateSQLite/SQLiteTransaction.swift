@@ -291,15 +291,12 @@ final class SQLiteTransaction: StorageTransaction {
                     SELECT seq, entity_type, entity_id, version FROM changes
                     WHERE scope = ? AND data IS NULL AND updated_at < ?
                       -- While a webhook subscription exists, only tombstones every subscription
-                      -- has received (as compaction's bound).
+                      -- has received (none of a feed without a row).
                       AND (NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
-                           OR seq <= min(
-                               (SELECT webhooked FROM feeds WHERE scope = ?),
-                               coalesce((SELECT min(first_seq) - 1 FROM webhook_deliveries WHERE scope = ? AND delivered_at IS NULL), \(Int64.max))
-                           ))
+                           OR seq <= (SELECT \(SQLiteDriver.webhookReceivedBound) FROM feeds WHERE scope = ?))
                     ORDER BY seq LIMIT ?
                     """,
-                arguments: [scope.key, cutoff.millisecondsSinceEpoch, scope.key, scope.key, limit]
+                arguments: [scope.key, cutoff.millisecondsSinceEpoch, scope.key, limit]
             )
             guard let newest = purged.map({ $0["seq"] as Int64 }).max() else { return 0 }
             let list = JSONValue.rows(purged.map { [.string($0["entity_type"]), .string($0["entity_id"]), .int($0["seq"]), .int($0["version"])] })

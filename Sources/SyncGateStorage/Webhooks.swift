@@ -111,8 +111,8 @@ package struct AnnouncedChange: Sendable, Hashable {
 
 /// A message claimed for an attempt: its subscription, and the range of one feed it announces
 /// with the changes the feed holds there (read after the claim; compaction keeps them until
-/// the message is delivered). The body is rendered from them at every attempt, the same bytes
-/// each time.
+/// the message is delivered). The body is rendered from them at every attempt: the same bytes
+/// until the message is delivered (docs/webhooks.md says when a replay's differ).
 package struct WebhookDelivery: Sendable, Hashable {
     package var id: Int64
     package var subscription: WebhookSubscription
