@@ -79,6 +79,7 @@ extension ServerConfiguration {
         package static let webhookTimeout = Setting("webhookTimeout")
         package static let webhookConcurrency = Setting("webhookConcurrency")
         package static let webhookReplayWindow = Setting("webhookReplayWindow")
+        package static let webhookBatchInterval = Setting("webhookBatchInterval")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         package static let all: [Setting] = [
@@ -87,7 +88,7 @@ extension ServerConfiguration {
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
             jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects, webhooks, webhookAllowPrivate, webhookTimeout,
-            webhookConcurrency, webhookReplayWindow,
+            webhookConcurrency, webhookReplayWindow, webhookBatchInterval,
         ]
     }
 
@@ -245,6 +246,7 @@ extension ServerConfiguration {
         webhooks.concurrency = try values.integer(.webhookConcurrency, in: 1...1024) ?? webhooks.concurrency
         webhooks.perSubscription = max(1, webhooks.concurrency / 2)
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
+        if let interval = try values.milliseconds(.webhookBatchInterval) { webhooks.announceInterval = .milliseconds(min(max(interval, 100), 60_000)) }
         webhooks.leaseMilliseconds = Self.milliseconds(webhooks.timeout) + 20_000
     }
 
