@@ -33,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML", "Logging"]),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -171,6 +173,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Push nudges to backgrounded devices: the APNs and FCM clients and the decisions about
+        // their answers, retries and tokens (docs/push.md).
+        .target(
+            name: "SyncGatePush",
+            dependencies: [
+                "SyncGateWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "SyncGateHTTP",
             dependencies: [
@@ -306,6 +322,11 @@ let package = Package(
         .target(
             name: "SyncGateTestSupport",
             dependencies: [
+                "SyncGatePush",
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 "SyncGateWebhooks",
                 "SyncGateServer",
@@ -367,6 +388,8 @@ let package = Package(
         .testTarget(
             name: "SyncGateComponentTests",
             dependencies: [
+                "SyncGatePush",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 "SyncGateWebhooks",
                 "SyncGateTestSupport",
                 "SyncGateServer",

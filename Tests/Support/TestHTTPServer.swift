@@ -1,4 +1,5 @@
 package import Hummingbird
+package import HummingbirdCore
 import Logging
 import NIOCore
 import Synchronization
@@ -6,13 +7,13 @@ import Synchronization
 /// Runs `router` on 127.0.0.1 at a free port for the duration of `body` (the stand-ins for
 /// services SyncGate calls: an identity provider's JWKS, an OpenTelemetry collector).
 package func withTestHTTPServer<Result: Sendable>(
-    _ router: Router<BasicRequestContext>, _ body: @Sendable (_ port: Int) async throws -> Result
+    _ router: Router<BasicRequestContext>, server: HTTPServerBuilder = .http1(), _ body: @Sendable (_ port: Int) async throws -> Result
 ) async throws -> Result {
     let port = Mutex<Int?>(nil)
     var logger = Logger(label: "test-http-server")
     logger.logLevel = .critical
     let app = Application(
-        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
     )
     return try await withThrowingTaskGroup(of: Void.self) { group in
