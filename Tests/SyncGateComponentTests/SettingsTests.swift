@@ -9,6 +9,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWorker
 import Synchronization
+import SyncGateWebhooks
 import Testing
 
 /// Settings: flags over `SYNCGATE_*` environment over the `--config` file over defaults.
@@ -76,6 +77,13 @@ import Testing
         #expect(configuration.front.idleTimeout == .seconds(120))
         let defaults = try await Self.configuration()
         #expect(defaults.front.liveLimits == .init(perUser: 20, perProcess: 25_000) && defaults.front.requestReadTimeout == .seconds(30))
+    }
+
+    @Test func webhookBatchIntervalIsReadAndBounded() async throws {
+        #expect(try await Self.configuration(environment: ["SYNCGATE_WEBHOOK_BATCH_INTERVAL": "2s"]).webhooks.announceInterval == .seconds(2))
+        #expect(try await Self.configuration(environment: ["SYNCGATE_WEBHOOK_BATCH_INTERVAL": "10ms"]).webhooks.announceInterval == .milliseconds(100))
+        #expect(try await Self.configuration(environment: ["SYNCGATE_WEBHOOK_BATCH_INTERVAL": "1h"]).webhooks.announceInterval == .seconds(60))
+        #expect(try await Self.configuration().webhooks.announceInterval == .seconds(1))
     }
 
     /// Read replicas: a comma-separated list of standbys of a PostgreSQL primary.
