@@ -103,6 +103,7 @@ let package = Package(
                 .embedInCode("0011_change_origin.sql"),
                 .embedInCode("0012_webhooks.sql"),
                 .embedInCode("0013_webhook_ranges.sql"),
+                .embedInCode("0014_push_registrations.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -120,6 +121,7 @@ let package = Package(
                 .embedInCode("0008_change_origin.sql"),
                 .embedInCode("0009_webhooks.sql"),
                 .embedInCode("0010_webhook_ranges.sql"),
+                .embedInCode("0011_push_registrations.sql"),
             ],
             swiftSettings: swiftSettings
         ),

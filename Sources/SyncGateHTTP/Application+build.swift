@@ -47,6 +47,7 @@ package func buildRouter(
     authenticated.get("jobs/:id", use: sync.jobStatus)
     authenticated.get("sync/pull", use: sync.pull)
     authenticated.get("sync/events", use: events.events)
+    PushRoutes(sync: sync).add(to: authenticated)
 
     // The service API: a backend's key or service token, never a user's token (see ServiceRoutes).
     let services = ServiceRoutes(sync: sync)

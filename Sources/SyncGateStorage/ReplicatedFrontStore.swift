@@ -3,7 +3,7 @@ package import Logging
 import Metrics
 import Synchronization
 package import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 
 /// The front's store when pulls read from PostgreSQL hot standbys (`SYNCGATE_READ_DATABASE_URL`).
 ///
@@ -128,6 +128,18 @@ package final class ReplicatedFrontStore: FrontStore {
 
     package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
         try await primary.serviceKey(hash: hash)
+    }
+
+    package func registerPush(_ device: DeviceKey, _ registration: PushRegistration) async throws {
+        try await primary.registerPush(device, registration)
+    }
+
+    package func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration? {
+        try await primary.pushRegistration(device)
+    }
+
+    package func unregisterPush(_ device: DeviceKey) async throws -> Bool {
+        try await primary.unregisterPush(device)
     }
 
     package func entity(_ key: EntityKey) async throws -> EntityState? {

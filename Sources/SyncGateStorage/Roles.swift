@@ -39,6 +39,10 @@ package protocol FrontStore: Sendable {
     func entity(_ key: EntityKey) async throws -> EntityState?
     /// Up to `limit` of a scope's live entities after `after`, in (type, id) order (the primary's).
     func currentEntities(in scope: Scope, types: Set<String>?, after: EntityPosition?, limit: Int) async throws -> [EntityState]
+    /// A device's push address: stored, read and removed on the primary.
+    func registerPush(_ device: DeviceKey, _ registration: PushRegistration) async throws
+    func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration?
+    func unregisterPush(_ device: DeviceKey) async throws -> Bool
 }
 
 extension FrontStore {

@@ -1,5 +1,5 @@
 package import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 package import SyncGateStorage
 import SyncGateConcurrency
 
@@ -86,6 +86,21 @@ package final class CountingFrontStore: FrontStore {
         record("serviceKey")
         if let gate = keyLookupGate.value { try await gate.wait() }
         return try await base.serviceKey(hash: hash)
+    }
+
+    package func registerPush(_ device: DeviceKey, _ registration: PushRegistration) async throws {
+        record("registerPush")
+        try await base.registerPush(device, registration)
+    }
+
+    package func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration? {
+        record("pushRegistration")
+        return try await base.pushRegistration(device)
+    }
+
+    package func unregisterPush(_ device: DeviceKey) async throws -> Bool {
+        record("unregisterPush")
+        return try await base.unregisterPush(device)
     }
 
     package func entity(_ key: EntityKey) async throws -> EntityState? {

@@ -18,5 +18,6 @@ package enum PostgresSchema {
         (12, "webhooks", false, PackageResources._012_webhooks_sql),
         // Servers built before it write message bodies into a column it drops.
         (13, "webhook_ranges", true, PackageResources._013_webhook_ranges_sql),
+        (14, "push_registrations", false, PackageResources._014_push_registrations_sql),
     ]
 }

@@ -14,5 +14,6 @@ package enum SQLiteSchema {
         (8, "change_origin", false, PackageResources._008_change_origin_sql),
         (9, "webhooks", false, PackageResources._009_webhooks_sql),
         (10, "webhook_ranges", true, PackageResources._010_webhook_ranges_sql),
+        (11, "push_registrations", false, PackageResources._011_push_registrations_sql),
     ]
 }

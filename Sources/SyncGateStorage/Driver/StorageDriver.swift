@@ -130,6 +130,14 @@ package protocol StorageDriver: Sendable {
     /// Deletes up to `limit` deliveries delivered before `cutoff`; returns how many.
     func deleteDeliveredWebhooks(before cutoff: Timestamp, limit: Int) async throws -> Int
 
+    // MARK: Push registrations (docs/push.md)
+
+    /// Stores `device`'s push address, replacing the one it had.
+    func upsertPushRegistration(_ device: DeviceKey, _ registration: PushRegistration, now: Timestamp) async throws
+    func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration?
+    /// `false` when the device had none.
+    func deletePushRegistration(_ device: DeviceKey) async throws -> Bool
+
     // MARK: Current data (the service API's reads)
 
     /// The entity at `key`, live or tombstoned.

@@ -143,6 +143,18 @@ extension SyncStore {
         try await driver.serviceKey(hash: hash)
     }
 
+    package func registerPush(_ device: DeviceKey, _ registration: PushRegistration) async throws {
+        try await driver.upsertPushRegistration(device, registration, now: clock.wallNow())
+    }
+
+    package func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration? {
+        try await driver.pushRegistration(device)
+    }
+
+    package func unregisterPush(_ device: DeviceKey) async throws -> Bool {
+        try await driver.deletePushRegistration(device)
+    }
+
     package func revokeServiceKey(name: String) async throws -> Bool {
         try await driver.revokeServiceKey(name: name, now: clock.now())
     }
