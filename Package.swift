@@ -175,12 +175,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Push nudges to backgrounded devices: the APNs and FCM clients and the decisions about
-        // their answers, retries and tokens (docs/push.md).
+        // Push nudges to backgrounded devices (docs/push.md): the nudger a worker process runs,
+        // the APNs and FCM clients, and the decisions about their answers, retries and tokens.
         .target(
             name: "SyncGatePush",
             dependencies: [
                 "SyncGateWire",
+                "SyncGateStorage",
+                "SyncGateConcurrency",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -236,6 +241,7 @@ let package = Package(
                 "SyncGateSQLite",
                 "SyncGateWorker",
                 "SyncGateWebhooks",
+                "SyncGatePush",
                 "SyncGateHTTP",
                 "SyncGateDialects",
                 .product(name: "Configuration", package: "swift-configuration"),

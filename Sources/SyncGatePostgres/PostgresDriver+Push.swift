@@ -7,17 +7,30 @@ package import SyncGateWire
 extension PostgresDriver {
     typealias PushRegistrationColumns = (String, String, String?, String?, Int64, Int64)
 
+    /// Stores the address, and gives the feeds the device reads a position (at their heads) if
+    /// they have none: the device is nudged for changes after it registered.
     package func upsertPushRegistration(_ device: DeviceKey, _ registration: PushRegistration, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
         _ = try await query(
             "register push", .request,
             """
-            INSERT INTO push_registrations (user_id, device_id, provider, token, topic, environment, created_at, updated_at)
-            VALUES (\(device.userID), \(device.deviceID), \(registration.provider.rawValue), \(registration.token), \(registration.topic),
-                    \(registration.environment?.rawValue), \(at), \(at))
-            ON CONFLICT (user_id, device_id) DO UPDATE SET provider = excluded.provider, token = excluded.token, topic = excluded.topic,
-                environment = excluded.environment, updated_at = excluded.updated_at
-            RETURNING 1
+            WITH registered AS (
+                INSERT INTO push_registrations (user_id, device_id, provider, token, topic, environment, created_at, updated_at)
+                VALUES (\(device.userID), \(device.deviceID), \(registration.provider.rawValue), \(registration.token), \(registration.topic),
+                        \(registration.environment?.rawValue), \(at), \(at))
+                ON CONFLICT (user_id, device_id) DO UPDATE SET provider = excluded.provider, token = excluded.token, topic = excluded.topic,
+                    environment = excluded.environment, updated_at = excluded.updated_at, attempts = 0, last_error = NULL
+                RETURNING 1
+            ), tracked AS (
+                INSERT INTO push_positions (scope, nudged)
+                SELECT s.scope, coalesce(f.head, 0) FROM (
+                    SELECT 'u:' || \(device.userID)::text AS scope
+                    UNION SELECT 'h:' || m.household_id FROM household_members m WHERE m.user_id = \(device.userID)
+                ) s LEFT JOIN feeds f ON f.scope = s.scope
+                ON CONFLICT (scope) DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*)::int FROM registered) + (SELECT count(*)::int FROM tracked)
             """,
             as: Int.self
         )
@@ -46,5 +59,200 @@ extension PostgresDriver {
             "DELETE FROM push_registrations WHERE user_id = \(device.userID) AND device_id = \(device.deviceID) RETURNING 1",
             as: Int.self
         ).isEmpty
+    }
+
+    package func trackPushFeeds() async throws -> Int {
+        try await query(
+            "track push feeds", .job,
+            """
+            WITH tracked AS (
+                INSERT INTO push_positions (scope, nudged)
+                SELECT s.scope, coalesce(f.head, 0) FROM (
+                    SELECT DISTINCT 'u:' || user_id AS scope FROM push_registrations
+                    UNION SELECT 'h:' || m.household_id FROM push_registrations r JOIN household_members m ON m.user_id = r.user_id
+                ) s LEFT JOIN feeds f ON f.scope = s.scope
+                ON CONFLICT (scope) DO NOTHING
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM tracked
+            """,
+            as: Int.self
+        ).first ?? 0
+    }
+
+    package func markNudges(scopes: [Scope]?, feedLimit: Int, intervalMilliseconds: Int64, now: Timestamp) async throws -> NudgePass {
+        let at = now.millisecondsSinceEpoch
+        let keys = scopes?.map(\.key)
+        let rows = try await query(
+            "mark nudges", .job,
+            """
+            WITH f AS (
+                SELECT p.scope, p.nudged AS low, fe.head AS high FROM push_positions p JOIN feeds fe ON fe.scope = p.scope
+                WHERE (\(keys)::text[] IS NULL OR p.scope = ANY(\(keys)::text[])) AND fe.head > p.nudged
+                ORDER BY p.scope LIMIT \(Int64(feedLimit) + 1)
+                FOR UPDATE OF p SKIP LOCKED
+            ), taken AS (
+                SELECT * FROM f ORDER BY scope LIMIT \(Int64(feedLimit))
+            ), readers AS (
+                SELECT t.scope, r.user_id, r.device_id FROM taken t JOIN push_registrations r ON t.scope = 'u:' || r.user_id
+                UNION ALL
+                SELECT t.scope, r.user_id, r.device_id FROM taken t JOIN household_members m ON t.scope = 'h:' || m.household_id
+                JOIN push_registrations r ON r.user_id = m.user_id
+            ), writers AS (
+                -- Only the ranges some device reads: each change's writer and commit time, once.
+                SELECT c.scope, array_agg(DISTINCT coalesce(c.writer, '')) AS w, min(c.committed_at) AS since
+                FROM taken t JOIN changes c ON c.scope = t.scope AND c.seq > t.low AND c.seq <= t.high
+                WHERE t.scope IN (SELECT scope FROM readers)
+                GROUP BY c.scope
+            ), targets AS (
+                SELECT rd.user_id, rd.device_id, array_agg(DISTINCT rd.scope) AS scopes, min(w.since) AS since
+                FROM readers rd LEFT JOIN writers w ON w.scope = rd.scope
+                -- A range of changes compacted away since has no writers left: nudge.
+                WHERE w.w IS NULL OR w.w <> ARRAY[rd.device_id || '/' || rd.user_id]
+                GROUP BY rd.user_id, rd.device_id
+            ), pending AS (
+                UPDATE push_registrations r SET
+                    pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
+                    pending_version = r.pending_version + 1,
+                    pending_since = least(r.pending_since, coalesce(t.since, \(at))),
+                    due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
+                FROM targets t WHERE r.user_id = t.user_id AND r.device_id = t.device_id
+                RETURNING 1
+            ), moved AS (
+                UPDATE push_positions p SET nudged = t.high FROM taken t WHERE p.scope = t.scope RETURNING 1
+            )
+            SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > \(feedLimit)
+            """,
+            as: (Int, Int, Bool).self
+        )
+        guard let (feeds, devices, more) = rows.first else { return NudgePass() }
+        return NudgePass(feeds: feeds, devices: devices, more: more)
+    }
+
+    typealias ClaimedNudgeColumns = (String, String, String, String, String?, String?, [String], Int64, Int, Int64?)
+
+    package func claimNudges(limit: Int, leaseMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
+        let at = now.millisecondsSinceEpoch
+        let rows = try await query(
+            "claim nudges", .job,
+            """
+            WITH due AS (
+                SELECT user_id, device_id FROM push_registrations
+                WHERE due_at <= \(at) AND (leased_until IS NULL OR leased_until <= \(at))
+                ORDER BY due_at LIMIT \(Int64(limit))
+                FOR UPDATE SKIP LOCKED
+            ), present AS (
+                SELECT DISTINCT d.user_id, d.device_id FROM due d
+                JOIN push_presence p ON p.user_id = d.user_id AND p.device_id = d.device_id
+                JOIN push_fronts fr ON fr.front = p.front AND fr.expires_at > \(at)
+            ), dropped AS (
+                UPDATE push_registrations r SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL
+                FROM present p WHERE r.user_id = p.user_id AND r.device_id = p.device_id
+                RETURNING 1
+            ), leased AS (
+                UPDATE push_registrations r SET leased_until = \(at + leaseMilliseconds), attempts = r.attempts + 1
+                FROM due d
+                WHERE r.user_id = d.user_id AND r.device_id = d.device_id
+                  AND NOT EXISTS (SELECT 1 FROM present p WHERE p.user_id = d.user_id AND p.device_id = d.device_id)
+                RETURNING r.user_id, r.device_id, r.provider, r.token, r.topic, r.environment, coalesce(r.pending_scopes, '{}'),
+                          r.pending_version, r.attempts, r.pending_since
+            )
+            SELECT leased.*, (SELECT count(*)::int FROM dropped) FROM leased
+            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM dropped)
+            """,
+            as: (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int).self
+        )
+        var claim = NudgeClaim()
+        for (user, device, provider, token, topic, environment, scopes, version, attempts, since, present) in rows {
+            claim.present = present
+            guard let user, let device, let provider, let token, let version, let attempts,
+                let registration = StoredPushRegistration.registration(provider: provider, token: token, topic: topic, environment: environment)
+            else { continue }
+            claim.nudges.append(
+                ClaimedNudge(
+                    device: DeviceKey(userID: user, deviceID: device), registration: registration,
+                    scopes: (scopes ?? []).compactMap(Scope.init(key:)), version: version, attempts: attempts, pendingSince: since
+                )
+            )
+        }
+        return claim
+    }
+
+    package func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws {
+        let at = now.millisecondsSinceEpoch
+        let user = nudge.device.userID, device = nudge.device.deviceID, token = nudge.registration.token, version = nudge.version
+        let query: PostgresQuery
+        switch outcome {
+        case .sent, .dropped:
+            let error: String? = if case .dropped(let error) = outcome { error } else { nil }
+            let sent: Int64? = error == nil ? at : nil
+            // What was added to the pending set while this nudge was out stays pending, due a
+            // coalescing interval after it.
+            query = """
+                UPDATE push_registrations SET
+                    last_sent_at = coalesce(\(sent), last_sent_at), leased_until = NULL, attempts = 0, last_error = \(error),
+                    pending_scopes = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_scopes END,
+                    pending_since = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_since END,
+                    due_at = CASE WHEN pending_version = \(version) THEN NULL ELSE \(at) + \(intervalMilliseconds) END
+                WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                """
+        case .retry(let due, let error):
+            query = """
+                UPDATE push_registrations SET leased_until = NULL, due_at = \(due), last_error = \(error)
+                WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                """
+        case .unregistered:
+            // Only this address: a device that registered a new token meanwhile keeps it.
+            query = "DELETE FROM push_registrations WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)"
+        }
+        try await execute("finish nudge", .job, query)
+    }
+
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws {
+        try await execute(
+            "publish presence", .job,
+            """
+            WITH beat AS (
+                INSERT INTO push_fronts (front, expires_at) VALUES (\(front), \(expiresAt.millisecondsSinceEpoch))
+                ON CONFLICT (front) DO UPDATE SET expires_at = excluded.expires_at
+            ), gone AS (
+                DELETE FROM push_presence p USING unnest(\(removed.map(\.userID))::text[], \(removed.map(\.deviceID))::text[]) AS g(u, d)
+                WHERE p.front = \(front) AND p.user_id = g.u AND p.device_id = g.d
+            )
+            INSERT INTO push_presence (user_id, device_id, front)
+            SELECT u, d, \(front) FROM unnest(\(added.map(\.userID))::text[], \(added.map(\.deviceID))::text[]) AS a(u, d)
+            ON CONFLICT DO NOTHING
+            """
+        )
+    }
+
+    package func endPresence(front: String) async throws {
+        try await execute(
+            "end presence", .job,
+            "WITH gone AS (DELETE FROM push_presence WHERE front = \(front)) DELETE FROM push_fronts WHERE front = \(front)"
+        )
+    }
+
+    package func deleteExpiredPresence(now: Timestamp) async throws -> Int {
+        try await query(
+            "delete expired presence", .maintenance,
+            """
+            WITH expired AS (
+                DELETE FROM push_fronts WHERE expires_at <= \(now.millisecondsSinceEpoch) RETURNING front
+            ), gone AS (
+                DELETE FROM push_presence p USING expired e WHERE p.front = e.front RETURNING 1
+            )
+            SELECT count(*)::int FROM gone
+            """,
+            as: Int.self
+        ).first ?? 0
+    }
+
+    package func nudgeBacklog() async throws -> (pending: Int, oldestPendingSince: Int64?) {
+        try await query(
+            "nudge backlog", .maintenance,
+            "SELECT count(*)::int, min(pending_since) FROM push_registrations WHERE due_at IS NOT NULL",
+            as: (Int, Int64?).self
+        ).first ?? (0, nil)
     }
 }

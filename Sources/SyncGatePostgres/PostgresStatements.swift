@@ -337,15 +337,16 @@ extension PostgresDriver {
 /// Everything an apply writes, in one statement: entities and their changes, feed heads,
 /// idempotency records, the jobs' results and their devices' watermarks; then the
 /// notifications, which PostgreSQL delivers at commit. Arrays cannot carry SQL NULLs here: the
-/// JSON text `null` stands for "no document", and an empty string for no group key or origin.
+/// JSON text `null` stands for "no document", and an empty string for no group key, origin or writer.
 struct WriteAppliedStatement: PostgresPreparedStatement {
     static let name = "sg_apply_write"
     static let sql = """
         WITH w AS (
-            SELECT s, t, i, v, nullif(d, 'null')::jsonb AS d, nullif(m, 'null')::jsonb AS m, c, u, nullif(g, '') AS g, q, nullif(o, '') AS o
+            SELECT s, t, i, v, nullif(d, 'null')::jsonb AS d, nullif(m, 'null')::jsonb AS m, c, u, nullif(g, '') AS g, q, nullif(o, '') AS o,
+                   nullif(r, '') AS r
             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[],
-                        $24::text[])
-                 AS w(s, t, i, v, d, m, c, u, g, q, o)
+                        $24::text[], $25::text[])
+                 AS w(s, t, i, v, d, m, c, u, g, q, o, r)
         ), upserted AS (
             INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
             SELECT s, t, i, v, d, m, c, u, g FROM w
@@ -353,8 +354,8 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
                 version = excluded.version, data = excluded.data, meta = excluded.meta,
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
         ), \(PostgresDriver.commitTimes), appended AS (
-            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin)
-            SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at, w.o FROM w JOIN at ON at.s = w.s
+            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
+            SELECT w.s, w.q, w.t, w.i, w.v, w.d, w.u, at.at, w.o, w.r FROM w JOIN at ON at.s = w.s
         ), advanced AS (
             UPDATE feeds SET head = h.head FROM unnest($11::text[], $12::bigint[]) AS h(scope, head) WHERE feeds.scope = h.scope
         ), recorded AS (
@@ -385,7 +386,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         let entities = write.entities
         let heads = write.heads.sorted { $0.key < $1.key }
-        var bindings = PostgresBindings(capacity: 24)
+        var bindings = PostgresBindings(capacity: 25)
         bindings.append(entities.map(\.row.scope))
         bindings.append(entities.map(\.row.entityType))
         bindings.append(entities.map(\.row.entityID))
@@ -410,6 +411,7 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
         bindings.append(PostgresDriver.channel)
         bindings.append(write.events.map(NotificationPayload.encode))
         bindings.append(entities.map { $0.origin ?? "" })
+        bindings.append(entities.map { $0.writer ?? "" })
         return bindings
     }
 

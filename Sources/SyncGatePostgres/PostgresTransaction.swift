@@ -132,9 +132,9 @@ final class PostgresTransaction: StorageTransaction {
         let scopes = entities.map(\.row.scope), types = entities.map(\.row.entityType), ids = entities.map(\.row.entityID)
         let versions = entities.map(\.row.version), sequences = entities.map(\.sequence)
         // Arrays cannot carry SQL NULLs here: the JSON text `null` stands for "no document", and
-        // an empty group key or origin for none.
+        // an empty group key, origin or writer for none.
         let documents = entities.map { $0.row.data ?? "null" }, metas = entities.map { $0.row.meta ?? "null" }
-        let groups = entities.map { $0.groupKey ?? "" }, origins = entities.map { $0.origin ?? "" }
+        let groups = entities.map { $0.groupKey ?? "" }, origins = entities.map { $0.origin ?? "" }, writers = entities.map { $0.writer ?? "" }
         let clientTimestamps = entities.map(\.row.clientTimestamp), updatedAts = entities.map(\.row.updatedAt)
         try await query(
             """
@@ -152,10 +152,10 @@ final class PostgresTransaction: StorageTransaction {
             """
             WITH w AS (
                 SELECT * FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
-                                     \(documents)::text[], \(updatedAts)::bigint[], \(origins)::text[]) AS w(s, q, t, i, v, d, u, o)
+                                     \(documents)::text[], \(updatedAts)::bigint[], \(origins)::text[], \(writers)::text[]) AS w(s, q, t, i, v, d, u, o, r)
             ), \(unescaped: PostgresDriver.commitTimes)
-            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin)
-            SELECT w.s, w.q, w.t, w.i, w.v, nullif(w.d, 'null')::jsonb, w.u, at.at, nullif(w.o, '')
+            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
+            SELECT w.s, w.q, w.t, w.i, w.v, nullif(w.d, 'null')::jsonb, w.u, at.at, nullif(w.o, ''), nullif(w.r, '')
             FROM w JOIN at ON at.s = w.s
             """
         )

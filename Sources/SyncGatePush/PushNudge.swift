@@ -14,16 +14,12 @@ package enum PushAddress: Sendable, Hashable {
     }
 }
 
-package enum PushProvider: String, Sendable, Hashable, CaseIterable {
-    case apns
-    case fcm
-}
+package typealias PushProvider = PushRegistration.Provider
 
 /// APNs keeps devices of development builds and of App Store builds on different hosts.
-package enum APNsEnvironment: String, Sendable, Hashable, CaseIterable {
-    case sandbox
-    case production
+package typealias APNsEnvironment = PushRegistration.Environment
 
+extension PushRegistration.Environment {
     package var host: String {
         switch self {
         case .sandbox: "api.sandbox.push.apple.com"

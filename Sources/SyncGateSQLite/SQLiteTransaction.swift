@@ -125,7 +125,7 @@ final class SQLiteTransaction: StorageTransaction {
                 .string(entity.scope), .string(entity.entityType), .string(entity.entityID), .int(entity.version),
                 entity.data.map(JSONValue.string) ?? .null, entity.meta.map(JSONValue.string) ?? .null,
                 .int(entity.clientTimestamp), .int(entity.updatedAt), .int(write.sequence), write.groupKey.map(JSONValue.string) ?? .null,
-                write.origin.map(JSONValue.string) ?? .null,
+                write.origin.map(JSONValue.string) ?? .null, write.writer.map(JSONValue.string) ?? .null,
             ]
         })
         let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })
@@ -144,12 +144,12 @@ final class SQLiteTransaction: StorageTransaction {
         )
         try db.execute(
             sql: """
-                INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin)
+                INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
                 SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
                        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
                        -- Commit times: the clock, raised to the feed's newest change (migration 0004).
                        max(\(SQLiteDriver.clockMilliseconds), coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = json_extract(value, '$[0]')), 0)),
-                       json_extract(value, '$[10]')
+                       json_extract(value, '$[10]'), json_extract(value, '$[11]')
                 FROM json_each(?)
                 """,
             arguments: [list]

@@ -10,6 +10,7 @@ import SyncGateSQLite
 package import SyncGateStorage
 import SyncGateWorker
 import SyncGateWebhooks
+import SyncGatePush
 import SyncGateConcurrency
 import Tracing
 
@@ -105,6 +106,10 @@ package func buildApplication(
     for replica in replicas { app.addServices(replica.service) }
     // After the store (stops before it), before the server (outlives its requests).
     app.addServices(watcher, QueueSampler(store: store, logger: logger))
+    // While nudging is configured, the devices with a live connection here are not nudged.
+    if configuration.push.isConfigured {
+        app.addServices(PresencePublisher(store: frontStore, watcher: watcher, lifetime: configuration.push.presenceLifetime, logger: logger))
+    }
     if let port = configuration.metricsPort {
         app.addServices(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
     }
@@ -118,6 +123,9 @@ package func buildApplication(
         )
         if configuration.webhooks.enabled {
             app.addServices(WebhookService(store: store, configuration: configuration.webhooks, schemaReady: schemaReady, logger: logger))
+        }
+        if configuration.push.isConfigured, configuration.push.enabled {
+            app.addServices(NudgeService(store: store, configuration: configuration.push, schemaReady: schemaReady, logger: logger))
         }
     }
     // Last before the server: it stops after the server and before everything its requests use.
@@ -160,6 +168,9 @@ package func buildWorkerServices(_ configuration: ServerConfiguration, logger: L
     ]
     if configuration.webhooks.enabled {
         services.append(WebhookService(store: store, configuration: configuration.webhooks, logger: logger))
+    }
+    if configuration.push.isConfigured, configuration.push.enabled {
+        services.append(NudgeService(store: store, configuration: configuration.push, logger: logger))
     }
     if let port = configuration.metricsPort {
         services.append(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))

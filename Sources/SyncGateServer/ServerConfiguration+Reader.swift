@@ -1,6 +1,7 @@
 package import Configuration
 import Foundation
 import SyncGateWebhooks
+import SyncGatePush
 package import Logging
 package import SyncGateCore
 import SyncGateDialects
@@ -80,6 +81,15 @@ extension ServerConfiguration {
         package static let webhookConcurrency = Setting("webhookConcurrency")
         package static let webhookReplayWindow = Setting("webhookReplayWindow")
         package static let webhookBatchInterval = Setting("webhookBatchInterval")
+        package static let apnsKeyFile = Setting("apnsKeyFile")
+        package static let apnsKey = Setting("apnsKey", isSecret: true)
+        package static let apnsKeyId = Setting("apnsKeyId")
+        package static let apnsTeamId = Setting("apnsTeamId")
+        package static let fcmServiceAccountFile = Setting("fcmServiceAccountFile")
+        package static let fcmServiceAccount = Setting("fcmServiceAccount", isSecret: true)
+        package static let fcmPriority = Setting("fcmPriority")
+        package static let nudgeInterval = Setting("nudgeInterval")
+        package static let nudges = Setting("nudges")
 
         /// Every setting, for the README's table and the tests that keep it complete.
         package static let all: [Setting] = [
@@ -88,7 +98,8 @@ extension ServerConfiguration {
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
             jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects, webhooks, webhookAllowPrivate, webhookTimeout,
-            webhookConcurrency, webhookReplayWindow, webhookBatchInterval,
+            webhookConcurrency, webhookReplayWindow, webhookBatchInterval, apnsKeyFile, apnsKey, apnsKeyId, apnsTeamId, fcmServiceAccountFile,
+            fcmServiceAccount, fcmPriority, nudgeInterval, nudges,
         ]
     }
 
@@ -248,6 +259,53 @@ extension ServerConfiguration {
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
         if let interval = try values.milliseconds(.webhookBatchInterval) { webhooks.announceInterval = .milliseconds(min(max(interval, 100), 60_000)) }
         webhooks.leaseMilliseconds = Self.milliseconds(webhooks.timeout) + 20_000
+        try readPush(values)
+    }
+
+    /// Push nudges: credentials from files or (secret) values, never logged; without either
+    /// provider's, nudging stays off.
+    private mutating func readPush(_ values: SettingValues) throws(ConfigurationError) {
+        func secret(_ file: Setting, _ value: Setting) throws(ConfigurationError) -> String? {
+            if let text = values.string(value) { return text }
+            guard let path = values.string(file) else { return nil }
+            do {
+                return try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw ConfigurationError("\(file.describe): cannot read \(path): \(error.localizedDescription)")
+            }
+        }
+        if let pem = try secret(.apnsKeyFile, .apnsKey) {
+            guard let keyID = values.string(.apnsKeyId), let teamID = values.string(.apnsTeamId) else {
+                throw ConfigurationError("an APNs key needs \(Setting.apnsKeyId.describe) and \(Setting.apnsTeamId.describe) (from the Apple Developer account)")
+            }
+            do {
+                push.apns = try APNsCredentials(keyPEM: pem, keyID: keyID, teamID: teamID)
+            } catch {
+                throw ConfigurationError("\(Setting.apnsKeyFile.describe): \(error)")
+            }
+        } else if values.string(.apnsKeyId) != nil || values.string(.apnsTeamId) != nil {
+            throw ConfigurationError("\(Setting.apnsKeyId.describe) and \(Setting.apnsTeamId.describe) need the key itself: set \(Setting.apnsKeyFile.describe)")
+        }
+        if let json = try secret(.fcmServiceAccountFile, .fcmServiceAccount) {
+            do {
+                push.fcm = try FCMServiceAccount(json: json)
+            } catch {
+                throw ConfigurationError("\(Setting.fcmServiceAccountFile.describe): \(error)")
+            }
+        }
+        if let priority = values.string(.fcmPriority) {
+            guard let parsed = FCMPriority(rawValue: priority.lowercased()) else {
+                throw ConfigurationError("\(Setting.fcmPriority.describe) must be high or normal, got '\(priority.prefix(32))'")
+            }
+            push.fcmPriority = parsed
+        }
+        if let interval = try values.milliseconds(.nudgeInterval) {
+            guard (1000...3_600_000).contains(interval) else {
+                throw ConfigurationError("\(Setting.nudgeInterval.describe) must be between 1s and 1h, got \(interval) ms")
+            }
+            push.interval = .milliseconds(interval)
+        }
+        push.enabled = try values.boolean(.nudges) ?? push.enabled
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

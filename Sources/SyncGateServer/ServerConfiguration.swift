@@ -7,6 +7,7 @@ package import SyncGateHTTP
 package import SyncGateStorage
 package import SyncGateWorker
 package import SyncGateWebhooks
+package import SyncGatePush
 
 /// Everything a `serve` or `worker` process is configured with; defaults are the zero-setup
 /// embedded server. Read it from flags, environment and file with ``init(reader:)``.
@@ -47,6 +48,9 @@ package struct ServerConfiguration: Sendable {
     package var maintenanceInterval: Duration = .seconds(60)
     /// Change webhooks, announced and sent by worker processes (docs/webhooks.md).
     package var webhooks = WebhookConfiguration()
+    /// Push nudges to backgrounded devices, sent by worker processes (docs/push.md); off without
+    /// APNs or FCM credentials.
+    package var push = PushConfiguration()
     package var collections: Collections = .default
     /// `trace` … `critical`.
     package var logLevel = "info"

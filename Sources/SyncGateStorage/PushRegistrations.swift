@@ -33,3 +33,70 @@ package struct StoredPushRegistration: Sendable, Hashable {
         return .object(object)
     }
 }
+
+/// The `changes.writer` of a device's change: `<device id>/<user id>` (a device id holds no `/`).
+package enum PushWriter {
+    package static func key(_ device: DeviceKey) -> String { "\(device.deviceID)/\(device.userID)" }
+}
+
+/// A pending nudge a nudger took to send: the device's address and the feeds advanced for it.
+package struct ClaimedNudge: Sendable, Hashable {
+    package var device: DeviceKey
+    package var registration: PushRegistration
+    package var scopes: [Scope]
+    /// The pending set's version when it was taken: a pass that adds to it meanwhile keeps it
+    /// pending after this nudge is sent.
+    package var version: Int64
+    /// This attempt's number (1 for the first).
+    package var attempts: Int
+    /// Commit time of the oldest change pending (milliseconds since the epoch).
+    package var pendingSince: Int64?
+
+    package init(device: DeviceKey, registration: PushRegistration, scopes: [Scope], version: Int64, attempts: Int, pendingSince: Int64?) {
+        self.device = device
+        self.registration = registration
+        self.scopes = scopes
+        self.version = version
+        self.attempts = attempts
+        self.pendingSince = pendingSince
+    }
+}
+
+/// What a nudger took: nudges to send, and how many due ones it dropped because their device
+/// has a live connection open (which delivers the changes itself).
+package struct NudgeClaim: Sendable, Hashable {
+    package var nudges: [ClaimedNudge] = []
+    package var present = 0
+
+    package init(nudges: [ClaimedNudge] = [], present: Int = 0) {
+        self.nudges = nudges
+        self.present = present
+    }
+}
+
+/// How a nudge attempt ended, as the nudger records it.
+package enum NudgeFinish: Sendable, Hashable {
+    case sent
+    /// Due again at `at` (milliseconds since the epoch).
+    case retry(at: Int64, error: String)
+    /// The provider says the address is gone: the registration is deleted (unless the device
+    /// registered another address meanwhile).
+    case unregistered(reason: String)
+    /// Given up; the pending set is cleared (the next change nudges the device again).
+    case dropped(error: String)
+}
+
+/// What one nudge pass found: feeds that advanced past their position, and devices whose
+/// pending set grew.
+package struct NudgePass: Sendable, Hashable {
+    package var feeds = 0
+    package var devices = 0
+    /// Whether feeds were left for a next pass (the limit was reached).
+    package var more = false
+
+    package init(feeds: Int = 0, devices: Int = 0, more: Bool = false) {
+        self.feeds = feeds
+        self.devices = devices
+        self.more = more
+    }
+}

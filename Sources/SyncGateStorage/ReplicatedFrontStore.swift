@@ -142,6 +142,14 @@ package final class ReplicatedFrontStore: FrontStore {
         try await primary.unregisterPush(device)
     }
 
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws {
+        try await primary.publishPresence(front: front, added: added, removed: removed, lifetimeMilliseconds: lifetimeMilliseconds)
+    }
+
+    package func endPresence(front: String) async throws {
+        try await primary.endPresence(front: front)
+    }
+
     package func entity(_ key: EntityKey) async throws -> EntityState? {
         try await primary.entity(key)
     }

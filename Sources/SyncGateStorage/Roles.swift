@@ -43,6 +43,10 @@ package protocol FrontStore: Sendable {
     func registerPush(_ device: DeviceKey, _ registration: PushRegistration) async throws
     func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration?
     func unregisterPush(_ device: DeviceKey) async throws -> Bool
+    /// This front's live connections for push nudges (on the primary): its heartbeat, and the
+    /// devices that opened their first or closed their last connection since it last published.
+    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws
+    func endPresence(front: String) async throws
 }
 
 extension FrontStore {

@@ -103,6 +103,16 @@ package final class CountingFrontStore: FrontStore {
         return try await base.unregisterPush(device)
     }
 
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws {
+        record("publishPresence")
+        try await base.publishPresence(front: front, added: added, removed: removed, lifetimeMilliseconds: lifetimeMilliseconds)
+    }
+
+    package func endPresence(front: String) async throws {
+        record("endPresence")
+        try await base.endPresence(front: front)
+    }
+
     package func entity(_ key: EntityKey) async throws -> EntityState? {
         record("entity")
         return try await base.entity(key)

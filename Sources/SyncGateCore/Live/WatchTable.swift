@@ -89,6 +89,10 @@ package struct WatchTable: Sendable {
     private var lingering: [WaiterID: ContinuousClock.Instant] = [:]
     private var lingeringCount: Int { lingering.count }
     private var nextID: WaiterID = 0
+    /// Devices that came to have a waiter, and devices whose last waiter went, since the last
+    /// ``takePresenceChanges()`` (push nudges skip devices with a live connection); `nil` while
+    /// presence is not tracked.
+    private var presence: (appeared: Set<DeviceKey>, left: Set<DeviceKey>)?
     /// The global resync epoch as last read, and how many raises of it were seen.
     private var resyncEpoch: Int64?
     private var resyncs = 0
@@ -109,6 +113,7 @@ package struct WatchTable: Sendable {
         connections[device.userID] = held + 1
         waiters[id] = Waiter(device: device, feeds: [], resyncs: resyncs)
         users[device.userID, default: Watched()].waiters.insert(id)
+        if devices[device] == nil, presence != nil, presence!.left.remove(device) == nil { presence!.appeared.insert(device) }
         devices[device, default: Watched()].waiters.insert(id)
         watch(id, feeds: feeds)
         return id
@@ -129,7 +134,10 @@ package struct WatchTable: Sendable {
         users[waiter.device.userID]?.waiters.remove(id)
         if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
         devices[waiter.device]?.waiters.remove(id)
-        if devices[waiter.device]?.waiters.isEmpty == true { devices[waiter.device] = nil }
+        if devices[waiter.device]?.waiters.isEmpty == true {
+            devices[waiter.device] = nil
+            if presence != nil, presence!.appeared.remove(waiter.device) == nil { presence!.left.insert(waiter.device) }
+        }
         // A lingering waiter gave its connection back when it began to linger.
         if lingering.removeValue(forKey: id) == nil {
             releaseConnection(of: waiter.device.userID)
@@ -271,6 +279,25 @@ package struct WatchTable: Sendable {
     package var watchedUsers: [String] { Array(users.keys) }
     /// Waiters a connection holds (lingering ones are not counted).
     package var waiterCount: Int { waiters.count - lingeringCount }
+
+    // MARK: Presence
+
+    /// Starts tracking which devices have a waiter: every device that has one now appears.
+    package mutating func trackPresence() {
+        guard presence == nil else { return }
+        presence = (Set(devices.keys), [])
+    }
+
+    /// The devices that came to have a waiter and those whose last waiter went since the last
+    /// call (a device that came and went in between is in neither).
+    package mutating func takePresenceChanges() -> (appeared: [DeviceKey], left: [DeviceKey]) {
+        guard let changes = presence else { return ([], []) }
+        presence = ([], [])
+        return (Array(changes.appeared), Array(changes.left))
+    }
+
+    /// Every device with a waiter (lingering long-polls included: their device polls again).
+    package var presentDevices: [DeviceKey] { Array(devices.keys) }
     package var lingeringWaiterCount: Int { lingeringCount }
     package var armedCount: Int { waiters.count(where: { $0.value.armed != nil && lingering[$0.key] == nil }) }
     package func connections(of userID: String) -> Int { connections[userID, default: 0] }

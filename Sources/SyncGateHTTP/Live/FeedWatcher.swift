@@ -258,6 +258,21 @@ package final class FeedWatcher: Service, Sendable {
     /// Live connections registered now.
     package var waiterCount: Int { state.withLock { $0.table.waiterCount } }
 
+    /// Starts tracking which devices hold a live connection here (for push nudges); returns every
+    /// device that holds one now.
+    package func trackPresence() -> [DeviceKey] {
+        state.withLock { state in
+            state.table.trackPresence()
+            _ = state.table.takePresenceChanges()
+            return state.table.presentDevices
+        }
+    }
+
+    /// Devices that opened their first or closed their last live connection here since the last call.
+    package func takePresenceChanges() -> (appeared: [DeviceKey], left: [DeviceKey]) {
+        state.withLock { $0.table.takePresenceChanges() }
+    }
+
     /// Live connections asleep now, armed at positions they have read up to.
     package var armedCount: Int { state.withLock { $0.table.armedCount } }
 

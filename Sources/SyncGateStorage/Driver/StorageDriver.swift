@@ -137,6 +137,30 @@ package protocol StorageDriver: Sendable {
     func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration?
     /// `false` when the device had none.
     func deletePushRegistration(_ device: DeviceKey) async throws -> Bool
+    /// Gives every feed a registered device reads a position (at its head) if it has none: a
+    /// household joined since the device registered. Returns how many it added.
+    func trackPushFeeds() async throws -> Int
+    /// For feeds in `scopes` (every tracked feed when `nil`) past their position, up to
+    /// `feedLimit`: adds each to the pending set of every registered device reading it, except a
+    /// device that wrote every change of the range; a device with nothing pending becomes due at
+    /// `max(now, last sent + interval)`. Moves the positions, in the same transaction.
+    func markNudges(scopes: [Scope]?, feedLimit: Int, intervalMilliseconds: Int64, now: Timestamp) async throws -> NudgePass
+    /// Takes up to `limit` due nudges, leased for `leaseMilliseconds`, skipping rows another
+    /// nudger holds. A due nudge whose device has a live connection (on a front whose heartbeat
+    /// is fresh) is dropped instead: that connection delivers the changes.
+    func claimNudges(limit: Int, leaseMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim
+    /// Records how an attempt ended; a sent nudge leaves the device due again no sooner than
+    /// `intervalMilliseconds` after it if its pending set grew meanwhile.
+    func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws
+    /// A front's live connections: its heartbeat, valid until `expiresAt`, and the devices that
+    /// opened their first or closed their last connection on it since it last published.
+    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws
+    /// A front stopping: its presence ends at once.
+    func endPresence(front: String) async throws
+    /// Deletes the presence of fronts whose heartbeat expired before `now` (fronts that died).
+    func deleteExpiredPresence(now: Timestamp) async throws -> Int
+    /// Devices with a nudge pending, and the oldest pending change's commit time.
+    func nudgeBacklog() async throws -> (pending: Int, oldestPendingSince: Int64?)
 
     // MARK: Current data (the service API's reads)
 
@@ -322,6 +346,8 @@ package struct EntityRowWrite: Sendable, Hashable {
     package var sequence: Int64
     /// Who made the change when it was not a device: `service:<key name>`.
     package var origin: String? = nil
+    /// The device whose push made the change, `<device id>/<user id>` (push nudges skip it).
+    package var writer: String? = nil
 }
 
 /// What a pull plans with: read in one snapshot.

@@ -13,6 +13,15 @@ package enum MetricName {
     /// Deliveries not yet delivered, over every subscription (sampled).
     package static let webhookPending = "syncgate_webhook_pending"
 
+    /// Push nudges by `provider` (apns, fcm) and `outcome`: sent, retry, unregistered, rejected,
+    /// given_up, and `live` for a due nudge dropped because its device had a live connection.
+    package static let nudges = "syncgate_nudges_total"
+    /// From the oldest change a nudge announces committing to the provider accepting the nudge
+    /// (the coalescing interval included).
+    package static let nudgeLatency = "syncgate_nudge_latency_seconds"
+    /// Devices with a nudge pending (sampled).
+    package static let nudgesPending = "syncgate_nudges_pending"
+
     /// Requests answered, by `route` (the matched pattern, e.g. `/v1/sync/pull`), `method` and `status`.
     package static let httpRequests = "syncgate_http_requests_total"
     /// Request latency by `route` and `method` (event streams: until the stream ends).
@@ -55,7 +64,7 @@ package enum MetricName {
     package static let all = [
         httpRequests, httpRequestDuration, liveConnections, jobs, queueDepth, queueOldestAge, jobAttempts,
         applyDuration, pushToApply, operations, poolInUse, poolWaiting, maintenanceDuration, maintenanceRemoved, replicaPulls,
-        webhookDeliveries, webhookChanges, webhookLag, webhookPending,
+        webhookDeliveries, webhookChanges, webhookLag, webhookPending, nudges, nudgeLatency, nudgesPending,
     ]
 }
 

@@ -71,9 +71,9 @@ extension FeedChange {
 
 extension EntityRowWrite {
     /// The rows for `states`, numbered after the feed heads (advanced in place), each with the group
-    /// key its type's derivation files it under and the `origin` of the change.
+    /// key its type's derivation files it under, the `origin` of the change and its `writer`.
     static func rows(
-        _ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation], origin: String? = nil
+        _ states: [EntityState], heads: inout [Scope: Int64], derivations: [any Derivation], origin: String? = nil, writer: String? = nil
     ) throws -> [EntityRowWrite] {
         let sequences = try FeedAppend.sequences(for: states, heads: &heads)
         return zip(states, sequences).map { state, sequence in
@@ -90,7 +90,8 @@ extension EntityRowWrite {
                 ),
                 groupKey: derivations.lazy.compactMap { $0.storedGroupKey(of: state) }.first,
                 sequence: sequence,
-                origin: origin
+                origin: origin,
+                writer: writer
             )
         }
     }

@@ -229,7 +229,9 @@ extension SyncStore {
         for (job, outcome) in zip(held, outcomesOfJobs) {
             // A service key's push (its device `service:<name>`) marks its changes with that origin.
             let origin = DeviceID.isReserved(job.job.deviceID) ? job.job.deviceID : nil
-            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations, origin: origin)
+            // A device's push (its derived summaries too) is not nudged back to that device.
+            let writer = origin == nil ? PushWriter.key(DeviceKey(userID: job.job.userID, deviceID: job.job.deviceID)) : nil
+            let rows = try EntityRowWrite.rows(outcome.writes, heads: &heads, derivations: derivations, origin: origin, writer: writer)
             write.entities += rows
             advanced.formUnion(outcome.scopes)
             sequences.append(Dictionary(grouping: rows) { Scope(key: $0.row.scope)! }.mapValues { $0.map(\.sequence) })

@@ -1,0 +1,263 @@
+import AsyncHTTPClient
+package import Logging
+import Metrics
+package import ServiceLifecycle
+import Synchronization
+package import SyncGateConcurrency
+import SyncGateCore
+package import SyncGateStorage
+import SyncGateWire
+
+/// The nudger of a worker process (docs/push.md): it adds the feeds that advanced to the pending
+/// set of each registered device that reads them, and sends each device at most one silent push
+/// per interval, unless the device holds a live connection. Several processes share the work
+/// through the database. The apply writes nothing for it but each change's writer; a slow or
+/// failing provider holds only its own requests, bounded in time, number and retries.
+package final class NudgeService: Service {
+    let store: SyncStore
+    let configuration: PushConfiguration
+    let logger: Logger
+    let metrics = NudgeMetrics()
+    /// Opened once the schema is migrated (`serve` migrates as it starts); `nil`: it is.
+    let schemaReady: Latch?
+
+    /// Feeds notified as advanced since the last pass; `all`: look at every tracked feed.
+    private let advanced = Mutex<(scopes: Set<Scope>, all: Bool)>(([], true))
+    /// More notified feeds than this are not kept one by one: the next pass looks at all.
+    static let advancedLimit = 10_000
+    private let inFlight = Atomic<Int>(0)
+    /// Whether a pass made nudges due or an attempt ended since the last claim.
+    private let claimable = Atomic<Bool>(true)
+
+    package init(store: SyncStore, configuration: PushConfiguration, schemaReady: Latch? = nil, logger: Logger) {
+        self.store = store
+        self.configuration = configuration
+        self.schemaReady = schemaReady
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        let http = PushHTTPClient.make(timeout: configuration.timeout, tls: configuration.tls)
+        let senders = await Senders(configuration: configuration, http: http)
+        let bell = ChangeNotifier()
+        let doorbell = bell.subscribe(.init(jobsAvailable: true))
+        let events = store.driver.notifier.subscribe(.init(feeds: true))
+        try? await cancelWhenGracefulShutdown {
+            if let schemaReady = self.schemaReady { try await schemaReady.wait() }
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    while let batch = await events.next(timeout: .seconds(3600)) {
+                        guard self.note(batch) else { continue }
+                        bell.publish(.jobsAvailable)
+                    }
+                }
+                await self.loop(senders: senders, bell: bell, doorbell: doorbell, group: &group)
+                events.cancel()
+                group.cancelAll()
+            }
+        }
+        bell.close()
+        try? await http.shutdown()
+    }
+
+    /// Records what `batch` says advanced; whether a pass has something to look at.
+    func note(_ batch: [StoreEvent]) -> Bool {
+        advanced.withLock { advanced in
+            var noted = false
+            for event in batch {
+                switch event {
+                case .feedAdvanced(let scope, _):
+                    if !advanced.all { advanced.scopes.insert(scope) }
+                    noted = true
+                // Missed notifications, or a household joined or left: look at every feed.
+                case .resynchronize, .scopesChanged:
+                    advanced.all = true
+                    noted = true
+                default:
+                    continue
+                }
+            }
+            if advanced.scopes.count > Self.advancedLimit {
+                advanced.scopes = []
+                advanced.all = true
+            }
+            if advanced.all { advanced.scopes = [] }
+            return noted
+        }
+    }
+
+    private func loop(senders: Senders, bell: ChangeNotifier, doorbell: ChangeSubscription, group: inout DiscardingTaskGroup) async {
+        let start = ContinuousClock.now
+        var swept = start - configuration.sweepInterval
+        var marked = start - configuration.markInterval
+        var claimed = start - configuration.pollInterval
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            do {
+                if swept.duration(to: now) >= configuration.sweepInterval {
+                    advanced.withLock { $0.all = true }
+                    swept = now
+                    try await housekeeping()
+                }
+                // Passes at least `markInterval` apart, so that notified feeds share one.
+                if marked.duration(to: now) >= configuration.markInterval {
+                    let (scopes, all) = advanced.withLock { advanced in
+                        defer { advanced = ([], false) }
+                        return (advanced.scopes, advanced.all)
+                    }
+                    if all || !scopes.isEmpty {
+                        marked = now
+                        if all { _ = try await store.trackPushFeeds() }
+                        if try await mark(all ? nil : scopes.sorted()) > 0 { claimable.store(true, ordering: .relaxed) }
+                    }
+                }
+                if claimable.exchange(false, ordering: .relaxed) || claimed.duration(to: now) >= configuration.pollInterval {
+                    claimed = now
+                    try await claim(senders: senders, bell: bell, group: &group)
+                }
+            } catch {
+                // The database is away or refused: pending nudges wait in it, and the next pass retries.
+                if Task.isCancelled { break }
+                advanced.withLock { $0.all = true }
+                logger.warning("nudge pass failed", metadata: ["syncgate.error": "\(error)"])
+            }
+            let pendingMark = advanced.withLock { $0.all || !$0.scopes.isEmpty }
+            let wait = pendingMark ? configuration.markInterval - marked.duration(to: .now) : configuration.pollInterval
+            guard await doorbell.next(timeout: max(.milliseconds(1), min(wait, configuration.pollInterval))) != nil else { break }
+        }
+    }
+
+    /// Marks until no taken feed is left (bounded); returns how many devices got something pending.
+    func mark(_ scopes: [Scope]?) async throws -> Int {
+        var devices = 0
+        for _ in 0..<100 {
+            let pass = try await store.markNudges(scopes: scopes, feedLimit: configuration.feedLimit, intervalMilliseconds: configuration.intervalMilliseconds)
+            devices += pass.devices
+            guard pass.more else { break }
+        }
+        return devices
+    }
+
+    private func claim(senders: Senders, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
+        let free = configuration.concurrency - inFlight.load(ordering: .relaxed)
+        guard free > 0 else { return }
+        let claim = try await store.claimNudges(limit: free, leaseMilliseconds: configuration.leaseMilliseconds)
+        if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
+        for nudge in claim.nudges {
+            inFlight.add(1, ordering: .relaxed)
+            group.addTask {
+                await self.send(nudge, senders: senders)
+                self.inFlight.subtract(1, ordering: .relaxed)
+                self.claimable.store(true, ordering: .relaxed)
+                bell.publish(.jobsAvailable)
+            }
+        }
+    }
+
+    /// One attempt and its record. A record that fails to commit leaves the nudge leased until
+    /// its lease ends; it is then sent again (a nudge is idempotent for the app: one more sync).
+    func send(_ nudge: ClaimedNudge, senders: Senders) async {
+        let provider = nudge.registration.provider.rawValue
+        let outcome = await senders.send(nudge)
+        let now = store.clock.wallNow().millisecondsSinceEpoch
+        let finish: NudgeFinish
+        switch outcome {
+        case .sent:
+            finish = .sent
+            metrics.outcome(provider: provider, "sent")
+            if let since = nudge.pendingSince { metrics.latency.recordMilliseconds(max(0, now - since)) }
+        case .unregistered(let reason):
+            finish = .unregistered(reason: reason)
+            metrics.outcome(provider: provider, "unregistered")
+            logger.info("push registration removed: the provider no longer knows the device", metadata: [
+                "syncgate.user": "\(nudge.device.userID)", "syncgate.device": "\(nudge.device.deviceID)", "syncgate.push.reason": "\(reason)",
+            ])
+        case .retry(let reason, let after):
+            if let delay = configuration.retry.delay(afterAttempt: nudge.attempts, retryAfterSeconds: after, random: Double.random(in: 0..<1)) {
+                finish = .retry(at: now + delay, error: reason)
+                metrics.outcome(provider: provider, "retry")
+            } else {
+                finish = .dropped(error: "gave up after \(nudge.attempts) attempts: \(reason)")
+                metrics.outcome(provider: provider, "given_up")
+                logger.warning("push nudge given up; the next change nudges the device again", metadata: [
+                    "syncgate.device": "\(nudge.device.deviceID)", "syncgate.error": "\(reason)",
+                ])
+            }
+        case .renewCredentials(let reason), .rejected(let reason):
+            finish = .dropped(error: reason)
+            metrics.outcome(provider: provider, "rejected")
+            logger.warning("push nudge rejected by the provider", metadata: [
+                "syncgate.push.provider": "\(provider)", "syncgate.device": "\(nudge.device.deviceID)", "syncgate.error": "\(reason)",
+            ])
+        }
+        do {
+            try await store.finishNudge(nudge, outcome: finish, intervalMilliseconds: configuration.intervalMilliseconds)
+        } catch {
+            logger.warning("push nudge not recorded; it is sent again after its lease", metadata: ["syncgate.error": "\(error)"])
+        }
+    }
+
+    /// Ends the presence of fronts that died; samples the backlog.
+    func housekeeping() async throws {
+        _ = try await store.deleteExpiredPresence()
+        metrics.pending.record(try await store.nudgeBacklog().pending)
+    }
+
+    /// The provider clients this process has credentials for.
+    struct Senders: Sendable {
+        let apns: APNsClient?
+        let fcm: FCMClient?
+
+        init(configuration: PushConfiguration, http: HTTPClient) async {
+            if let credentials = configuration.apns {
+                apns = await APNsClient(
+                    credentials: credentials, http: http, timeout: configuration.timeout,
+                    baseURL: configuration.apnsBaseURL ?? { "https://\($0.host)" }
+                )
+            } else {
+                apns = nil
+            }
+            if let account = configuration.fcm {
+                fcm = await FCMClient(
+                    account: account, http: http, priority: configuration.fcmPriority, timeout: configuration.timeout,
+                    baseURL: configuration.fcmBaseURL ?? "https://fcm.googleapis.com"
+                )
+            } else {
+                fcm = nil
+            }
+        }
+
+        func send(_ nudge: ClaimedNudge) async -> PushOutcome {
+            let scopes = nudge.scopes.map { scope in
+                switch scope {
+                case .user: "user"
+                case .household(let id): "household:\(id)"
+                }
+            }
+            switch nudge.registration.provider {
+            case .apns:
+                guard let apns, let topic = nudge.registration.topic, let environment = nudge.registration.environment else {
+                    return .rejected(reason: "no APNs credentials are configured (SYNCGATE_APNS_KEY_FILE)")
+                }
+                let address = PushAddress.apns(token: nudge.registration.token, topic: topic, environment: environment)
+                return await apns.send(PushNudge(address: address, scopes: scopes))
+            case .fcm:
+                guard let fcm else { return .rejected(reason: "no FCM service account is configured (SYNCGATE_FCM_SERVICE_ACCOUNT_FILE)") }
+                return await fcm.send(PushNudge(address: .fcm(token: nudge.registration.token), scopes: scopes))
+            }
+        }
+    }
+}
+
+/// The nudge series (see ``MetricName``).
+struct NudgeMetrics: Sendable {
+    let outcomes = MetricHandles<[String], Counter> { key in
+        Counter(label: MetricName.nudges, dimensions: [("provider", key[0]), ("outcome", key[1])])
+    }
+    let latency = Metrics.Timer(label: MetricName.nudgeLatency)
+    let pending = Gauge(label: MetricName.nudgesPending)
+
+    func outcome(provider: String, _ outcome: String, count: Int = 1) {
+        outcomes[[provider, outcome]].increment(by: count)
+    }
+}
