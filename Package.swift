@@ -372,6 +372,7 @@ let package = Package(
         .testTarget(
             name: "SyncGateConformanceTests",
             dependencies: [
+                "SyncGatePush",
                 "SyncGateWebhooks",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -131,23 +131,28 @@ extension PostgresDriver {
 
     typealias ClaimedNudgeColumns = (String, String, String, String, String?, String?, [String], Int64, Int, Int64?)
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
+    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
         let rows = try await query(
             "claim nudges", .job,
             """
             WITH due AS (
-                SELECT user_id, device_id FROM push_registrations
+                SELECT user_id, device_id, held_live_at FROM push_registrations
                 WHERE due_at <= \(at) AND (leased_until IS NULL OR leased_until <= \(at))
                 ORDER BY due_at LIMIT \(Int64(limit))
                 FOR UPDATE SKIP LOCKED
             ), present AS (
-                SELECT DISTINCT d.user_id, d.device_id FROM due d
+                SELECT DISTINCT d.user_id, d.device_id, d.held_live_at FROM due d
                 JOIN push_presence p ON p.user_id = d.user_id AND p.device_id = d.device_id
                 JOIN push_fronts fr ON fr.front = p.front AND fr.expires_at > \(at)
+            ), held AS (
+                UPDATE push_registrations r SET due_at = \(at + recheckMilliseconds), held_live_at = \(at)
+                FROM present p WHERE p.held_live_at IS NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
+                RETURNING 1
             ), dropped AS (
-                UPDATE push_registrations r SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL
-                FROM present p WHERE r.user_id = p.user_id AND r.device_id = p.device_id
+                UPDATE push_registrations r SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL,
+                    held_live_at = NULL
+                FROM present p WHERE p.held_live_at IS NOT NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
                 RETURNING 1
             ), leased AS (
                 UPDATE push_registrations r SET leased_until = \(at + leaseMilliseconds), attempts = r.attempts + 1
@@ -157,13 +162,14 @@ extension PostgresDriver {
                 RETURNING r.user_id, r.device_id, r.provider, r.token, r.topic, r.environment, coalesce(r.pending_scopes, '{}'),
                           r.pending_version, r.attempts, r.pending_since
             )
-            SELECT leased.*, (SELECT count(*)::int FROM dropped) FROM leased
-            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM dropped)
+            SELECT leased.*, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM leased
+            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped)
             """,
-            as: (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int).self
+            as: (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int, Int).self
         )
         var claim = NudgeClaim()
-        for (user, device, provider, token, topic, environment, scopes, version, attempts, since, present) in rows {
+        for (user, device, provider, token, topic, environment, scopes, version, attempts, since, held, present) in rows {
+            claim.held = held
             claim.present = present
             guard let user, let device, let provider, let token, let version, let attempts,
                 let registration = StoredPushRegistration.registration(provider: provider, token: token, topic: topic, environment: environment)
@@ -190,7 +196,7 @@ extension PostgresDriver {
             // coalescing interval after it.
             query = """
                 UPDATE push_registrations SET
-                    last_sent_at = coalesce(\(sent), last_sent_at), leased_until = NULL, attempts = 0, last_error = \(error),
+                    last_sent_at = coalesce(\(sent), last_sent_at), leased_until = NULL, attempts = 0, last_error = \(error), held_live_at = NULL,
                     pending_scopes = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_scopes END,
                     pending_since = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_since END,
                     due_at = CASE WHEN pending_version = \(version) THEN NULL ELSE \(at) + \(intervalMilliseconds) END
@@ -198,7 +204,7 @@ extension PostgresDriver {
                 """
         case .retry(let due, let error):
             query = """
-                UPDATE push_registrations SET leased_until = NULL, due_at = \(due), last_error = \(error)
+                UPDATE push_registrations SET leased_until = NULL, due_at = \(due), last_error = \(error), held_live_at = NULL
                 WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
                 """
         case .unregistered:

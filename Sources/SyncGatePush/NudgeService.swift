@@ -141,7 +141,9 @@ package final class NudgeService: Service {
     private func claim(senders: Senders, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
         let free = configuration.concurrency - inFlight.load(ordering: .relaxed)
         guard free > 0 else { return }
-        let claim = try await store.claimNudges(limit: free, leaseMilliseconds: configuration.leaseMilliseconds)
+        let claim = try await store.claimNudges(
+            limit: free, leaseMilliseconds: configuration.leaseMilliseconds, recheckMilliseconds: configuration.liveRecheckMilliseconds
+        )
         if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
         for nudge in claim.nudges {
             inFlight.add(1, ordering: .relaxed)

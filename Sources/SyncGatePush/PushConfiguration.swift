@@ -28,6 +28,11 @@ package struct PushConfiguration: Sendable {
     package var feedLimit = 500
     /// A front's presence heartbeat is valid this long; fronts renew it every third of it.
     package var presenceLifetime: Duration = .seconds(30)
+    /// A nudge due while its device holds a live connection is looked at again this much later,
+    /// and dropped only if the device still holds one: a front learns that a client vanished
+    /// when it next writes to it (an event stream's keep-alive, every 15 s; a long-poll's answer,
+    /// at once when the change wakes it).
+    package var liveRecheck: Duration = .seconds(20)
     /// Tests: trust roots for a local mock, and the providers' base URLs.
     package var tls: TLSConfiguration?
     package var apnsBaseURL: (@Sendable (APNsEnvironment) -> String)?
@@ -37,5 +42,10 @@ package struct PushConfiguration: Sendable {
 
     package var isConfigured: Bool { apns != nil || fcm != nil }
 
-    package var intervalMilliseconds: Int64 { interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000 }
+    package var intervalMilliseconds: Int64 { Self.milliseconds(interval) }
+    package var liveRecheckMilliseconds: Int64 { Self.milliseconds(liveRecheck) }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
 }

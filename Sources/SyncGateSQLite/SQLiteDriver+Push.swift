@@ -138,7 +138,7 @@ extension SQLiteDriver {
         }
     }
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
+    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
         return try await write { db in
             let due = try Row.fetchAll(
@@ -146,7 +146,8 @@ extension SQLiteDriver {
                 sql: """
                     SELECT user_id, device_id, provider, token, topic, environment, pending_scopes, pending_version, attempts, pending_since,
                            EXISTS (SELECT 1 FROM push_presence p JOIN push_fronts fr ON fr.front = p.front AND fr.expires_at > ?
-                                   WHERE p.user_id = r.user_id AND p.device_id = r.device_id)
+                                   WHERE p.user_id = r.user_id AND p.device_id = r.device_id),
+                           held_live_at
                     FROM push_registrations r
                     WHERE due_at <= ? AND (leased_until IS NULL OR leased_until <= ?)
                     ORDER BY due_at LIMIT ?
@@ -157,14 +158,23 @@ extension SQLiteDriver {
             for row in due {
                 let device = DeviceKey(userID: row[0], deviceID: row[1])
                 if row[10] as Bool {
-                    try db.execute(
-                        sql: """
-                            UPDATE push_registrations SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL
-                            WHERE user_id = ? AND device_id = ?
-                            """,
-                        arguments: [device.userID, device.deviceID]
-                    )
-                    claim.present += 1
+                    if (row[11] as Int64?) == nil {
+                        try db.execute(
+                            sql: "UPDATE push_registrations SET due_at = ?, held_live_at = ? WHERE user_id = ? AND device_id = ?",
+                            arguments: [at + recheckMilliseconds, at, device.userID, device.deviceID]
+                        )
+                        claim.held += 1
+                    } else {
+                        try db.execute(
+                            sql: """
+                                UPDATE push_registrations SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0,
+                                    leased_until = NULL, held_live_at = NULL
+                                WHERE user_id = ? AND device_id = ?
+                                """,
+                            arguments: [device.userID, device.deviceID]
+                        )
+                        claim.present += 1
+                    }
                     continue
                 }
                 try db.execute(
@@ -195,7 +205,7 @@ extension SQLiteDriver {
                 try db.execute(
                     sql: """
                         UPDATE push_registrations SET
-                            last_sent_at = coalesce(?, last_sent_at), leased_until = NULL, attempts = 0, last_error = ?,
+                            last_sent_at = coalesce(?, last_sent_at), leased_until = NULL, attempts = 0, last_error = ?, held_live_at = NULL,
                             pending_scopes = CASE WHEN pending_version = ? THEN NULL ELSE pending_scopes END,
                             pending_since = CASE WHEN pending_version = ? THEN NULL ELSE pending_since END,
                             due_at = CASE WHEN pending_version = ? THEN NULL ELSE ? END
@@ -205,7 +215,7 @@ extension SQLiteDriver {
                 )
             case .retry(let due, let error):
                 try db.execute(
-                    sql: "UPDATE push_registrations SET leased_until = NULL, due_at = ?, last_error = ? WHERE user_id = ? AND device_id = ? AND token = ?",
+                    sql: "UPDATE push_registrations SET leased_until = NULL, due_at = ?, last_error = ?, held_live_at = NULL WHERE user_id = ? AND device_id = ? AND token = ?",
                     arguments: [due, error] + key
                 )
             case .unregistered:

@@ -62,14 +62,16 @@ package struct ClaimedNudge: Sendable, Hashable {
     }
 }
 
-/// What a nudger took: nudges to send, and how many due ones it dropped because their device
-/// has a live connection open (which delivers the changes itself).
+/// What a nudger took: nudges to send; due ones whose device holds a live connection, held for
+/// a second look; and those dropped because it still held one then (it delivers the changes).
 package struct NudgeClaim: Sendable, Hashable {
     package var nudges: [ClaimedNudge] = []
+    package var held = 0
     package var present = 0
 
-    package init(nudges: [ClaimedNudge] = [], present: Int = 0) {
+    package init(nudges: [ClaimedNudge] = [], held: Int = 0, present: Int = 0) {
         self.nudges = nudges
+        self.held = held
         self.present = present
     }
 }

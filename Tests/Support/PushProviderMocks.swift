@@ -107,6 +107,8 @@ package final class APNsMock: Sendable {
         var tokens: [(token: String, at: Int64)] = []
         var lastRefusedAsExpired: String?
         var http1Requests = 0
+        var hold: TestGate?
+        var arrivals = 0
     }
 
     private let state = Mutex(State())
@@ -124,6 +126,13 @@ package final class APNsMock: Sendable {
     /// Distinct provider tokens seen.
     package var tokenCount: Int { state.withLock { $0.tokens.count } }
     package var http1Requests: Int { state.withLock { $0.http1Requests } }
+    /// Requests that arrived (whatever became of them).
+    package var arrivals: Int { state.withLock { $0.arrivals } }
+
+    /// Requests from now on wait for `gate` before they are answered (`nil`: they do not).
+    package func hold(until gate: TestGate?) {
+        state.withLock { $0.hold = gate }
+    }
 
     /// The next answers for `deviceToken`, one per request, before it is accepted again.
     package func script(_ deviceToken: String, _ answers: ScriptedAnswer...) {
@@ -141,6 +150,11 @@ package final class APNsMock: Sendable {
         router.post("3/device/:token") { request, context -> Response in
             let deviceToken = context.parameters.get("token") ?? ""
             let body = Array(try await request.body.collect(upTo: 1 << 16).readableBytesView)
+            let gate = self.state.withLock { state in
+                state.arrivals += 1
+                return state.hold
+            }
+            if let gate { try await gate.wait() }
             let now = self.clock.now()
             // Only HTTP/2 carries the :scheme pseudo-header; Hummingbird's HTTP/1.1 path says "http".
             guard request.head.scheme == "https" else {
@@ -363,5 +377,17 @@ package final class FCMMock: Sendable {
         )
         if let seconds = answer.retryAfter { response.headers[.retryAfter] = "\(seconds)" }
         return response
+    }
+}
+
+/// A mock's port, known once it listens (its router needs it for the URLs it checks).
+package final class PortBox: Sendable {
+    private let port = Mutex(0)
+
+    package init() {}
+
+    package var value: Int {
+        get { port.withLock { $0 } }
+        set { port.withLock { $0 = newValue } }
     }
 }

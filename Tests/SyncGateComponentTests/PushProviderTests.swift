@@ -320,12 +320,3 @@ import Testing
         }
     }
 }
-
-/// The mock's port, known once it listens.
-final class PortBox: Sendable {
-    private let port = Mutex(0)
-    var value: Int {
-        get { port.withLock { $0 } }
-        set { port.withLock { $0 = newValue } }
-    }
-}

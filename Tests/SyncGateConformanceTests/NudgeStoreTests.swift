@@ -28,7 +28,7 @@ import Testing
     }
 
     static func claim(_ harness: StoreHarness, at seconds: Int64, lease: Int64 = 60_000) async throws -> NudgeClaim {
-        try await harness.store.driver.claimNudges(limit: 10, leaseMilliseconds: lease, now: at(seconds))
+        try await harness.store.driver.claimNudges(limit: 10, leaseMilliseconds: lease, recheckMilliseconds: 20_000, now: at(seconds))
     }
 
     @Test(arguments: Driver.selected)
@@ -118,31 +118,33 @@ import Testing
         try await StoreHarness.with(driver) { harness in
             try await Self.household(harness)
             let store = harness.store.driver
-            try await store.publishPresence(front: "front-a", added: [Self.phone], removed: [], expiresAt: Self.at(30))
+            try await store.publishPresence(front: "front-a", added: [Self.phone], removed: [], expiresAt: Self.at(100))
             _ = try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "alice", device: "tablet")
             _ = try await Self.mark(harness, at: 1)
-            let claim = try await Self.claim(harness, at: 1)
-            // Dropped, not postponed: the open connection delivers the change.
-            #expect(claim.nudges.isEmpty && claim.present == 1)
+            // Due while the device is connected: held for a second look, not sent.
+            #expect(try await Self.claim(harness, at: 1) == NudgeClaim(held: 1))
+            #expect(try await Self.claim(harness, at: 20) == NudgeClaim())
+            // Still connected then: dropped, since the connection delivered the change.
+            #expect(try await Self.claim(harness, at: 21) == NudgeClaim(present: 1))
             #expect(try await store.nudgeBacklog().pending == 0)
 
-            // The connection closes: the next change nudges.
-            try await store.publishPresence(front: "front-a", added: [], removed: [Self.phone], expiresAt: Self.at(30))
+            // Connected when due, gone at the second look (a client that vanished, which its
+            // front noticed at its next write): nudged.
             _ = try await harness.apply([Op.create("inventory", "eggs", ["qty": 1], household: "home")], user: "alice", device: "tablet")
-            _ = try await Self.mark(harness, at: 2)
-            let sent = try #require(try await Self.claim(harness, at: 2).nudges.first)
-            #expect(sent.device == Self.phone)
-            try await store.finishNudge(sent, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(2))
+            _ = try await Self.mark(harness, at: 30)
+            #expect(try await Self.claim(harness, at: 30) == NudgeClaim(held: 1))
+            try await store.publishPresence(front: "front-a", added: [], removed: [Self.phone], expiresAt: Self.at(100))
+            let sent = try #require(try await Self.claim(harness, at: 50).nudges.first)
+            #expect(sent.device == Self.phone && sent.scopes == [.household("home")])
+            try await store.finishNudge(sent, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(50))
 
             // A front that died: its devices count while its heartbeat lasts, then no longer.
-            try await store.publishPresence(front: "front-b", added: [Self.phone], removed: [], expiresAt: Self.at(40))
+            try await store.publishPresence(front: "front-b", added: [Self.phone], removed: [], expiresAt: Self.at(200))
             _ = try await harness.apply([Op.create("inventory", "salt", ["qty": 1], household: "home")], user: "alice", device: "tablet")
-            _ = try await Self.mark(harness, at: 35)
-            #expect(try await Self.claim(harness, at: 35).present == 1)
-            _ = try await harness.apply([Op.create("inventory", "rice", ["qty": 1], household: "home")], user: "alice", device: "tablet")
-            _ = try await Self.mark(harness, at: 41)
-            #expect(try await Self.claim(harness, at: 41).nudges.map(\.device) == [Self.phone])
-            #expect(try await store.deleteExpiredPresence(now: Self.at(41)) == 1)
+            _ = try await Self.mark(harness, at: 180)
+            #expect(try await Self.claim(harness, at: 180) == NudgeClaim(held: 1))
+            #expect(try await Self.claim(harness, at: 200).nudges.map(\.device) == [Self.phone])
+            #expect(try await store.deleteExpiredPresence(now: Self.at(200)) == 1)
             try await store.endPresence(front: "front-a")
             #expect(try await harness.queryTexts("SELECT front FROM push_fronts").isEmpty)
             #expect(try await harness.queryTexts("SELECT device_id FROM push_presence").isEmpty)

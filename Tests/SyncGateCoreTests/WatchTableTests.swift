@@ -246,4 +246,61 @@ import Testing
         }
         #expect(table.armedCount == model.values.count(where: \.sleeping))
     }
+
+    /// What the table reports, `+device` appeared and `-device` left, sorted.
+    static func changes(_ table: inout WatchTable) -> [String] {
+        let taken = table.takePresenceChanges()
+        return (taken.appeared.map { "+\($0)" } + taken.left.map { "-\($0)" }).sorted()
+    }
+
+    /// Push nudges skip devices with a live connection: the table reports the devices that came
+    /// to have a waiter and those whose last waiter went, netted between two reports.
+    @Test func presenceChangesAreReportedPerDeviceAndNetted() throws {
+        var table = WatchTable()
+        var taken: [String]
+        let early = try table.register(device: Self.alice, feeds: [])
+        // Untracked: nothing is reported.
+        taken = Self.changes(&table)
+        #expect(taken == [])
+        table.trackPresence()
+        // Tracking starts with every device that holds a waiter.
+        taken = Self.changes(&table)
+        #expect(taken == ["+\(Self.alice)"])
+        let second = try table.register(device: Self.alice, feeds: [])
+        table.remove(early)
+        taken = Self.changes(&table)
+        #expect(taken == [], "alice kept a waiter throughout")
+        table.remove(second)
+        taken = Self.changes(&table)
+        #expect(taken == ["-\(Self.alice)"])
+        // A device that comes and goes between two reports is in neither; one that goes and
+        // comes back is in neither too.
+        let brief = try table.register(device: Self.bob, feeds: [])
+        table.remove(brief)
+        taken = Self.changes(&table)
+        #expect(taken == [])
+        let back = try table.register(device: Self.bob, feeds: [])
+        _ = Self.changes(&table)
+        table.remove(back)
+        _ = try table.register(device: Self.bob, feeds: [])
+        taken = Self.changes(&table)
+        #expect(taken == [])
+        #expect(table.presentDevices == [Self.bob])
+    }
+
+    /// A long-poll that answered lingers for its device's next poll: the device stays present.
+    @Test func aLingeringLongPollKeepsItsDevicePresent() throws {
+        var table = WatchTable()
+        var taken: [String]
+        table.trackPresence()
+        let poll = try table.register(device: Self.alice, feeds: [Self.home])
+        #expect(table.arm(poll, positions: [Self.home: 1], scopesVersion: 1) == nil)
+        #expect(table.linger(poll, since: .now) == true)
+        taken = Self.changes(&table)
+        #expect(taken == ["+\(Self.alice)"])
+        #expect(table.presentDevices == [Self.alice])
+        table.remove(poll)
+        taken = Self.changes(&table)
+        #expect(taken == ["-\(Self.alice)"])
+    }
 }

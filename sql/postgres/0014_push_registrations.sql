@@ -20,6 +20,7 @@ CREATE TABLE push_registrations (
     last_sent_at    bigint,
     attempts        integer NOT NULL DEFAULT 0,
     leased_until    bigint,           -- a nudger is sending it; another may take it after this (a nudger that died)
+    held_live_at    bigint,           -- found due while the device held a live connection: checked again before it is dropped
     last_error      text,
     PRIMARY KEY (user_id, device_id)
 );

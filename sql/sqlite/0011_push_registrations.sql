@@ -16,6 +16,7 @@ CREATE TABLE push_registrations (
     last_sent_at    INTEGER,
     attempts        INTEGER NOT NULL DEFAULT 0,
     leased_until    INTEGER,
+    held_live_at    INTEGER,
     last_error      TEXT,
     PRIMARY KEY (user_id, device_id)
 ) WITHOUT ROWID;

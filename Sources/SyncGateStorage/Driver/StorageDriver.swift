@@ -147,8 +147,10 @@ package protocol StorageDriver: Sendable {
     func markNudges(scopes: [Scope]?, feedLimit: Int, intervalMilliseconds: Int64, now: Timestamp) async throws -> NudgePass
     /// Takes up to `limit` due nudges, leased for `leaseMilliseconds`, skipping rows another
     /// nudger holds. A due nudge whose device has a live connection (on a front whose heartbeat
-    /// is fresh) is dropped instead: that connection delivers the changes.
-    func claimNudges(limit: Int, leaseMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim
+    /// is fresh) is held `recheckMilliseconds` instead, and dropped if the device still has one
+    /// then: that connection delivers the changes. (A front learns that a client vanished only
+    /// when it next writes to it: a keep-alive, or the long-poll's answer.)
+    func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim
     /// Records how an attempt ended; a sent nudge leaves the device due again no sooner than
     /// `intervalMilliseconds` after it if its pending set grew meanwhile.
     func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws

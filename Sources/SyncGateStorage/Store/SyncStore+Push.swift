@@ -11,8 +11,8 @@ extension SyncStore {
         try await driver.markNudges(scopes: scopes, feedLimit: feedLimit, intervalMilliseconds: intervalMilliseconds, now: clock.wallNow())
     }
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64) async throws -> NudgeClaim {
-        try await driver.claimNudges(limit: limit, leaseMilliseconds: leaseMilliseconds, now: clock.wallNow())
+    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64) async throws -> NudgeClaim {
+        try await driver.claimNudges(limit: limit, leaseMilliseconds: leaseMilliseconds, recheckMilliseconds: recheckMilliseconds, now: clock.wallNow())
     }
 
     package func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64) async throws {
