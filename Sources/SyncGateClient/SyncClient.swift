@@ -113,6 +113,50 @@ public final class SyncClient: Sendable {
         store.close()
     }
 
+    // MARK: - Push nudges
+
+    /// Registers this device's push address, so that the server wakes the app in the background
+    /// with a silent `sync_nudge` push when a feed it reads advances (docs/push.md). Call it
+    /// after sign-in and whenever the OS hands the app a token; a new one replaces the old.
+    public func registerPushToken(_ registration: PushRegistration) async throws {
+        try checkOpen()
+        try await engine.api.registerPush(registration)
+    }
+
+    /// Registers an APNs device token as the OS hands it to the app
+    /// (`application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`).
+    /// - Parameters:
+    ///   - topic: the app's bundle id.
+    ///   - environment: `.sandbox` for builds run from Xcode, `.production` for TestFlight and the App Store.
+    public func registerPushToken(apnsToken: some Sequence<UInt8>, topic: String, environment: PushRegistration.Environment) async throws {
+        let hex = apnsToken.map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]], as: UTF8.self)
+        }.joined()
+        try await registerPushToken(.apns(token: hex, topic: topic, environment: environment))
+    }
+
+    /// Stops nudges to this device (at sign-out).
+    public func unregisterPushToken() async throws {
+        try checkOpen()
+        try await engine.api.unregisterPush()
+    }
+
+    /// Whether a push's payload is a SyncGate nudge: an APNs `userInfo`, or an FCM message's `data`.
+    public static func isNudge(_ payload: [AnyHashable: Any]) -> Bool {
+        payload["type"] as? String == "sync_nudge"
+    }
+
+    /// Handles a silent push: for a SyncGate nudge, runs one ``sync()`` and answers whether it
+    /// brought anything from the server (for the fetch completion handler's `.newData` or
+    /// `.noData`); for any other payload, does nothing and answers `false`.
+    /// - Throws: what ``sync()`` throws (answer `.failed`).
+    public func handleNudge(userInfo: [AnyHashable: Any]) async throws -> Bool {
+        guard Self.isNudge(userInfo) else { return false }
+        let report = try await sync()
+        return report.pulledChanges > 0 || report.resynced != nil || !report.settled.isEmpty
+    }
+
     // MARK: - Inspection
 
     /// The households the user belongs to, as of the last pull.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import HTTPTypes
 import HummingbirdTesting
+import SyncGateCore
 import SyncGateStorage
 import SyncGateClient
 import SyncGateTestSupport
@@ -37,6 +38,36 @@ struct ClientServerTests {
                 try await device.sync()
                 #expect(try await device.read(type: "weightLogs", id: "w1")?.data == ["kg": 72, "date": "2026-01-15"])
                 #expect(try await device.pendingWriteCount() == 0)
+            }
+        }
+    }
+
+    @Test("a device registers its push token; a nudge runs one sync and tells whether it brought data", arguments: Driver.selected)
+    func pushTokenAndNudge(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let phone = try devices.make("alice", "phone")
+            let tablet = try devices.make("alice", "tablet")
+            let token: [UInt8] = Array(0..<32)
+            try await phone.registerPushToken(apnsToken: token, topic: "com.example.timetracker", environment: .sandbox)
+            let stored = try await http.store.store.pushRegistration(DeviceKey(userID: "alice", deviceID: "phone"))
+            #expect(stored?.registration == .apns(token: "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", topic: "com.example.timetracker", environment: .sandbox))
+
+            // Not a nudge: nothing happens.
+            #expect(try await phone.handleNudge(userInfo: ["aps": ["alert": "hi"]]) == false)
+            try await phone.sync()
+            #expect(try await phone.handleNudge(userInfo: ["type": "sync_nudge", "aps": ["content-available": 1]]) == false)
+            // The tablet writes; the phone's nudge pulls it.
+            try await tablet.write(type: "weightLogs", id: "w1", data: ["kg": 70, "date": "2026-01-15"])
+            try await tablet.sync()
+            #expect(try await phone.handleNudge(userInfo: ["type": "sync_nudge", "scopes": ["user"]]) == true)
+            #expect(try await phone.read(type: "weightLogs", id: "w1")?.data == ["kg": 70, "date": "2026-01-15"])
+
+            try await phone.unregisterPushToken()
+            #expect(try await http.store.store.pushRegistration(DeviceKey(userID: "alice", deviceID: "phone")) == nil)
+            // A malformed registration is the server's validation error.
+            await #expect(throws: SyncGateClientError.self) {
+                try await phone.registerPushToken(.apns(token: "zz", topic: "com.example.timetracker", environment: .sandbox))
             }
         }
     }

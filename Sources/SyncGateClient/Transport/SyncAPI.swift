@@ -31,6 +31,18 @@ struct SyncAPI: Sendable {
         return try JobAnswer(json: try Self.json(response))
     }
 
+    /// `PUT /v1/devices/current/push`: this device's push address.
+    func registerPush(_ registration: PushRegistration) async throws {
+        let response = try await send(method: "PUT", path: "/v1/devices/current/push", body: registration.json.serializedBytes(), waitMilliseconds: 0)
+        guard response.status == 200 else { throw Self.error(for: response) }
+    }
+
+    /// `DELETE /v1/devices/current/push`.
+    func unregisterPush() async throws {
+        let response = try await send(method: "DELETE", path: "/v1/devices/current/push", body: nil, waitMilliseconds: 0)
+        guard response.status == 204 else { throw Self.error(for: response) }
+    }
+
     /// A pull's answer: a page, or the server's refusal of the cursor.
     enum PullAnswer: Sendable, Hashable {
         case page(PullPage)

@@ -15,7 +15,7 @@ public protocol SyncTransport: Sendable {
 
 /// An HTTP request relative to the server's base URL.
 public struct TransportRequest: Sendable, Hashable {
-    /// `GET` or `POST`.
+    /// `GET`, `POST`, `PUT` or `DELETE`.
     public var method: String
     /// The path and query, e.g. `/v1/sync/pull?cursor=abc`.
     public var path: String
