@@ -88,6 +88,7 @@ extension ServerConfiguration {
         package static let fcmServiceAccountFile = Setting("fcmServiceAccountFile")
         package static let fcmServiceAccount = Setting("fcmServiceAccount", isSecret: true)
         package static let fcmPriority = Setting("fcmPriority")
+        package static let fcmUrl = Setting("fcmUrl")
         package static let nudgeInterval = Setting("nudgeInterval")
         package static let nudges = Setting("nudges")
 
@@ -99,7 +100,7 @@ extension ServerConfiguration {
             keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
             jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects, webhooks, webhookAllowPrivate, webhookTimeout,
             webhookConcurrency, webhookReplayWindow, webhookBatchInterval, apnsKeyFile, apnsKey, apnsKeyId, apnsTeamId, fcmServiceAccountFile,
-            fcmServiceAccount, fcmPriority, nudgeInterval, nudges,
+            fcmServiceAccount, fcmPriority, fcmUrl, nudgeInterval, nudges,
         ]
     }
 
@@ -298,6 +299,12 @@ extension ServerConfiguration {
                 throw ConfigurationError("\(Setting.fcmPriority.describe) must be high or normal, got '\(priority.prefix(32))'")
             }
             push.fcmPriority = parsed
+        }
+        if let url = values.string(.fcmUrl) {
+            guard url.hasPrefix("https://") || url.hasPrefix("http://"), !url.hasSuffix("/") else {
+                throw ConfigurationError("\(Setting.fcmUrl.describe) must be an http(s) URL without a trailing slash, got '\(url.prefix(64))'")
+            }
+            push.fcmBaseURL = url
         }
         if let interval = try values.milliseconds(.nudgeInterval) {
             guard (1000...3_600_000).contains(interval) else {

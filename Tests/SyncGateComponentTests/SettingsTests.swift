@@ -10,6 +10,8 @@ import SyncGateTestSupport
 import SyncGateWorker
 import Synchronization
 import SyncGateWebhooks
+import SyncGatePush
+import Crypto
 import Testing
 
 /// Settings: flags over `SYNCGATE_*` environment over the `--config` file over defaults.
@@ -77,6 +79,35 @@ import Testing
         #expect(configuration.front.idleTimeout == .seconds(120))
         let defaults = try await Self.configuration()
         #expect(defaults.front.liveLimits == .init(perUser: 20, perProcess: 25_000) && defaults.front.requestReadTimeout == .seconds(30))
+    }
+
+    @Test func pushSettingsAreReadAndChecked() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("syncgate-push-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("AuthKey.p8").path
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let off = try await Self.configuration()
+        #expect(!off.push.isConfigured && off.push.interval == .seconds(30))
+        let on = try await Self.configuration(environment: [
+            "SYNCGATE_APNS_KEY_FILE": keyFile, "SYNCGATE_APNS_KEY_ID": "KEY1234567", "SYNCGATE_APNS_TEAM_ID": "TEAM123456",
+            "SYNCGATE_NUDGE_INTERVAL": "45s", "SYNCGATE_FCM_PRIORITY": "normal", "SYNCGATE_FCM_URL": "http://127.0.0.1:9999", "SYNCGATE_NUDGES": "false",
+        ])
+        #expect(on.push.apns?.keyID == "KEY1234567" && on.push.apns?.teamID == "TEAM123456" && on.push.fcm == nil)
+        #expect(on.push.isConfigured && !on.push.enabled && on.push.interval == .seconds(45) && on.push.fcmPriority == .normal)
+        #expect(on.push.fcmBaseURL == "http://127.0.0.1:9999")
+        let refusals: [([String: String], String)] = [
+            (["SYNCGATE_APNS_KEY_FILE": keyFile], "an APNs key needs apnsKeyId (SYNCGATE_APNS_KEY_ID) and apnsTeamId (SYNCGATE_APNS_TEAM_ID) (from the Apple Developer account)"),
+            (["SYNCGATE_APNS_KEY_ID": "K"], "apnsKeyId (SYNCGATE_APNS_KEY_ID) and apnsTeamId (SYNCGATE_APNS_TEAM_ID) need the key itself: set apnsKeyFile (SYNCGATE_APNS_KEY_FILE)"),
+            (["SYNCGATE_APNS_KEY": "nope", "SYNCGATE_APNS_KEY_ID": "K", "SYNCGATE_APNS_TEAM_ID": "T"], "apnsKeyFile (SYNCGATE_APNS_KEY_FILE): the APNs key is not a PEM P-256 private key (the .p8 file Apple issues)"),
+            (["SYNCGATE_FCM_SERVICE_ACCOUNT": "{}"], "fcmServiceAccountFile (SYNCGATE_FCM_SERVICE_ACCOUNT_FILE): the FCM service account key has no project_id"),
+            (["SYNCGATE_FCM_PRIORITY": "urgent"], "fcmPriority (SYNCGATE_FCM_PRIORITY) must be high or normal, got 'urgent'"),
+            (["SYNCGATE_NUDGE_INTERVAL": "500ms"], "nudgeInterval (SYNCGATE_NUDGE_INTERVAL) must be between 1s and 1h, got 500 ms"),
+            (["SYNCGATE_FCM_URL": "ftp://x"], "fcmUrl (SYNCGATE_FCM_URL) must be an http(s) URL without a trailing slash, got 'ftp://x'"),
+        ]
+        for (environment, message) in refusals {
+            await #expect(throws: ConfigurationError(message), "\(environment)") { try await Self.configuration(environment: environment) }
+        }
     }
 
     @Test func webhookBatchIntervalIsReadAndBounded() async throws {
