@@ -142,7 +142,7 @@ package final class NudgeService: Service {
         let free = configuration.concurrency - inFlight.load(ordering: .relaxed)
         guard free > 0 else { return }
         let claim = try await store.claimNudges(
-            limit: free, leaseMilliseconds: configuration.leaseMilliseconds, recheckMilliseconds: configuration.liveRecheckMilliseconds
+            limit: free, leaseMilliseconds: configuration.effectiveLeaseMilliseconds, recheckMilliseconds: configuration.liveRecheckMilliseconds
         )
         if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
         for nudge in claim.nudges {

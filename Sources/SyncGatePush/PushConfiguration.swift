@@ -44,6 +44,9 @@ package struct PushConfiguration: Sendable {
 
     package var intervalMilliseconds: Int64 { Self.milliseconds(interval) }
     package var liveRecheckMilliseconds: Int64 { Self.milliseconds(liveRecheck) }
+    /// The lease outlasts an attempt (with its one renewed-credentials resend): a nudge still
+    /// out is never taken by another nudger, which would send it twice.
+    package var effectiveLeaseMilliseconds: Int64 { max(leaseMilliseconds, 2 * Self.milliseconds(timeout) + 5_000) }
 
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
