@@ -3,7 +3,9 @@ package import SyncGateCore
 package import SyncGateStorage
 package import SyncGateWire
 
-/// Push registrations (docs/push.md): a device's address for silent nudges.
+/// Push registrations (docs/push.md): a device's address for silent nudges. The nudger's
+/// statements commit without waiting for the WAL flush: one lost in a crash only marks, takes or
+/// sends a nudge again (a nudge is a hint; the app syncs once more).
 extension PostgresDriver {
     typealias PushRegistrationColumns = (String, String, String?, String?, Int64, Int64)
 
@@ -86,7 +88,7 @@ extension PostgresDriver {
         let rows = try await query(
             "mark nudges", .job,
             """
-            WITH f AS (
+            WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), f AS (
                 SELECT p.scope, p.nudged AS low, fe.head AS high FROM push_positions p JOIN feeds fe ON fe.scope = p.scope
                 WHERE (\(keys)::text[] IS NULL OR p.scope = ANY(\(keys)::text[])) AND fe.head > p.nudged
                 ORDER BY p.scope LIMIT \(Int64(feedLimit) + 1)
@@ -121,7 +123,7 @@ extension PostgresDriver {
             ), moved AS (
                 UPDATE push_positions p SET nudged = t.high FROM taken t WHERE p.scope = t.scope RETURNING 1
             )
-            SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > \(feedLimit)
+            SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > \(feedLimit) FROM relaxed
             """,
             as: (Int, Int, Bool).self
         )
@@ -136,7 +138,7 @@ extension PostgresDriver {
         let rows = try await query(
             "claim nudges", .job,
             """
-            WITH due AS (
+            WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), due AS (
                 SELECT user_id, device_id, held_live_at FROM push_registrations
                 WHERE due_at <= \(at) AND (leased_until IS NULL OR leased_until <= \(at))
                 ORDER BY due_at LIMIT \(Int64(limit))
@@ -162,8 +164,8 @@ extension PostgresDriver {
                 RETURNING r.user_id, r.device_id, r.provider, r.token, r.topic, r.environment, coalesce(r.pending_scopes, '{}'),
                           r.pending_version, r.attempts, r.pending_since
             )
-            SELECT leased.*, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM leased
-            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped)
+            SELECT leased.*, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM leased, relaxed
+            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM relaxed
             """,
             as: (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int, Int).self
         )
@@ -195,21 +197,26 @@ extension PostgresDriver {
             // What was added to the pending set while this nudge was out stays pending, due a
             // coalescing interval after it.
             query = """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
                 UPDATE push_registrations SET
                     last_sent_at = coalesce(\(sent), last_sent_at), leased_until = NULL, attempts = 0, last_error = \(error), held_live_at = NULL,
                     pending_scopes = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_scopes END,
                     pending_since = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_since END,
                     due_at = CASE WHEN pending_version = \(version) THEN NULL ELSE \(at) + \(intervalMilliseconds) END
-                WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
                 """
         case .retry(let due, let error):
             query = """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
                 UPDATE push_registrations SET leased_until = NULL, due_at = \(due), last_error = \(error), held_live_at = NULL
-                WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
                 """
         case .unregistered:
             // Only this address: a device that registered a new token meanwhile keeps it.
-            query = "DELETE FROM push_registrations WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)"
+            query = """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
+                DELETE FROM push_registrations USING relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                """
         }
         try await execute("finish nudge", .job, query)
     }
