@@ -52,6 +52,7 @@ package struct LoadCommand: AsyncParsableCommand {
         @Option(help: "Seconds to run") var duration = 20
         @Option(help: "Operations per push") var batch = 10
         @Option(help: "Seed of the generated data") var seed: UInt64 = 1
+        @Option(help: "Users are load-<run id>-<n>; random unless given (a benchmark that prepares them)") var runId: String?
         @Option(help: """
             Pushes per second in all (each user's writer keeps its share of a fixed schedule, and \
             a push's latency counts from its scheduled time); without it every writer pushes back \
@@ -82,7 +83,7 @@ package struct LoadCommand: AsyncParsableCommand {
 
         func run(client: LoadClient) async throws {
             let authority = try await target.authority()
-            let runID = String(UInt32.random(in: .min ... .max), radix: 36)
+            let runID = runId ?? String(UInt32.random(in: .min ... .max), radix: 36)
             let stats = LoadStats()
             let deadline = ContinuousClock.now + .seconds(duration)
             print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, \(rate.map { "\($0) pushes/s" } ?? "back to back"), against \(target.url)")

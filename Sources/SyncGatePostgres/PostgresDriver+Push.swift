@@ -119,6 +119,9 @@ extension PostgresDriver {
                     pending_since = least(r.pending_since, coalesce(t.since, \(at))),
                     due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
                 FROM targets t WHERE r.user_id = t.user_id AND r.device_id = t.device_id
+                  -- A device that waits out its interval with these feeds pending already is not
+                  -- rewritten at every pass; one whose nudge is out is (its version tells the send).
+                  AND (r.pending_scopes IS NULL OR NOT r.pending_scopes @> t.scopes OR r.leased_until IS NOT NULL)
                 RETURNING 1
             ), moved AS (
                 UPDATE push_positions p SET nudged = t.high FROM taken t WHERE p.scope = t.scope RETURNING 1

@@ -115,11 +115,15 @@ extension SQLiteDriver {
                     if let since { targets[reader]!.since = min(targets[reader]!.since ?? since, since) }
                 }
             }
+            var devices = 0
             for (device, target) in targets {
                 let stored = try Row.fetchOne(
-                    db, sql: "SELECT pending_scopes FROM push_registrations WHERE user_id = ? AND device_id = ?", arguments: [device.userID, device.deviceID]
+                    db, sql: "SELECT pending_scopes, leased_until FROM push_registrations WHERE user_id = ? AND device_id = ?",
+                    arguments: [device.userID, device.deviceID]
                 )
                 let pending = Set((stored?[0] as String?).flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? [])
+                // Pending already and not out: nothing to write (as PostgreSQL's pass).
+                if stored?[0] as String? != nil, pending.isSuperset(of: target.scopes), (stored?[1] as Int64?) == nil { continue }
                 let merged = JSONValue.array(pending.union(target.scopes).sorted().map(JSONValue.string)).serialized()
                 try db.execute(
                     sql: """
@@ -130,11 +134,12 @@ extension SQLiteDriver {
                         """,
                     arguments: [merged, target.since ?? at, target.since ?? at, at, intervalMilliseconds, device.userID, device.deviceID]
                 )
+                devices += 1
             }
             for range in ranges {
                 try db.execute(sql: "UPDATE push_positions SET nudged = ? WHERE scope = ?", arguments: [range.high, range.scope])
             }
-            return NudgePass(feeds: ranges.count, devices: targets.count, more: more)
+            return NudgePass(feeds: ranges.count, devices: devices, more: more)
         }
     }
 

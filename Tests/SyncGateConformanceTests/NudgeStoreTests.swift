@@ -74,7 +74,10 @@ import Testing
                 _ = try await Self.mark(harness, at: 10 + Int64(index))
             }
             try await harness.store.driver.finishNudge(first, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(16))
-            // Still pending, due a whole interval after the nudge sent: none before.
+            // Still pending, due a whole interval after the nudge sent: none before. More changes
+            // of the same feed meanwhile do not rewrite the row (its feeds are pending already).
+            _ = try await harness.apply([Op.create("inventory", "tea", ["qty": 1], household: "home")], user: "alice", device: "tablet")
+            #expect(try await Self.mark(harness, at: 20) == NudgePass(feeds: 1, devices: 0))
             #expect(try await Self.claim(harness, at: 45).nudges.isEmpty)
             let second = try #require(try await Self.claim(harness, at: 46).nudges.first)
             #expect(second.device == Self.phone && second.version > first.version)
