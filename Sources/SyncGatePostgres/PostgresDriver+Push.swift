@@ -95,13 +95,19 @@ extension PostgresDriver {
                 FOR UPDATE OF p SKIP LOCKED
             ), taken AS (
                 SELECT * FROM f ORDER BY scope LIMIT \(Int64(feedLimit))
-            ), readers AS (
-                SELECT t.scope, r.user_id, r.device_id FROM taken t JOIN push_registrations r ON t.scope = 'u:' || r.user_id
+            ), all_readers AS (
+                SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
+                JOIN push_registrations r ON t.scope = 'u:' || r.user_id
                 UNION ALL
-                SELECT t.scope, r.user_id, r.device_id FROM taken t JOIN household_members m ON t.scope = 'h:' || m.household_id
-                JOIN push_registrations r ON r.user_id = m.user_id
+                SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
+                JOIN household_members m ON t.scope = 'h:' || m.household_id JOIN push_registrations r ON r.user_id = m.user_id
+            ), readers AS (
+                -- A device that has the feed pending already, with no nudge out, gains nothing:
+                -- at saturation that is nearly every device, and its range is not read.
+                SELECT scope, user_id, device_id FROM all_readers
+                WHERE pending_scopes IS NULL OR NOT pending_scopes @> ARRAY[scope] OR leased_until IS NOT NULL
             ), writers AS (
-                -- Only the ranges some device reads: each change's writer and commit time, once.
+                -- Only the ranges some device needs: each change's writer and commit time, once.
                 SELECT c.scope, array_agg(DISTINCT coalesce(c.writer, '')) AS w, min(c.committed_at) AS since
                 FROM taken t JOIN changes c ON c.scope = t.scope AND c.seq > t.low AND c.seq <= t.high
                 WHERE t.scope IN (SELECT scope FROM readers)

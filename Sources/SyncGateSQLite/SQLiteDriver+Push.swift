@@ -91,18 +91,27 @@ extension SQLiteDriver {
             }
             var targets: [DeviceKey: (scopes: Set<String>, since: Int64?)] = [:]
             for range in ranges {
-                let readers: [DeviceKey]
+                let rows: [Row]
                 if let scope = Scope(key: range.scope), case .household(let household) = scope {
-                    readers = try Row.fetchAll(
+                    rows = try Row.fetchAll(
                         db,
-                        sql: "SELECT r.user_id, r.device_id FROM household_members m JOIN push_registrations r ON r.user_id = m.user_id WHERE m.household_id = ?",
+                        sql: """
+                            SELECT r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM household_members m
+                            JOIN push_registrations r ON r.user_id = m.user_id WHERE m.household_id = ?
+                            """,
                         arguments: [household]
-                    ).map { DeviceKey(userID: $0[0], deviceID: $0[1]) }
+                    )
                 } else {
-                    readers = try Row.fetchAll(
-                        db, sql: "SELECT user_id, device_id FROM push_registrations WHERE 'u:' || user_id = ?", arguments: [range.scope]
-                    ).map { DeviceKey(userID: $0[0], deviceID: $0[1]) }
+                    rows = try Row.fetchAll(
+                        db, sql: "SELECT user_id, device_id, pending_scopes, leased_until FROM push_registrations WHERE 'u:' || user_id = ?",
+                        arguments: [range.scope]
+                    )
                 }
+                // A device with the feed pending already and no nudge out gains nothing (as PostgreSQL's pass).
+                let readers = rows.filter { row in
+                    let pending = (row[2] as String?).flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? []
+                    return !pending.contains(range.scope) || (row[3] as Int64?) != nil
+                }.map { DeviceKey(userID: $0[0], deviceID: $0[1]) }
                 guard !readers.isEmpty else { continue }
                 let writers = try Row.fetchAll(
                     db, sql: "SELECT DISTINCT coalesce(writer, ''), min(committed_at) OVER () FROM changes WHERE scope = ? AND seq > ? AND seq <= ?",
