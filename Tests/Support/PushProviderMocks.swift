@@ -139,6 +139,7 @@ package final class APNsMock: Sendable {
         state.withLock { $0.scripts[deviceToken, default: []] += answers }
     }
 
+    /// Apple's claims, defined apart from the client's: a claim the client misnames fails here.
     struct Claims: JWTPayload {
         var iss: String
         var iat: Int64
@@ -284,6 +285,7 @@ package final class FCMMock: Sendable {
         state.withLock { $0.scripts[registration, default: []] += answers }
     }
 
+    /// Google's grant claims, defined apart from the client's: a claim it misnames fails here.
     struct Grant: JWTPayload {
         var iss: String
         var scope: String

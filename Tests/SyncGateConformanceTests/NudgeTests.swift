@@ -55,16 +55,6 @@ import Testing
         }
     }
 
-    /// Runs `service` while `body` runs.
-    static func running<Result: Sendable>(_ service: some Service & Sendable, _ body: () async throws -> Result) async throws -> Result {
-        let task = Task { try await service.run() }
-        defer { task.cancel() }
-        let result = try await body()
-        task.cancel()
-        _ = await task.result
-        return result
-    }
-
     static func nudger(_ http: HTTPHarness, _ configuration: PushConfiguration) -> NudgeService {
         NudgeService(store: http.store.store, configuration: configuration, logger: Logger(label: "nudges-test"))
     }
@@ -108,7 +98,7 @@ import Testing
             try await Self.withProviders { providers in
                 try await Self.register(http, "alice", "a-phone", Self.apns(Self.alicePhone))
                 try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
-                try await Self.running(Self.nudger(http, providers.configuration)) {
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
                     _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], device: "a-phone")
                     try await eventually("Bob's phone nudged") { !providers.fcm.received.isEmpty }
                     try await eventually("the nudger settled") { try await Self.settled(http) }
@@ -141,8 +131,8 @@ import Testing
                 configuration.liveRecheck = .milliseconds(300)
                 // LiveTests.openEvents connects as device "watcher".
                 try await Self.register(http, "bob", "watcher", Self.fcm("fcm-bob"))
-                try await Self.running(Self.presence(http)) {
-                    try await Self.running(Self.nudger(http, configuration)) {
+                try await whileRunning(Self.presence(http)) {
+                    try await whileRunning(Self.nudger(http, configuration)) {
                         let port = try #require(http.client.port)
                         let token = try await http.token("bob")
                         let stream = Task {
@@ -179,7 +169,7 @@ import Testing
             try await Self.household(http)
             try await Self.withProviders(interval: .seconds(3600)) { providers in
                 try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
-                try await Self.running(Self.nudger(http, providers.configuration)) {
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
                     for index in 1...50 {
                         _ = try await http.results([Op.create("inventory", "item\(index)", ["qty": .int(Int64(index))], household: "home")], device: "a-phone")
                     }
@@ -202,7 +192,7 @@ import Testing
                 let bobsPhone = String(repeating: "b2", count: 32)
                 try await Self.register(http, "bob", "b-phone", Self.apns(bobsPhone))
                 providers.apns.script(bobsPhone, ScriptedAnswer(410, "Unregistered"))
-                try await Self.running(Self.nudger(http, providers.configuration)) {
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
                     _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], device: "a-phone")
                     try await eventually("the registration removed") {
                         try await http.send(.get, Self.path, headers: try await http.headers("bob", device: "b-phone")).status == 404
@@ -220,7 +210,7 @@ import Testing
             try await Self.withProviders { providers in
                 try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
                 providers.fcm.script("fcm-bob", ScriptedAnswer(500, "INTERNAL"), ScriptedAnswer(503, "UNAVAILABLE"), ScriptedAnswer(503, "UNAVAILABLE"))
-                try await Self.running(Self.nudger(http, providers.configuration)) {
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
                     _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], device: "a-phone")
                     // Pushes and pulls go on while the nudge is retried.
                     for index in 1...5 {
@@ -258,7 +248,7 @@ import Testing
                 #expect(try await http.store.queryTexts("SELECT CAST(count(*) AS TEXT) FROM push_registrations WHERE leased_until IS NOT NULL") == ["1"])
                 // Its lease ends (NudgeStoreTests move the clock past it; here the row is aged).
                 try await http.store.execute("UPDATE push_registrations SET leased_until = 1")
-                try await Self.running(Self.nudger(http, providers.configuration)) {
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
                     try await eventually("the second nudger sent it") { !providers.apns.received.isEmpty }
                     try await eventually("the nudger settled") { try await Self.settled(http) }
                 }

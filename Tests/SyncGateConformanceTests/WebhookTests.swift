@@ -36,13 +36,7 @@ import Testing
     static func withService<Result: Sendable>(
         _ store: SyncStore, _ configuration: WebhookConfiguration, _ body: () async throws -> Result
     ) async throws -> Result {
-        let service = WebhookService(store: store, configuration: configuration, logger: Logger(label: "webhooks-test"))
-        let task = Task { try await service.run() }
-        defer { task.cancel() }
-        let result = try await body()
-        task.cancel()
-        _ = await task.result
-        return result
+        try await whileRunning(WebhookService(store: store, configuration: configuration, logger: Logger(label: "webhooks-test")), body)
     }
 
     /// `scope:seq` of every change in the feeds, in feed order.
