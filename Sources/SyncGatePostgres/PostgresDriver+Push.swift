@@ -23,6 +23,13 @@ extension PostgresDriver {
                 ON CONFLICT (user_id, device_id) DO UPDATE SET provider = excluded.provider, token = excluded.token, topic = excluded.topic,
                     environment = excluded.environment, updated_at = excluded.updated_at, attempts = 0, last_error = NULL
                 RETURNING 1
+            ), moved AS (
+                -- A token is one app on one device: signed in as another user (or re-installed
+                -- under another device id), its earlier registration must not get that user's nudges.
+                DELETE FROM push_registrations
+                WHERE provider = \(registration.provider.rawValue) AND token = \(registration.token)
+                  AND (user_id, device_id) <> (\(device.userID)::text, \(device.deviceID)::text)
+                RETURNING 1
             ), tracked AS (
                 INSERT INTO push_positions (scope, nudged)
                 SELECT s.scope, coalesce(f.head, 0) FROM (
@@ -32,7 +39,7 @@ extension PostgresDriver {
                 ON CONFLICT (scope) DO NOTHING
                 RETURNING 1
             )
-            SELECT (SELECT count(*)::int FROM registered) + (SELECT count(*)::int FROM tracked)
+            SELECT (SELECT count(*)::int FROM registered) + (SELECT count(*)::int FROM moved) + (SELECT count(*)::int FROM tracked)
             """,
             as: Int.self
         )
@@ -127,13 +134,19 @@ extension PostgresDriver {
                 -- A range of changes compacted away since has no writers left: nudge.
                 WHERE w.w IS NULL OR w.w <> ARRAY[rd.device_id || '/' || rd.user_id]
                 GROUP BY rd.user_id, rd.device_id
+            ), locked AS (
+                -- In key order: two nudgers' passes over different feeds share devices (a
+                -- household's and its members' own), and locking in plan order could deadlock.
+                SELECT r.user_id, r.device_id FROM push_registrations r JOIN targets t USING (user_id, device_id)
+                ORDER BY r.user_id, r.device_id
+                FOR UPDATE OF r
             ), pending AS (
                 UPDATE push_registrations r SET
                     pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
                     pending_version = r.pending_version + 1,
                     pending_since = least(r.pending_since, coalesce(t.since, \(at))),
                     due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
-                FROM targets t WHERE r.user_id = t.user_id AND r.device_id = t.device_id
+                FROM targets t JOIN locked l USING (user_id, device_id) WHERE r.user_id = t.user_id AND r.device_id = t.device_id
                   -- A device that waits out its interval with these feeds pending already is not
                   -- rewritten at every pass; one whose nudge is out is (its version tells the send).
                   AND (r.pending_scopes IS NULL OR NOT r.pending_scopes @> t.scopes OR r.leased_until IS NOT NULL)
@@ -177,7 +190,7 @@ extension PostgresDriver {
                 FROM present p WHERE p.held_live_at IS NOT NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
                 RETURNING 1
             ), leased AS (
-                UPDATE push_registrations r SET leased_until = \(at + leaseMilliseconds), attempts = r.attempts + 1
+                UPDATE push_registrations r SET leased_until = \(at + leaseMilliseconds), attempts = r.attempts + 1, held_live_at = NULL
                 FROM due d
                 WHERE r.user_id = d.user_id AND r.device_id = d.device_id
                   AND NOT EXISTS (SELECT 1 FROM present p WHERE p.user_id = d.user_id AND p.device_id = d.device_id)
@@ -241,22 +254,30 @@ extension PostgresDriver {
         try await execute("finish nudge", .job, query)
     }
 
-    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws {
-        try await execute(
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws -> Bool {
+        let at = expiresAt.millisecondsSinceEpoch
+        return try await query(
             "publish presence", .job,
             """
-            WITH beat AS (
-                INSERT INTO push_fronts (front, expires_at) VALUES (\(front), \(expiresAt.millisecondsSinceEpoch))
+            WITH prior AS (
+                SELECT expires_at FROM push_fronts WHERE front = \(front)
+            ), beat AS (
+                INSERT INTO push_fronts (front, expires_at) VALUES (\(front), \(at))
                 ON CONFLICT (front) DO UPDATE SET expires_at = excluded.expires_at
             ), gone AS (
                 DELETE FROM push_presence p USING unnest(\(removed.map(\.userID))::text[], \(removed.map(\.deviceID))::text[]) AS g(u, d)
                 WHERE p.front = \(front) AND p.user_id = g.u AND p.device_id = g.d
+            ), came AS (
+                INSERT INTO push_presence (user_id, device_id, front)
+                SELECT u, d, \(front) FROM unnest(\(added.map(\.userID))::text[], \(added.map(\.deviceID))::text[]) AS a(u, d)
+                ON CONFLICT DO NOTHING
+                RETURNING 1
             )
-            INSERT INTO push_presence (user_id, device_id, front)
-            SELECT u, d, \(front) FROM unnest(\(added.map(\.userID))::text[], \(added.map(\.deviceID))::text[]) AS a(u, d)
-            ON CONFLICT DO NOTHING
-            """
-        )
+            -- Whether the front's list was still valid (its rows not swept as a dead front's).
+            SELECT coalesce((SELECT expires_at > \(Timestamp.now().millisecondsSinceEpoch) FROM prior), false) FROM (SELECT count(*) FROM came) c
+            """,
+            as: Bool.self
+        ).first ?? false
     }
 
     package func endPresence(front: String) async throws {

@@ -16,6 +16,9 @@ package actor APNsClient {
     /// Milliseconds since the epoch (a manual clock in tests).
     let now: @Sendable () -> Int64
     private var token: ProviderToken?
+    /// The signing under way: sends that find the token due wait for it, rather than each sign
+    /// one (APNs refuses a token renewed sooner than 20 minutes after the last).
+    private var renewal: Task<ProviderToken, any Error>?
 
     package init(
         credentials: APNsCredentials, http: HTTPClient, timeout: Duration = .seconds(10),
@@ -36,34 +39,45 @@ package actor APNsClient {
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    /// The provider token to send, signed anew when it is due or `renew` (APNs called it expired).
-    func providerToken(renew: Bool) async throws -> String {
+    /// The provider token to send, signed anew when it is due or is `failed` (APNs called it
+    /// expired; a send that failed with an older one takes the current one).
+    func providerToken(replacing failed: String?) async throws -> String {
         let at = now()
-        if !renew, let token, token.usable(at: at) { return token.value }
-        let signed = try await keys.sign(Claims(iss: credentials.teamID, iat: at / 1000), kid: JWKIdentifier(string: credentials.keyID))
-        token = ProviderToken(value: signed, issuedAt: at, renewAt: at + ProviderToken.apnsLifetime)
-        return signed
+        if let token, token.usable(at: at), token.value != failed { return token.value }
+        if let renewal { return try await renewal.value.value }
+        let (keys, claims, kid) = (keys, Claims(iss: credentials.teamID, iat: at / 1000), JWKIdentifier(string: credentials.keyID))
+        let task = Task { ProviderToken(value: try await keys.sign(claims, kid: kid), issuedAt: at, renewAt: at + ProviderToken.apnsLifetime) }
+        renewal = task
+        defer { renewal = nil }
+        let signed = try await task.value
+        token = signed
+        return signed.value
     }
 
     package func send(_ nudge: PushNudge) async -> PushOutcome {
         guard case .apns(let deviceToken, let topic, let environment) = nudge.address else {
             return .rejected(reason: "not an APNs address")
         }
-        var outcome = await attempt(nudge, deviceToken: deviceToken, topic: topic, environment: environment, renew: false)
+        var (outcome, bearer) = await attempt(nudge, deviceToken: deviceToken, topic: topic, environment: environment, replacing: nil)
         if case .renewCredentials = outcome {
-            outcome = await attempt(nudge, deviceToken: deviceToken, topic: topic, environment: environment, renew: true)
+            (outcome, _) = await attempt(nudge, deviceToken: deviceToken, topic: topic, environment: environment, replacing: bearer)
             // Refused again with a token just signed: the key or the clock is wrong, not the token's age.
             if case .renewCredentials(let reason) = outcome { outcome = .rejected(reason: "403 \(reason) with a new token") }
         }
         return outcome
     }
 
-    private func attempt(_ nudge: PushNudge, deviceToken: String, topic: String, environment: APNsEnvironment, renew: Bool) async -> PushOutcome {
+    /// One request; its outcome and the provider token it carried.
+    private func attempt(
+        _ nudge: PushNudge, deviceToken: String, topic: String, environment: APNsEnvironment, replacing failed: String?
+    ) async -> (PushOutcome, String?) {
+        var bearer: String?
         do {
-            let bearer = try await providerToken(renew: renew)
+            let signed = try await providerToken(replacing: failed)
+            bearer = signed
             var request = HTTPClientRequest(url: "\(baseURL(environment))/3/device/\(deviceToken)")
             request.method = .POST
-            request.headers.add(name: "authorization", value: "bearer \(bearer)")
+            request.headers.add(name: "authorization", value: "bearer \(signed)")
             request.headers.add(name: "apns-push-type", value: "background")
             // Apple requires priority 5 for background pushes.
             request.headers.add(name: "apns-priority", value: "5")
@@ -74,9 +88,9 @@ package actor APNsClient {
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: nudge.apnsPayload()))
             let answer = try await http.exchange(request, timeout: timeout)
-            return .apns(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+            return (.apns(status: answer.status, body: answer.body, retryAfter: answer.retryAfter), bearer)
         } catch {
-            return .retry(reason: "\(error)", after: nil)
+            return (.retry(reason: "\(error)", after: nil), bearer)
         }
     }
 }

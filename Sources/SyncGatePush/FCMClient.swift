@@ -23,6 +23,8 @@ package actor FCMClient {
     let timeout: Duration
     let now: @Sendable () -> Int64
     private var token: ProviderToken?
+    /// The token request under way: sends that find the token due wait for it.
+    private var renewal: Task<Result<ProviderToken, TokenFailure>, Never>?
 
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
 
@@ -54,10 +56,27 @@ package actor FCMClient {
         case unavailable(String)
     }
 
-    /// An access token, asked for anew when it is due or `renew` (FCM answered 401).
-    func accessToken(renew: Bool) async throws(TokenFailure) -> String {
+    /// An access token, asked for anew when it is due or is `failed` (FCM answered 401 to it).
+    func accessToken(replacing failed: String?) async throws(TokenFailure) -> String {
         let at = now()
-        if !renew, let token, token.usable(at: at) { return token.value }
+        if let token, token.usable(at: at), token.value != failed { return token.value }
+        if let renewal { return try await renewal.value.get().value }
+        let task = Task { () async -> Result<ProviderToken, TokenFailure> in
+            do throws(TokenFailure) {
+                return .success(try await self.requestToken(at: at))
+            } catch {
+                return .failure(error)
+            }
+        }
+        renewal = task
+        defer { renewal = nil }
+        let fresh = try await task.value.get()
+        token = fresh
+        return fresh.value
+    }
+
+    /// Trades a signed grant for an access token at the service account's token endpoint.
+    private func requestToken(at: Int64) async throws(TokenFailure) -> ProviderToken {
         let seconds = at / 1000
         let answer: ProviderAnswer
         do {
@@ -80,28 +99,28 @@ package actor FCMClient {
             if answer.status >= 500 || answer.status == 429 { throw .unavailable("the token endpoint answered \(reason)") }
             throw .refused("the token endpoint refused the service account: \(reason)")
         }
-        token = ProviderToken(value: value, issuedAt: at, renewAt: ProviderToken.fcmRenewal(issuedAt: at, expiresInSeconds: expiresIn))
-        return value
+        return ProviderToken(value: value, issuedAt: at, renewAt: ProviderToken.fcmRenewal(issuedAt: at, expiresInSeconds: expiresIn))
     }
 
     package func send(_ nudge: PushNudge) async -> PushOutcome {
         guard case .fcm(let registration) = nudge.address else { return .rejected(reason: "not an FCM address") }
-        var outcome = await attempt(nudge, registration: registration, renew: false)
+        var (outcome, bearer) = await attempt(nudge, registration: registration, replacing: nil)
         if case .renewCredentials = outcome {
-            outcome = await attempt(nudge, registration: registration, renew: true)
+            (outcome, _) = await attempt(nudge, registration: registration, replacing: bearer)
             if case .renewCredentials(let reason) = outcome { outcome = .rejected(reason: "401 \(reason) with a new access token") }
         }
         return outcome
     }
 
-    private func attempt(_ nudge: PushNudge, registration: String, renew: Bool) async -> PushOutcome {
+    /// One request; its outcome and the access token it carried.
+    private func attempt(_ nudge: PushNudge, registration: String, replacing failed: String?) async -> (PushOutcome, String?) {
         let bearer: String
         do {
-            bearer = try await accessToken(renew: renew)
+            bearer = try await accessToken(replacing: failed)
         } catch {
             switch error {
-            case .refused(let reason): return .rejected(reason: reason)
-            case .unavailable(let reason): return .retry(reason: reason, after: nil)
+            case .refused(let reason): return (.rejected(reason: reason), nil)
+            case .unavailable(let reason): return (.retry(reason: reason, after: nil), nil)
             }
         }
         let message: JSONValue = [
@@ -118,9 +137,9 @@ package actor FCMClient {
         request.body = .bytes(ByteBuffer(bytes: message.serializedBytes()))
         do {
             let answer = try await http.exchange(request, timeout: timeout)
-            return .fcm(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+            return (.fcm(status: answer.status, body: answer.body, retryAfter: answer.retryAfter), bearer)
         } catch {
-            return .retry(reason: "\(error)", after: nil)
+            return (.retry(reason: "\(error)", after: nil), bearer)
         }
     }
 }

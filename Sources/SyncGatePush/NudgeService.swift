@@ -145,6 +145,9 @@ package final class NudgeService: Service {
             limit: free, leaseMilliseconds: configuration.effectiveLeaseMilliseconds, recheckMilliseconds: configuration.liveRecheckMilliseconds
         )
         if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
+        // Rows held or dropped for a live connection took the claim's places: claim again at
+        // once rather than a poll interval later.
+        if claim.held + claim.present > 0 { claimable.store(true, ordering: .relaxed) }
         for nudge in claim.nudges {
             inFlight.add(1, ordering: .relaxed)
             group.addTask {

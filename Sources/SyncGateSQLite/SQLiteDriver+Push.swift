@@ -20,6 +20,11 @@ extension SQLiteDriver {
                     registration.environment?.rawValue, at, at,
                 ]
             )
+            // A token is one app on one device: its registration under another user or device goes.
+            try db.execute(
+                sql: "DELETE FROM push_registrations WHERE provider = ? AND token = ? AND NOT (user_id = ? AND device_id = ?)",
+                arguments: [registration.provider.rawValue, registration.token, device.userID, device.deviceID]
+            )
             // The feeds it reads get a position at their heads: it is nudged for what comes after.
             try Self.track(db, readersOf: "SELECT ? AS user_id", arguments: [device.userID])
         }
@@ -192,7 +197,7 @@ extension SQLiteDriver {
                     continue
                 }
                 try db.execute(
-                    sql: "UPDATE push_registrations SET leased_until = ?, attempts = attempts + 1 WHERE user_id = ? AND device_id = ?",
+                    sql: "UPDATE push_registrations SET leased_until = ?, attempts = attempts + 1, held_live_at = NULL WHERE user_id = ? AND device_id = ?",
                     arguments: [at + leaseMilliseconds, device.userID, device.deviceID]
                 )
                 guard let registration = StoredPushRegistration.registration(provider: row[2], token: row[3], topic: row[4], environment: row[5]) else { continue }
@@ -238,8 +243,9 @@ extension SQLiteDriver {
         }
     }
 
-    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws {
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws -> Bool {
         try await write { db in
+            let prior = try Int64.fetchOne(db, sql: "SELECT expires_at FROM push_fronts WHERE front = ?", arguments: [front])
             try db.execute(
                 sql: "INSERT INTO push_fronts (front, expires_at) VALUES (?, ?) ON CONFLICT (front) DO UPDATE SET expires_at = excluded.expires_at",
                 arguments: [front, expiresAt.millisecondsSinceEpoch]
@@ -253,6 +259,7 @@ extension SQLiteDriver {
                     arguments: [device.userID, device.deviceID, front]
                 )
             }
+            return prior.map { $0 > Timestamp.now().millisecondsSinceEpoch } ?? false
         }
     }
 

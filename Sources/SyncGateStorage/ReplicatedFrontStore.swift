@@ -142,7 +142,7 @@ package final class ReplicatedFrontStore: FrontStore {
         try await primary.unregisterPush(device)
     }
 
-    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws {
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws -> Bool {
         try await primary.publishPresence(front: front, added: added, removed: removed, lifetimeMilliseconds: lifetimeMilliseconds)
     }
 

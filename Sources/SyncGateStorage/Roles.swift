@@ -45,7 +45,7 @@ package protocol FrontStore: Sendable {
     func unregisterPush(_ device: DeviceKey) async throws -> Bool
     /// This front's live connections for push nudges (on the primary): its heartbeat, and the
     /// devices that opened their first or closed their last connection since it last published.
-    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws
+    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws -> Bool
     func endPresence(front: String) async throws
 }
 

@@ -103,9 +103,9 @@ package final class CountingFrontStore: FrontStore {
         return try await base.unregisterPush(device)
     }
 
-    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws {
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws -> Bool {
         record("publishPresence")
-        try await base.publishPresence(front: front, added: added, removed: removed, lifetimeMilliseconds: lifetimeMilliseconds)
+        return try await base.publishPresence(front: front, added: added, removed: removed, lifetimeMilliseconds: lifetimeMilliseconds)
     }
 
     package func endPresence(front: String) async throws {

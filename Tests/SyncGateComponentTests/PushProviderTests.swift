@@ -192,6 +192,23 @@ import Testing
         }
     }
 
+    @Test func concurrentSendsShareOneProviderToken() async throws {
+        try await Self.withAPNs { client, mock in
+            let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
+                for _ in 0..<20 { group.addTask { await client.send(Self.nudge()) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.allSatisfy { $0 == .sent } && mock.tokenCount == 1 && mock.refused.isEmpty)
+        }
+        try await Self.withFCM { client, mock in
+            let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
+                for index in 0..<20 { group.addTask { await client.send(Self.fcm("fcm-\(index)")) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.allSatisfy { $0 == .sent } && mock.grants == 1)
+        }
+    }
+
     @Test func apnsFailuresAreClassified() async throws {
         try await Self.withAPNs { client, mock in
             mock.script(Self.device, ScriptedAnswer(410, "Unregistered"), ScriptedAnswer(429, "TooManyRequests"), ScriptedAnswer(503, "ServiceUnavailable", retryAfter: 7))

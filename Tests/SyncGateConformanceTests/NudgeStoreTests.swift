@@ -121,7 +121,9 @@ import Testing
         try await StoreHarness.with(driver) { harness in
             try await Self.household(harness)
             let store = harness.store.driver
-            try await store.publishPresence(front: "front-a", added: [Self.phone], removed: [], expiresAt: Self.at(100))
+            // A front's first publish finds no list of its; later ones find it valid.
+            #expect(try await store.publishPresence(front: "front-a", added: [Self.phone], removed: [], expiresAt: Self.at(100)) == false)
+            #expect(try await store.publishPresence(front: "front-a", added: [], removed: [], expiresAt: Self.at(100)) == true)
             _ = try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "alice", device: "tablet")
             _ = try await Self.mark(harness, at: 1)
             // Due while the device is connected: held for a second look, not sent.
@@ -136,18 +138,24 @@ import Testing
             _ = try await harness.apply([Op.create("inventory", "eggs", ["qty": 1], household: "home")], user: "alice", device: "tablet")
             _ = try await Self.mark(harness, at: 30)
             #expect(try await Self.claim(harness, at: 30) == NudgeClaim(held: 1))
-            try await store.publishPresence(front: "front-a", added: [], removed: [Self.phone], expiresAt: Self.at(100))
+            _ = try await store.publishPresence(front: "front-a", added: [], removed: [Self.phone], expiresAt: Self.at(100))
             let sent = try #require(try await Self.claim(harness, at: 50).nudges.first)
             #expect(sent.device == Self.phone && sent.scopes == [.household("home")])
-            try await store.finishNudge(sent, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(50))
+            // Its nudger dies; when the lease ends the device is connected again: held for a
+            // second look afresh, not dropped at once for the earlier hold.
+            _ = try await store.publishPresence(front: "front-a", added: [Self.phone], removed: [], expiresAt: Self.at(200))
+            #expect(try await Self.claim(harness, at: 110) == NudgeClaim(held: 1))
+            _ = try await store.publishPresence(front: "front-a", added: [], removed: [Self.phone], expiresAt: Self.at(200))
+            let again = try #require(try await Self.claim(harness, at: 130).nudges.first)
+            try await store.finishNudge(again, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(130))
 
             // A front that died: its devices count while its heartbeat lasts, then no longer.
-            try await store.publishPresence(front: "front-b", added: [Self.phone], removed: [], expiresAt: Self.at(200))
+            _ = try await store.publishPresence(front: "front-b", added: [Self.phone], removed: [], expiresAt: Self.at(300))
             _ = try await harness.apply([Op.create("inventory", "salt", ["qty": 1], household: "home")], user: "alice", device: "tablet")
-            _ = try await Self.mark(harness, at: 180)
-            #expect(try await Self.claim(harness, at: 180) == NudgeClaim(held: 1))
-            #expect(try await Self.claim(harness, at: 200).nudges.map(\.device) == [Self.phone])
-            #expect(try await store.deleteExpiredPresence(now: Self.at(200)) == 1)
+            _ = try await Self.mark(harness, at: 280)
+            #expect(try await Self.claim(harness, at: 280) == NudgeClaim(held: 1))
+            #expect(try await Self.claim(harness, at: 300).nudges.map(\.device) == [Self.phone])
+            #expect(try await store.deleteExpiredPresence(now: Self.at(300)) == 1)
             try await store.endPresence(front: "front-a")
             #expect(try await harness.queryTexts("SELECT front FROM push_fronts").isEmpty)
             #expect(try await harness.queryTexts("SELECT device_id FROM push_presence").isEmpty)

@@ -42,10 +42,17 @@ import Testing
             #expect(stored?.registration == .fcm(token: "fcm:APA91b-phone"))
             #expect(try await http.store.queryTexts("SELECT device_id FROM push_registrations ORDER BY device_id") == ["phone", "tablet"])
 
+            // The same token registered by another user (the phone signed in as someone else):
+            // it is theirs now, and the earlier user's nudges no longer reach the phone.
+            let bobsOtherPhone = try await http.headers("bob", device: "phone-2")
+            #expect(try await http.send(.put, Self.path, headers: bobsOtherPhone, body: #"{"provider":"fcm","token":"fcm:APA91b-tablet"}"#).status == 200)
+            #expect(try await http.send(.get, Self.path, headers: tablet).status == 404)
+            #expect(try await http.send(.get, Self.path, headers: bobsOtherPhone).json?["token"] == "fcm:APA91b-tablet")
+
             #expect(try await http.send(.delete, Self.path, headers: phone).status == 204)
             #expect(try await http.send(.delete, Self.path, headers: phone).status == 204)
             #expect(try await http.send(.get, Self.path, headers: phone).status == 404)
-            #expect(try await http.send(.get, Self.path, headers: tablet).status == 200)
+            #expect(try await http.send(.get, Self.path, headers: bobsOtherPhone).status == 200)
         }
     }
 

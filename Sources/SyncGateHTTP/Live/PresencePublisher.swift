@@ -43,12 +43,15 @@ package final class PresencePublisher: Service {
                         try await store.endPresence(front: front)
                         pending = (Set(watcher.trackPresence()), [])
                     }
-                    try await store.publishPresence(
+                    let valid = try await store.publishPresence(
                         front: front, added: Array(pending.added), removed: Array(pending.removed), lifetimeMilliseconds: milliseconds
                     )
                     pending = ([], [])
-                    replace = false
+                    // Late enough for the heartbeat to expire, the list may have been swept as a
+                    // dead front's: the whole list goes again at once (not after a first publish).
+                    replace = !valid && !replace
                     beat = .now
+                    if replace { continue }
                 } catch {
                     // What was not published is published in full once the database answers.
                     replace = true

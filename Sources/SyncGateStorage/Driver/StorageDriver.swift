@@ -155,8 +155,11 @@ package protocol StorageDriver: Sendable {
     /// `intervalMilliseconds` after it if its pending set grew meanwhile.
     func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws
     /// A front's live connections: its heartbeat, valid until `expiresAt`, and the devices that
-    /// opened their first or closed their last connection on it since it last published.
-    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws
+    /// opened their first or closed their last connection on it since it last published (a
+    /// device is in one list at most). Answers whether the front's list was still valid before:
+    /// `false` when its heartbeat had expired (its rows may have been swept), so that the front
+    /// publishes its whole list again.
+    func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], expiresAt: Timestamp) async throws -> Bool
     /// A front stopping: its presence ends at once.
     func endPresence(front: String) async throws
     /// Deletes the presence of fronts whose heartbeat expired before `now` (fronts that died).

@@ -19,7 +19,7 @@ extension SyncStore {
         try await driver.finishNudge(nudge, outcome: outcome, intervalMilliseconds: intervalMilliseconds, now: clock.wallNow())
     }
 
-    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws {
+    package func publishPresence(front: String, added: [DeviceKey], removed: [DeviceKey], lifetimeMilliseconds: Int64) async throws -> Bool {
         try await driver.publishPresence(front: front, added: added, removed: removed, expiresAt: clock.wallNow().adding(milliseconds: lifetimeMilliseconds))
     }
 
