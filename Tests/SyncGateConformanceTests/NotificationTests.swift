@@ -273,7 +273,12 @@ import Testing
     static func listening(_ location: DatabaseURL.PostgresLocation) async throws -> Bool {
         try await withConnection(location) {
             try await $0.integer(
-                "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database() AND state = 'idle' AND query ILIKE 'LISTEN%'"
+                // Its last statement is LISTEN, or the liveness ping it sends every 15 s once
+                // listening (a loaded machine reached this check after the first ping, once).
+                """
+                SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'syncgate listener' AND datname = current_database()
+                  AND state = 'idle' AND (query ILIKE 'LISTEN%' OR query = 'SELECT 1')
+                """
             )
         } == 1
     }
