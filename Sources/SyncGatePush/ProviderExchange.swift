@@ -1,6 +1,7 @@
 package import AsyncHTTPClient
 package import NIOSSL
 import NIOCore
+import SyncGateConcurrency
 import NIOHTTP1
 
 /// One request to a provider and its answer, bounded in time and in what is read.
@@ -16,7 +17,7 @@ package enum PushHTTPClient {
     package static func make(timeout: Duration, tls: TLSConfiguration? = nil) -> HTTPClient {
         var settings = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
         settings.httpVersion = .automatic
-        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = timeout.wholeMilliseconds
         settings.timeout = .init(connect: .milliseconds(min(milliseconds, 5000)), read: .milliseconds(milliseconds))
         settings.connectionPool.idleTimeout = .seconds(60)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)

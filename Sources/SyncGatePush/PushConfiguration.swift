@@ -1,4 +1,5 @@
 package import NIOSSL
+import SyncGateConcurrency
 
 /// How push nudges are sent (docs/push.md lists the settings). Without credentials for either
 /// provider nudging is off: no process sends, and fronts publish no presence.
@@ -42,13 +43,9 @@ package struct PushConfiguration: Sendable {
 
     package var isConfigured: Bool { apns != nil || fcm != nil }
 
-    package var intervalMilliseconds: Int64 { Self.milliseconds(interval) }
-    package var liveRecheckMilliseconds: Int64 { Self.milliseconds(liveRecheck) }
+    package var intervalMilliseconds: Int64 { interval.wholeMilliseconds }
+    package var liveRecheckMilliseconds: Int64 { liveRecheck.wholeMilliseconds }
     /// The lease outlasts an attempt (with its one renewed-credentials resend): a nudge still
     /// out is never taken by another nudger, which would send it twice.
-    package var effectiveLeaseMilliseconds: Int64 { max(leaseMilliseconds, 2 * Self.milliseconds(timeout) + 5_000) }
-
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
+    package var effectiveLeaseMilliseconds: Int64 { max(leaseMilliseconds, 2 * timeout.wholeMilliseconds + 5_000) }
 }

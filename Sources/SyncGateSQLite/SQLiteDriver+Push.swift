@@ -53,6 +53,11 @@ extension SQLiteDriver {
         }
     }
 
+    /// The stored pending set (a JSON array of scope keys; `NULL`: none).
+    static func pendingScopes(_ text: String?) -> [String] {
+        text.flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? []
+    }
+
     /// Positions, at their heads, for the feeds the users of `users` (a query of `user_id`s) read.
     @discardableResult
     static func track(_ db: Database, readersOf users: String, arguments: StatementArguments = []) throws -> Int {
@@ -114,8 +119,7 @@ extension SQLiteDriver {
                 }
                 // A device with the feed pending already and no nudge out gains nothing (as PostgreSQL's pass).
                 let readers = rows.filter { row in
-                    let pending = (row[2] as String?).flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? []
-                    return !pending.contains(range.scope) || (row[3] as Int64?) != nil
+                    !Self.pendingScopes(row[2]).contains(range.scope) || (row[3] as Int64?) != nil
                 }.map { DeviceKey(userID: $0[0], deviceID: $0[1]) }
                 guard !readers.isEmpty else { continue }
                 let writers = try Row.fetchAll(
@@ -131,13 +135,10 @@ extension SQLiteDriver {
             }
             var devices = 0
             for (device, target) in targets {
-                let stored = try Row.fetchOne(
-                    db, sql: "SELECT pending_scopes, leased_until FROM push_registrations WHERE user_id = ? AND device_id = ?",
-                    arguments: [device.userID, device.deviceID]
+                let stored = try String.fetchOne(
+                    db, sql: "SELECT pending_scopes FROM push_registrations WHERE user_id = ? AND device_id = ?", arguments: [device.userID, device.deviceID]
                 )
-                let pending = Set((stored?[0] as String?).flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? [])
-                // Pending already and not out: nothing to write (as PostgreSQL's pass).
-                if stored?[0] as String? != nil, pending.isSuperset(of: target.scopes), (stored?[1] as Int64?) == nil { continue }
+                let pending = Set(Self.pendingScopes(stored))
                 let merged = JSONValue.array(pending.union(target.scopes).sorted().map(JSONValue.string)).serialized()
                 try db.execute(
                     sql: """
@@ -201,7 +202,7 @@ extension SQLiteDriver {
                     arguments: [at + leaseMilliseconds, device.userID, device.deviceID]
                 )
                 guard let registration = StoredPushRegistration.registration(provider: row[2], token: row[3], topic: row[4], environment: row[5]) else { continue }
-                let scopes = (row[6] as String?).flatMap { try? JSONParser().parse($0).arrayValue }?.compactMap(\.stringValue) ?? []
+                let scopes = Self.pendingScopes(row[6])
                 claim.nudges.append(
                     ClaimedNudge(
                         device: device, registration: registration, scopes: scopes.compactMap(Scope.init(key:)), version: row[7],

@@ -2,6 +2,7 @@ package import Configuration
 import Foundation
 import SyncGateWebhooks
 import SyncGatePush
+import SyncGateConcurrency
 package import Logging
 package import SyncGateCore
 import SyncGateDialects
@@ -259,7 +260,7 @@ extension ServerConfiguration {
         webhooks.perSubscription = max(1, webhooks.concurrency / 2)
         webhooks.replayWindowMilliseconds = try values.milliseconds(.webhookReplayWindow) ?? webhooks.replayWindowMilliseconds
         if let interval = try values.milliseconds(.webhookBatchInterval) { webhooks.announceInterval = .milliseconds(min(max(interval, 100), 60_000)) }
-        webhooks.leaseMilliseconds = Self.milliseconds(webhooks.timeout) + 20_000
+        webhooks.leaseMilliseconds = webhooks.timeout.wholeMilliseconds + 20_000
         try readPush(values)
     }
 
@@ -315,9 +316,6 @@ extension ServerConfiguration {
         push.enabled = try values.boolean(.nudges) ?? push.enabled
     }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
 }
 
 extension ServerConfiguration.Setting {

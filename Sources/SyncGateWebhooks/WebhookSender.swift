@@ -1,6 +1,7 @@
 package import AsyncHTTPClient
 import Crypto
 import NIOCore
+import SyncGateConcurrency
 import NIOHTTP1
 package import SyncGateStorage
 
@@ -26,7 +27,7 @@ package struct WebhookSender: Sendable {
     /// connect and read timeouts within the attempt's.
     package static func makeClient(_ configuration: WebhookConfiguration) -> HTTPClient {
         var settings = HTTPClient.Configuration(redirectConfiguration: .disallow)
-        let milliseconds = Int64(configuration.timeout.components.seconds * 1000 + configuration.timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = configuration.timeout.wholeMilliseconds
         settings.timeout = .init(connect: .milliseconds(min(milliseconds, 5000)), read: .milliseconds(milliseconds))
         settings.connectionPool.idleTimeout = .seconds(30)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)

@@ -1,6 +1,7 @@
 import Foundation
 package import Logging
 import ServiceLifecycle
+import SyncGateConcurrency
 import SyncGateCore
 package import SyncGateStorage
 
@@ -27,7 +28,7 @@ package final class PresencePublisher: Service {
     }
 
     package func run() async throws {
-        let milliseconds = lifetime.components.seconds * 1000 + lifetime.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = lifetime.wholeMilliseconds
         var pending: (added: Set<DeviceKey>, removed: Set<DeviceKey>) = (Set(watcher.trackPresence()), [])
         // The first publish replaces whatever an earlier process of this name left (none: names
         // are new per process) and announces the heartbeat.
