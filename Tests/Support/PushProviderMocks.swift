@@ -13,13 +13,30 @@ package import SyncGateWire
 import X509
 
 /// Milliseconds since the epoch that move only when a test moves them: the push clients' clock
-/// and the mocks' (token ages, expiries).
+/// and the mocks' (token ages, expiries). A clock that follows the wall instead is for mocks
+/// whose clients (a nudger's) read the real time.
 package final class ManualWallClock: Sendable {
+    /// The time, or with `followsWall` the offset added to the wall's.
     private let value: Mutex<Int64>
+    private let followsWall: Bool
 
-    package init(_ start: Int64 = 1_800_000_000_000) { value = Mutex(start) }
+    package init(_ start: Int64 = 1_800_000_000_000) {
+        value = Mutex(start)
+        followsWall = false
+    }
 
-    package func now() -> Int64 { value.withLock { $0 } }
+    private init(offset: Int64) {
+        value = Mutex(offset)
+        followsWall = true
+    }
+
+    /// The wall's time, moved on by ``advance(minutes:)``.
+    package static func wall() -> ManualWallClock { ManualWallClock(offset: 0) }
+
+    package func now() -> Int64 {
+        let value = value.withLock { $0 }
+        return followsWall ? Timestamp.now().millisecondsSinceEpoch + value : value
+    }
 
     package func advance(minutes: Int64) { value.withLock { $0 += minutes * 60_000 } }
 }

@@ -29,7 +29,9 @@ import Testing
     static func withProviders<Result: Sendable>(
         interval: Duration = .seconds(30), _ body: @Sendable (Providers) async throws -> Result
     ) async throws -> Result {
-        let clock = ManualWallClock(Timestamp.now().millisecondsSinceEpoch)
+        // The nudger's clients sign and ask for tokens at the real time: the mocks check their
+        // age against it too (a frozen clock refused them once a loaded run passed a minute).
+        let clock = ManualWallClock.wall()
         let authority = try TestCertificateAuthority()
         let apns = try await APNsMock(clock: clock)
         let fcm = try await FCMMock(clock: clock)
