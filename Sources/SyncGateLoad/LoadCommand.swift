@@ -49,7 +49,7 @@ package struct LoadCommand: AsyncParsableCommand {
 
         @OptionGroup var target: Target
         @Option(help: "Concurrent users, each with a pushing and a pulling device") var users = 20
-        @Option(help: "Seconds to run") var duration = 20
+        @Option(help: "Seconds to run at most: SIGINT or SIGTERM ends the run sooner (still reported and verified)") var duration = 20
         @Option(help: "Operations per push") var batch = 10
         @Option(help: "Seed of the generated data") var seed: UInt64 = 1
         @Option(help: "Users are load-<run id>-<n>; random unless given (a benchmark that prepares them)") var runId: String?
@@ -85,7 +85,10 @@ package struct LoadCommand: AsyncParsableCommand {
             let authority = try await target.authority()
             let runID = runId ?? String(UInt32.random(in: .min ... .max), radix: 36)
             let stats = LoadStats()
-            let deadline = ContinuousClock.now + .seconds(duration)
+            let started = ContinuousClock.now
+            let end = LoadEnd(deadline: started + .seconds(duration))
+            let signals = end.stopOnSignals()
+            defer { signals.forEach { $0.cancel() } }
             print("load: \(users) users × (1 pushing + 1 long-polling device), \(batch) operations per push, \(duration) s, \(rate.map { "\($0) pushes/s" } ?? "back to back"), against \(target.url)")
             // Each writer's pushes are `interval` apart, the writers' schedules staggered evenly.
             let interval = rate.map { Duration.seconds(Double(users) / max($0, 0.001)) }
@@ -98,18 +101,18 @@ package struct LoadCommand: AsyncParsableCommand {
                     let ledger = Ledger()
                     ledgers.append((user, token, ledger))
                     let verify = verify
-                    group.addTask { try await Self.reader(client: client, token: token, pending: pending, stats: stats, until: deadline) }
+                    group.addTask { try await Self.reader(client: client, token: token, pending: pending, stats: stats, until: end) }
                     let schedule = interval.map { Schedule(start: .now + $0 * (Double(index) / Double(users)), interval: $0) }
                     group.addTask {
                         try await Self.writer(
                             client: client, token: token, user: user, batch: batch, seed: seed &+ UInt64(index), pending: pending, stats: stats,
-                            ledger: verify ? ledger : nil, schedule: schedule, until: deadline
+                            ledger: verify ? ledger : nil, schedule: schedule, until: end
                         )
                     }
                 }
                 try await group.waitForAll()
             }
-            stats.report(seconds: duration, batch: batch)
+            stats.report(seconds: max(1, Int(started.duration(to: .now).components.seconds)), batch: batch)
             if verify {
                 var acknowledged = 0, present = 0, lost = 0, twice = 0
                 for (user, token, ledger) in ledgers {
@@ -136,17 +139,19 @@ package struct LoadCommand: AsyncParsableCommand {
 
         static func writer(
             client: LoadClient, token: String, user: String, batch: Int, seed: UInt64, pending: PendingChanges, stats: LoadStats, ledger: Ledger?,
-            schedule: Schedule? = nil, until deadline: ContinuousClock.Instant
+            schedule: Schedule? = nil, until end: LoadEnd
         ) async throws {
             var random = SeededGenerator(seed: seed)
             var round = 0
-            while ContinuousClock.now < deadline {
+            let deadline = end.deadline
+            while !end.isPast {
                 // On a schedule, a push waits for its time, and its latency counts from that time
                 // (a late push is not excused by the one before it being slow).
                 let scheduled = schedule?.time(of: round)
                 if let scheduled {
                     guard scheduled < deadline else { break }
                     try await Task.sleep(until: scheduled)
+                    if end.isPast { break }
                 }
                 let operations = (0..<batch).map { item in
                     Workload.operation(user: user, round: round, item: item, batch: batch, random: &random)
@@ -242,9 +247,9 @@ package struct LoadCommand: AsyncParsableCommand {
             throw ValidationError("verify: the pull did not end")
         }
 
-        static func reader(client: LoadClient, token: String, pending: PendingChanges, stats: LoadStats, until deadline: ContinuousClock.Instant) async throws {
+        static func reader(client: LoadClient, token: String, pending: PendingChanges, stats: LoadStats, until end: LoadEnd) async throws {
             var cursor = ""
-            while ContinuousClock.now < deadline {
+            while !end.isPast {
                 let query = cursor.isEmpty ? "wait=5000" : "cursor=\(cursor)&wait=5000"
                 let response: (status: Int, json: JSONValue?)
                 do {
@@ -441,6 +446,34 @@ final class LoadStats: Sendable {
             print("pulls:               \(state.pulls), changes delivered: \(state.pulledChanges)")
             print("errors:              \(state.errors.isEmpty ? "none" : state.errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))")
         }
+    }
+}
+
+/// When a load run stops making requests: at its deadline, or sooner once SIGINT or SIGTERM came.
+struct LoadEnd: Sendable {
+    let deadline: ContinuousClock.Instant
+    private let stopped = Arc()
+
+    init(deadline: ContinuousClock.Instant) { self.deadline = deadline }
+
+    var isPast: Bool { stopped.flag.load(ordering: .relaxed) || ContinuousClock.now >= deadline }
+
+    /// Makes SIGINT and SIGTERM end the run rather than the process, while the sources returned live.
+    func stopOnSignals() -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [stopped] in
+                stopped.flag.store(true, ordering: .relaxed)
+                print("load: signal \(number): stopping, then reporting")
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    private final class Arc: Sendable {
+        let flag = Atomic(false)
     }
 }
 
