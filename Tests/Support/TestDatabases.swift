@@ -70,6 +70,13 @@ package actor TestDatabases {
     /// A new empty database with the current schema.
     package func freshPostgres() async throws -> DatabaseURL.PostgresLocation {
         let admin = try Self.adminLocation()
+        if let workers = Self.citusWorkers {
+            counter += 1
+            var location = admin
+            location.database = "c\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
+            try await Self.makeCitusDatabase(location, workers: workers, migrated: true)
+            return location
+        }
         if template == nil {
             template = Task { try await Self.makeTemplate(admin) }
         }
@@ -97,8 +104,57 @@ package actor TestDatabases {
         counter += 1
         var location = admin
         location.database = "e\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
+        if let workers = Self.citusWorkers {
+            try await Self.makeCitusDatabase(location, workers: workers, migrated: false)
+            return location
+        }
         try await Self.execute("CREATE DATABASE \(location.database)", on: admin)
         return location
+    }
+
+    /// The Citus workers (`host:port`, comma-separated in `SYNCGATE_TEST_CITUS_WORKERS`, set by
+    /// `scripts/citus test`) when `SYNCGATE_TEST_DATABASE_URL` is a Citus coordinator: every
+    /// PostgreSQL test then runs on a distributed schema.
+    package nonisolated static var citusWorkers: [(host: String, port: Int)]? {
+        guard let list = ProcessInfo.processInfo.environment["SYNCGATE_TEST_CITUS_WORKERS"], !list.isEmpty else { return nil }
+        return list.split(separator: ",").compactMap { item in
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let port = Int(parts[1]) else { return nil }
+            return (String(parts[0]), port)
+        }
+    }
+
+    /// A database on the coordinator and every worker, with the extension and the nodes
+    /// registered; when `migrated`, with the schema distributed by sql/citus/distribute.sql. (A
+    /// template cannot be cloned: the shards live in the workers' databases.)
+    static func makeCitusDatabase(_ location: DatabaseURL.PostgresLocation, workers: [(host: String, port: Int)], migrated: Bool) async throws {
+        var admin = location
+        admin.database = "postgres"
+        try await execute(["SET citus.enable_create_database_propagation = on", "CREATE DATABASE \(location.database)"], on: admin)
+        try await execute(["CREATE EXTENSION citus"], on: location)
+        for worker in workers {
+            var node = location
+            node.host = worker.host
+            node.port = worker.port
+            try await execute(["CREATE EXTENSION IF NOT EXISTS citus"], on: node)
+        }
+        try await execute(
+            ["SELECT citus_set_coordinator_host('\(location.host)', \(location.port))"] + workers.map { "SELECT citus_add_node('\($0.host)', \($0.port))" },
+            on: location
+        )
+        guard migrated else { return }
+        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: 1), logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            try await driver.migrate(logger: logger)
+            group.cancelAll()
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("sql/citus/distribute.sql")
+        let statements = try String(contentsOf: script, encoding: .utf8)
+            .split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+            .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+        try await execute(statements, on: location)
     }
 
     /// A new SQLite file path in a fresh temporary folder: in memory-backed `/dev/shm` where there
@@ -129,7 +185,8 @@ package actor TestDatabases {
         return name
     }
 
-    package static func execute(_ sql: String, on location: DatabaseURL.PostgresLocation) async throws {
+    /// Statements one after the other on one connection, each in its own transaction.
+    static func execute(_ statements: [String], on location: DatabaseURL.PostgresLocation) async throws {
         var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,
             database: location.database, tls: .disable
@@ -137,11 +194,17 @@ package actor TestDatabases {
         configuration.options.connectTimeout = .seconds(10)
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
-            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            for sql in statements {
+                try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            }
             try await connection.close()
         } catch {
             try? await connection.close()
             throw error
         }
+    }
+
+    package static func execute(_ sql: String, on location: DatabaseURL.PostgresLocation) async throws {
+        try await execute([sql], on: location)
     }
 }
