@@ -212,7 +212,8 @@ extension PostgresDriver {
             claim.nudges.append(
                 ClaimedNudge(
                     device: DeviceKey(userID: user, deviceID: device), registration: registration,
-                    scopes: (scopes ?? []).compactMap(Scope.init(key:)), version: version, attempts: attempts, pendingSince: since
+                    scopes: (scopes ?? []).compactMap(Scope.init(key:)), version: version, attempts: attempts, pendingSince: since,
+                    leasedUntil: at + leaseMilliseconds
                 )
             )
         }
@@ -222,6 +223,8 @@ extension PostgresDriver {
     package func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
         let user = nudge.device.userID, device = nudge.device.deviceID, token = nudge.registration.token, version = nudge.version
+        // An attempt is recorded only while its claim still holds the device.
+        let lease = nudge.leasedUntil
         let query: PostgresQuery
         switch outcome {
         case .sent, .dropped:
@@ -236,13 +239,13 @@ extension PostgresDriver {
                     pending_scopes = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_scopes END,
                     pending_since = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_since END,
                     due_at = CASE WHEN pending_version = \(version) THEN NULL ELSE \(at) + \(intervalMilliseconds) END
-                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token) AND leased_until = \(lease)
                 """
         case .retry(let due, let error):
             query = """
                 WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
                 UPDATE push_registrations SET leased_until = NULL, due_at = \(due), last_error = \(error), held_live_at = NULL
-                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token)
+                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token) AND leased_until = \(lease)
                 """
         case .unregistered:
             // Only this address: a device that registered a new token meanwhile keeps it.

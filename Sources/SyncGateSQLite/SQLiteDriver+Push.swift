@@ -206,7 +206,7 @@ extension SQLiteDriver {
                 claim.nudges.append(
                     ClaimedNudge(
                         device: device, registration: registration, scopes: scopes.compactMap(Scope.init(key:)), version: row[7],
-                        attempts: (row[8] as Int) + 1, pendingSince: row[9]
+                        attempts: (row[8] as Int) + 1, pendingSince: row[9], leasedUntil: at + leaseMilliseconds
                     )
                 )
             }
@@ -217,6 +217,8 @@ extension SQLiteDriver {
     package func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
         let key: StatementArguments = [nudge.device.userID, nudge.device.deviceID, nudge.registration.token]
+        // An attempt is recorded only while its claim still holds the device.
+        let claimed: StatementArguments = key + [nudge.leasedUntil]
         try await write { db in
             switch outcome {
             case .sent, .dropped:
@@ -229,14 +231,17 @@ extension SQLiteDriver {
                             pending_scopes = CASE WHEN pending_version = ? THEN NULL ELSE pending_scopes END,
                             pending_since = CASE WHEN pending_version = ? THEN NULL ELSE pending_since END,
                             due_at = CASE WHEN pending_version = ? THEN NULL ELSE ? END
-                        WHERE user_id = ? AND device_id = ? AND token = ?
+                        WHERE user_id = ? AND device_id = ? AND token = ? AND leased_until = ?
                         """,
-                    arguments: [sent, error, nudge.version, nudge.version, nudge.version, at + intervalMilliseconds] + key
+                    arguments: [sent, error, nudge.version, nudge.version, nudge.version, at + intervalMilliseconds] + claimed
                 )
             case .retry(let due, let error):
                 try db.execute(
-                    sql: "UPDATE push_registrations SET leased_until = NULL, due_at = ?, last_error = ?, held_live_at = NULL WHERE user_id = ? AND device_id = ? AND token = ?",
-                    arguments: [due, error] + key
+                    sql: """
+                        UPDATE push_registrations SET leased_until = NULL, due_at = ?, last_error = ?, held_live_at = NULL
+                        WHERE user_id = ? AND device_id = ? AND token = ? AND leased_until = ?
+                        """,
+                    arguments: [due, error] + claimed
                 )
             case .unregistered:
                 try db.execute(sql: "DELETE FROM push_registrations WHERE user_id = ? AND device_id = ? AND token = ?", arguments: key)

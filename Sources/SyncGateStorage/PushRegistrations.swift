@@ -51,14 +51,20 @@ package struct ClaimedNudge: Sendable, Hashable {
     package var attempts: Int
     /// Commit time of the oldest change pending (milliseconds since the epoch).
     package var pendingSince: Int64?
+    /// The end of this claim's lease (milliseconds since the epoch), which also names the claim:
+    /// once it passed and another nudger took the device, what this one records changes nothing.
+    package var leasedUntil: Int64
 
-    package init(device: DeviceKey, registration: PushRegistration, scopes: [Scope], version: Int64, attempts: Int, pendingSince: Int64?) {
+    package init(
+        device: DeviceKey, registration: PushRegistration, scopes: [Scope], version: Int64, attempts: Int, pendingSince: Int64?, leasedUntil: Int64
+    ) {
         self.device = device
         self.registration = registration
         self.scopes = scopes
         self.version = version
         self.attempts = attempts
         self.pendingSince = pendingSince
+        self.leasedUntil = leasedUntil
     }
 }
 

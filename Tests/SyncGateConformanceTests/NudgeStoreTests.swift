@@ -105,6 +105,13 @@ import Testing
             #expect(try await Self.claim(harness, at: 60).nudges.isEmpty)
             let again = try #require(try await Self.claim(harness, at: 61).nudges.first)
             #expect(again.device == Self.phone && again.attempts == 2)
+            // The first nudger was only slow: what it records now changes nothing, since another
+            // holds the nudge; the lease stays the second's.
+            let late = try #require(taken.nudges.first)
+            try await harness.store.driver.finishNudge(late, outcome: .retry(at: Self.at(62).millisecondsSinceEpoch, error: "late"), intervalMilliseconds: Self.interval, now: Self.at(62))
+            try await harness.store.driver.finishNudge(late, outcome: .sent, intervalMilliseconds: Self.interval, now: Self.at(62))
+            #expect(try await Self.claim(harness, at: 63).nudges.isEmpty)
+            #expect(try await harness.store.driver.nudgeBacklog().pending == 1)
             // A retry is due when it says; the attempts count on.
             try await harness.store.driver.finishNudge(again, outcome: .retry(at: Self.at(90).millisecondsSinceEpoch, error: "503"), intervalMilliseconds: Self.interval, now: Self.at(61))
             #expect(try await Self.claim(harness, at: 89).nudges.isEmpty)
