@@ -82,6 +82,7 @@ extension PostgresDriver {
     }
 
     package func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch {
+        if try await isCitus() { return try await citusCompactNewChanges(after: after, feedLimit: feedLimit, changeLimit: changeLimit) }
         // One statement, planned by index: a batch costs what it compacts (with PostgreSQL's
         // defaults its plan read the whole `changes` table twice), so a small one holds its
         // feeds' writers briefly (README, Retention).

@@ -20,6 +20,7 @@ extension PostgresDriver {
     }
 
     package func pullContext(userID: String, deviceID: String, extraScopes: [Scope]) async throws -> PullContext {
+        if try await isCitus() { return try await citusPullContext(userID: userID, deviceID: deviceID, extraScopes: extraScopes) }
         let logger = self.logger
         return try await withConnection("pull", .request) { connection in
             // One statement, one snapshot.
@@ -38,6 +39,7 @@ extension PostgresDriver {
     }
 
     package func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
+        if try await isCitus() { return try await citusReadChanges(reads, types: types, limit: limit) }
         // One statement: the rows and the floors they are checked against share its snapshot.
         let rows = try await run("pull", .request, ReadChangesStatement(reads: reads, types: types?.sorted(), limit: limit))
         var page = FeedPage()
@@ -64,6 +66,7 @@ extension PostgresDriver {
     }
 
     package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
+        if try await isCitus() { return try await citusWatchState(feeds: feeds, users: users) }
         // One statement: the heads, the versions and the epoch share a snapshot.
         let rows = try await run("watch state", .request, WatchStateStatement(feeds: feeds.map(\.key), users: users))
         var state = WatchState()

@@ -86,6 +86,10 @@ package final class PostgresDriver: StorageDriver, Service {
     /// answer `503` at once instead of queueing for a pooled connection until their deadline.
     /// The listener clears it as soon as it connects again.
     let databaseDown = Atomic(false)
+    /// Whether the database is a Citus coordinator (``isCitus()``); `nil` until looked up.
+    let citus = Mutex<Bool?>(nil)
+    /// On Citus, the connections already switched to custom plans (``citusSession(_:)``).
+    let citusSessions = Mutex<Set<PostgresConnection.ID>>([])
     /// Why the listener last found the database away, for the `503`s it causes.
     let downCause = Mutex("")
     /// Pool occupancy for ``MetricName/poolInUse`` and ``MetricName/poolWaiting``.
@@ -320,7 +324,7 @@ package final class PostgresDriver: StorageDriver, Service {
         let client = kind == .maintenance ? maintenanceClient : client
         return try await withDeadline(
             operation, kind, giveUpWhileDown: giveUpWhileDown, cancelsAbandonedWork: { cancelsAbandonedWork || !leased.value }
-        ) { [client, poolMetrics] in
+        ) { [client, poolMetrics, self] in
             poolMetrics.waiting.increment()
             // Leasing moves the caller from waiting to in use; one that never got a connection stops waiting here.
             defer { if !leased.value { poolMetrics.waiting.decrement() } }
@@ -331,6 +335,7 @@ package final class PostgresDriver: StorageDriver, Service {
                     poolMetrics.inUse.increment()
                     defer { poolMetrics.inUse.decrement() }
                     do {
+                        try await self.citusSession(connection)
                         return try await body(connection)
                     } catch let error as PSQLError where Self.spoilsPreparedStatements(error) {
                         // PostgresNIO keeps a statement's failed preparation for the connection's
@@ -380,9 +385,13 @@ package final class PostgresDriver: StorageDriver, Service {
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {
         let logger = self.logger
+        let citus = try await isCitus()
         return try await withConnection("transaction", .job) { connection in
             try await connection.inTransaction(logger: logger) {
-                try await body(PostgresTransaction(connection: connection, now: now, logger: logger))
+                // Citus refuses to write a reference table (households) after a multi-shard
+                // statement ran in parallel in the same transaction.
+                if citus { try await connection.query("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'", logger: logger) }
+                return try await body(PostgresTransaction(connection: connection, now: now, citus: citus, logger: logger))
             }
         }
     }

@@ -12,12 +12,15 @@ final class PostgresTransaction: StorageTransaction {
     let logger: Logger
     /// The transaction's "now" in milliseconds since the epoch; `NULL` binds the database's clock.
     let now: Int64?
+    /// On a Citus coordinator: statements split by where their tables live (PostgresDriver+Citus.swift).
+    let citus: Bool
     /// BEGIN and COMMIT count too.
     private(set) var statementCount = 2
 
-    init(connection: PostgresConnection, now: Timestamp?, logger: Logger) {
+    init(connection: PostgresConnection, now: Timestamp?, citus: Bool = false, logger: Logger) {
         self.connection = connection
         self.now = now?.millisecondsSinceEpoch
+        self.citus = citus
         self.logger = logger
     }
 
@@ -35,6 +38,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func lock(jobs leases: [JobLease], feeds scopes: [Scope]) async throws -> ApplyLocks {
+        if citus { return try await citusLock(jobs: leases, feeds: scopes) }
         // One statement: the jobs (fencing), then the feeds in sorted order when all of them
         // exist. Feeds are created on a scope's first write only: then it locks none, and the
         // rare path below creates the missing ones and locks every feed, in order.
@@ -67,6 +71,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func load(_ reads: ApplyReads) async throws -> ApplyRows {
+        if citus { return try await citusLoad(reads) }
         // One statement, one snapshot (taken after the locks). Derivation inputs are keys and
         // group members; a range (a rebuild's, never an apply's) would take a statement of its own.
         let inputs = EntityProbes(reads.inputs)
@@ -124,10 +129,12 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func write(_ write: ApplyWrite) async throws {
+        if citus { return try await citusWrite(write) }
         try await run(WriteAppliedStatement(write: write, now: now))
     }
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
+        if citus { return try await citusWriteEntities(entities, heads: heads) }
         guard !entities.isEmpty else { return }
         let scopes = entities.map(\.row.scope), types = entities.map(\.row.entityType), ids = entities.map(\.row.entityID)
         let versions = entities.map(\.row.version), sequences = entities.map(\.sequence)
@@ -174,9 +181,10 @@ final class PostgresTransaction: StorageTransaction {
         let ids = households.map(\.id)
         try await query(
             """
-            INSERT INTO households (household_id, owner_id, archived)
-            SELECT * FROM unnest(\(ids)::text[], \(households.map(\.ownerID))::text[], \(households.map(\.archived))::boolean[])
-            ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = now()
+            -- now() in the row, not in DO UPDATE: Citus allows only immutable functions there.
+            INSERT INTO households (household_id, owner_id, archived, updated_at)
+            SELECT h, o, a, now() FROM unnest(\(ids)::text[], \(households.map(\.ownerID))::text[], \(households.map(\.archived))::boolean[]) AS n(h, o, a)
+            ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = excluded.updated_at
             """
         )
         var memberHouseholds: [String] = [], memberUsers: [String] = [], memberRoles: [String] = []
@@ -259,7 +267,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int {
-        let rows = try await query(
+        let rows = try await citus ? citusTombstonesToPurge(scope: scope, before: cutoff, limit: limit) : query(
             """
             DELETE FROM changes WHERE (scope, seq) IN (
                 SELECT scope, seq FROM changes

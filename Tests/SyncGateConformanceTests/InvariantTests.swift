@@ -223,9 +223,14 @@ import SyncGateConcurrency
     static func waitsForALock(_ harness: StoreHarness) async throws -> Bool {
         switch harness.url {
         case .postgres(let location):
-            return try await withConnection(location) {
-                try await $0.integer("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
-            } > 0
+            // On Citus (scripts/citus test) the feed's row, and the wait for it, are on a worker.
+            let waiting = TestDatabases.citusWorkers == nil
+                ? "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                : """
+                    SELECT coalesce(sum(result::int), 0)::int FROM run_command_on_workers(
+                        $$SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()$$)
+                    """
+            return try await withConnection(location) { try await $0.integer(waiting) } > 0
         case .sqlite:
             try await Task.sleep(for: .milliseconds(300))
             return true

@@ -25,20 +25,34 @@ extension PostgresDriver: DialectDriver {
 
     package func latestCommitTimes(_ entities: [EntityKey]) async throws -> [EntityKey: Int64] {
         guard !entities.isEmpty else { return [:] }
-        let rows = try await query(
-            "latest commit times", .request,
-            """
-            SELECT k.scope, k.entity_type, k.entity_id, latest.committed_at
-            FROM unnest(\(entities.map(\.scope.key))::text[], \(entities.map(\.entityType))::text[], \(entities.map(\.entityID))::text[])
-                 AS k(scope, entity_type, entity_id)
-            CROSS JOIN LATERAL (
-                SELECT c.committed_at FROM changes c
-                WHERE c.scope = k.scope AND c.entity_type = k.entity_type AND c.entity_id = k.entity_id
-                ORDER BY c.seq DESC LIMIT 1
-            ) latest
-            """,
-            as: (String, String, String, Int64).self
-        )
+        // On Citus (no LIMIT in a lateral subquery over a table function): the newest commit
+        // time of each entity's changes, the same since a feed's commit times follow its sequence.
+        let rows = try await isCitus()
+            ? try await query(
+                "latest commit times", .request,
+                """
+                SELECT c.scope, c.entity_type, c.entity_id, max(c.committed_at)
+                FROM unnest(\(entities.map(\.scope.key))::text[], \(entities.map(\.entityType))::text[], \(entities.map(\.entityID))::text[])
+                     AS k(scope, entity_type, entity_id)
+                JOIN changes c ON c.scope = k.scope AND c.entity_type = k.entity_type AND c.entity_id = k.entity_id
+                GROUP BY c.scope, c.entity_type, c.entity_id
+                """,
+                as: (String, String, String, Int64).self
+            )
+            : try await query(
+                "latest commit times", .request,
+                """
+                SELECT k.scope, k.entity_type, k.entity_id, latest.committed_at
+                FROM unnest(\(entities.map(\.scope.key))::text[], \(entities.map(\.entityType))::text[], \(entities.map(\.entityID))::text[])
+                     AS k(scope, entity_type, entity_id)
+                CROSS JOIN LATERAL (
+                    SELECT c.committed_at FROM changes c
+                    WHERE c.scope = k.scope AND c.entity_type = k.entity_type AND c.entity_id = k.entity_id
+                    ORDER BY c.seq DESC LIMIT 1
+                ) latest
+                """,
+                as: (String, String, String, Int64).self
+            )
         var times: [EntityKey: Int64] = [:]
         for (scope, type, id, time) in rows {
             if let scope = Scope(key: scope) { times[EntityKey(scope: scope, entityType: type, entityID: id)] = time }
