@@ -297,11 +297,11 @@ extension PostgresTransaction {
         ).collect((Int64, String, String, Int64).self)
     }
 
-    /// ``write(_:)`` on Citus: the feed data (``citusWriteEntities(_:heads:)``), then the
+    /// ``write(_:)`` on Citus: the feed data (``writeEntities(_:heads:)``), then the
     /// coordinator's part in one statement: idempotency records, finished jobs, device
     /// watermarks and the notifications.
     func citusWrite(_ write: ApplyWrite) async throws {
-        try await citusWriteEntities(write.entities, heads: write.heads)
+        try await writeEntities(write.entities, heads: write.heads)
         let records = write.records, finished = write.finished
         try await query(
             """
@@ -328,27 +328,12 @@ extension PostgresTransaction {
         )
     }
 
-    /// ``writeEntities(_:heads:)`` on Citus: as on PostgreSQL, but each feed's commit time is
-    /// read before the changes are appended (Citus refuses the correlated subquery beside them).
-    func citusWriteEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
-        guard !entities.isEmpty else { return }
+    /// The changes of ``writeEntities(_:heads:)`` on Citus: each feed's commit time is read
+    /// before they are appended (Citus refuses the correlated subquery beside the insert).
+    func citusAppendChanges(_ entities: [EntityRowWrite]) async throws {
         let scopes = entities.map(\.row.scope), types = entities.map(\.row.entityType), ids = entities.map(\.row.entityID)
-        let versions = entities.map(\.row.version), sequences = entities.map(\.sequence)
-        let documents = entities.map { $0.row.data ?? "null" }, metas = entities.map { $0.row.meta ?? "null" }
-        let groups = entities.map { $0.groupKey ?? "" }, origins = entities.map { $0.origin ?? "" }, writers = entities.map { $0.writer ?? "" }
-        let clientTimestamps = entities.map(\.row.clientTimestamp), updatedAts = entities.map(\.row.updatedAt)
-        try await query(
-            """
-            INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
-            SELECT s, t, i, v, nullif(d, 'null')::jsonb, nullif(m, 'null')::jsonb, c, u, nullif(g, '')
-            FROM unnest(\(scopes)::text[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
-                        \(documents)::text[], \(metas)::text[], \(clientTimestamps)::bigint[], \(updatedAts)::bigint[], \(groups)::text[])
-                 AS w(s, t, i, v, d, m, c, u, g)
-            ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
-                version = excluded.version, data = excluded.data, meta = excluded.meta,
-                client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
-            """
-        )
+        let versions = entities.map(\.row.version), sequences = entities.map(\.sequence), updatedAts = entities.map(\.row.updatedAt)
+        let documents = entities.map { $0.row.data ?? "null" }, origins = entities.map { $0.origin ?? "" }, writers = entities.map { $0.writer ?? "" }
         // Commit times as PostgreSQL's statement computes them (PostgresDriver.commitTimes): the
         // transaction's start, raised to each feed's newest change.
         let feeds = Array(Set(scopes)).sorted()
@@ -367,14 +352,6 @@ extension PostgresTransaction {
             FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
                         \(documents)::text[], \(updatedAts)::bigint[], \(committed)::bigint[], \(origins)::text[], \(writers)::text[])
                  AS w(s, q, t, i, v, d, u, a, o, r)
-            """
-        )
-        let advanced = heads.sorted { $0.key < $1.key }
-        try await query(
-            """
-            UPDATE feeds SET head = h.head
-            FROM unnest(\(advanced.map(\.key.key))::text[], \(advanced.map(\.value))::bigint[]) AS h(scope, head)
-            WHERE feeds.scope = h.scope
             """
         )
     }

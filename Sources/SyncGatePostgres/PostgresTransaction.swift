@@ -134,7 +134,6 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
-        if citus { return try await citusWriteEntities(entities, heads: heads) }
         guard !entities.isEmpty else { return }
         let scopes = entities.map(\.row.scope), types = entities.map(\.row.entityType), ids = entities.map(\.row.entityID)
         let versions = entities.map(\.row.version), sequences = entities.map(\.sequence)
@@ -155,17 +154,21 @@ final class PostgresTransaction: StorageTransaction {
                 client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
             """
         )
-        try await query(
-            """
-            WITH w AS (
-                SELECT * FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
-                                     \(documents)::text[], \(updatedAts)::bigint[], \(origins)::text[], \(writers)::text[]) AS w(s, q, t, i, v, d, u, o, r)
-            ), \(unescaped: PostgresDriver.commitTimes)
-            INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
-            SELECT w.s, w.q, w.t, w.i, w.v, nullif(w.d, 'null')::jsonb, w.u, at.at, nullif(w.o, ''), nullif(w.r, '')
-            FROM w JOIN at ON at.s = w.s
-            """
-        )
+        if citus {
+            try await citusAppendChanges(entities)
+        } else {
+            try await query(
+                """
+                WITH w AS (
+                    SELECT * FROM unnest(\(scopes)::text[], \(sequences)::bigint[], \(types)::text[], \(ids)::text[], \(versions)::bigint[],
+                                         \(documents)::text[], \(updatedAts)::bigint[], \(origins)::text[], \(writers)::text[]) AS w(s, q, t, i, v, d, u, o, r)
+                ), \(unescaped: PostgresDriver.commitTimes)
+                INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
+                SELECT w.s, w.q, w.t, w.i, w.v, nullif(w.d, 'null')::jsonb, w.u, at.at, nullif(w.o, ''), nullif(w.r, '')
+                FROM w JOIN at ON at.s = w.s
+                """
+            )
+        }
         let advanced = heads.sorted { $0.key < $1.key }
         try await query(
             """
