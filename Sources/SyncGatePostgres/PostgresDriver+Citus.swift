@@ -231,16 +231,22 @@ extension PostgresTransaction {
             WHERE j.state = 'running' ORDER BY j.id FOR UPDATE OF j
             """
         ).collect(Int64.self)
-        var locks = ApplyLocks(jobs: Set(held), heads: [:])
+        return ApplyLocks(jobs: Set(held), heads: try await citusLockFeeds(scopes))
+    }
+
+    /// ``lockFeeds(_:)`` on Citus: each feed on its own node, in sorted order, a missing one
+    /// created in its turn.
+    func citusLockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
+        var heads: [Scope: Int64] = [:]
         for scope in scopes.sorted(by: { $0.key < $1.key }) {
             var head = try await query("SELECT head FROM feeds WHERE scope = \(scope.key) FOR UPDATE").collect(Int64.self).first
             if head == nil {
                 try await query("INSERT INTO feeds (scope) VALUES (\(scope.key)) ON CONFLICT DO NOTHING")
                 head = try await query("SELECT head FROM feeds WHERE scope = \(scope.key) FOR UPDATE").collect(Int64.self).first
             }
-            locks.heads[scope] = head
+            heads[scope] = head
         }
-        return locks
+        return heads
     }
 
     /// ``load(_:)`` on Citus: the entities (distributed), the idempotency records (coordinator)

@@ -57,6 +57,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
+        if citus { return try await citusLockFeeds(scopes) }
         let keys = scopes.map(\.key)
         try await query("INSERT INTO feeds (scope) SELECT unnest(\(keys)::text[]) ORDER BY 1 ON CONFLICT DO NOTHING")
         // Locks in the given (sorted) order, so two writers of the same feeds never deadlock.
