@@ -13,36 +13,49 @@ extension PostgresDriver {
     /// they have none: the device is nudged for changes after it registered.
     package func upsertPushRegistration(_ device: DeviceKey, _ registration: PushRegistration, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
-        _ = try await query(
-            "register push", .request,
-            """
-            WITH registered AS (
-                INSERT INTO push_registrations (user_id, device_id, provider, token, topic, environment, created_at, updated_at)
-                VALUES (\(device.userID), \(device.deviceID), \(registration.provider.rawValue), \(registration.token), \(registration.topic),
-                        \(registration.environment?.rawValue), \(at), \(at))
-                ON CONFLICT (user_id, device_id) DO UPDATE SET provider = excluded.provider, token = excluded.token, topic = excluded.topic,
-                    environment = excluded.environment, updated_at = excluded.updated_at, attempts = 0, last_error = NULL
-                RETURNING 1
-            ), moved AS (
-                -- A token is one app on one device: signed in as another user (or re-installed
-                -- under another device id), its earlier registration must not get that user's nudges.
-                DELETE FROM push_registrations
-                WHERE provider = \(registration.provider.rawValue) AND token = \(registration.token)
-                  AND (user_id, device_id) <> (\(device.userID)::text, \(device.deviceID)::text)
-                RETURNING 1
-            ), tracked AS (
-                INSERT INTO push_positions (scope, nudged)
-                SELECT s.scope, coalesce(f.head, 0) FROM (
-                    SELECT 'u:' || \(device.userID)::text AS scope
-                    UNION SELECT 'h:' || m.household_id FROM household_members m WHERE m.user_id = \(device.userID)
-                ) s LEFT JOIN feeds f ON f.scope = s.scope
-                ON CONFLICT (scope) DO NOTHING
-                RETURNING 1
-            )
-            SELECT (SELECT count(*)::int FROM registered) + (SELECT count(*)::int FROM moved) + (SELECT count(*)::int FROM tracked)
-            """,
-            as: Int.self
-        )
+        let citus = try await isCitus()
+        let logger = self.logger
+        try await withConnection("register push", .request) { connection in
+            try await connection.inTransaction(logger: logger) {
+                _ = try await connection.query(
+                    """
+                    WITH registered AS (
+                        INSERT INTO push_registrations (user_id, device_id, provider, token, topic, environment, created_at, updated_at)
+                        VALUES (\(device.userID), \(device.deviceID), \(registration.provider.rawValue), \(registration.token), \(registration.topic),
+                                \(registration.environment?.rawValue), \(at), \(at))
+                        ON CONFLICT (user_id, device_id) DO UPDATE SET provider = excluded.provider, token = excluded.token, topic = excluded.topic,
+                            environment = excluded.environment, updated_at = excluded.updated_at, attempts = 0, last_error = NULL
+                        RETURNING user_id
+                    ), moved AS (
+                        -- A token is one app on one device: signed in as another user (or re-installed
+                        -- under another device id), its earlier registration must not get that user's nudges.
+                        DELETE FROM push_registrations
+                        WHERE provider = \(registration.provider.rawValue) AND token = \(registration.token)
+                          AND (user_id, device_id) <> (\(device.userID)::text, \(device.deviceID)::text)
+                        RETURNING 1
+                    )\(unescaped: citus ? "" : ", tracked AS (\(Self.trackFeeds(of: "SELECT user_id FROM registered")))")
+                    SELECT (SELECT count(*)::int FROM registered) + (SELECT count(*)::int FROM moved)
+                    """,
+                    logger: logger
+                ).collect(Int.self)
+                // On Citus the positions (distributed) are written apart from the registration.
+                if citus { _ = try await self.citusTrackPushFeeds(connection, userID: device.userID) }
+            }
+        }
+    }
+
+    /// Inserts a position, at its feed's head, for each feed that the users `users` returns
+    /// (a statement) read and that has none: their own feeds and their households'.
+    static func trackFeeds(of users: String) -> String {
+        """
+        INSERT INTO push_positions (scope, nudged)
+        SELECT s.scope, coalesce(f.head, 0) FROM (
+            SELECT 'u:' || u.user_id AS scope FROM (\(users)) u
+            UNION SELECT 'h:' || m.household_id FROM (\(users)) u JOIN household_members m ON m.user_id = u.user_id
+        ) s LEFT JOIN feeds f ON f.scope = s.scope
+        ON CONFLICT (scope) DO NOTHING
+        RETURNING 1
+        """
     }
 
     package func pushRegistration(_ device: DeviceKey) async throws -> StoredPushRegistration? {
@@ -71,27 +84,63 @@ extension PostgresDriver {
     }
 
     package func trackPushFeeds() async throws -> Int {
-        try await query(
+        if try await isCitus() {
+            return try await withConnection("track push feeds", .job) { try await self.citusTrackPushFeeds($0, userID: nil) }
+        }
+        return try await query(
             "track push feeds", .job,
-            """
-            WITH tracked AS (
-                INSERT INTO push_positions (scope, nudged)
-                SELECT s.scope, coalesce(f.head, 0) FROM (
-                    SELECT DISTINCT 'u:' || user_id AS scope FROM push_registrations
-                    UNION SELECT 'h:' || m.household_id FROM push_registrations r JOIN household_members m ON m.user_id = r.user_id
-                ) s LEFT JOIN feeds f ON f.scope = s.scope
-                ON CONFLICT (scope) DO NOTHING
-                RETURNING 1
-            )
-            SELECT count(*)::int FROM tracked
-            """,
+            "WITH tracked AS (\(unescaped: Self.trackFeeds(of: "SELECT DISTINCT user_id FROM push_registrations"))) SELECT count(*)::int FROM tracked",
             as: Int.self
         ).first ?? 0
+    }
+
+    /// Of a mark pass: the registered devices that read the feeds of `taken` (scope), less those
+    /// that have the feed pending already with no nudge out (they gain nothing: at saturation
+    /// that is nearly every device, and its range is not read).
+    static let nudgeReaders = """
+        all_readers AS (
+            SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
+            JOIN push_registrations r ON t.scope = 'u:' || r.user_id
+            UNION ALL
+            SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
+            JOIN household_members m ON t.scope = 'h:' || m.household_id JOIN push_registrations r ON r.user_id = m.user_id
+        ), readers AS (
+            SELECT scope, user_id, device_id FROM all_readers
+            WHERE pending_scopes IS NULL OR NOT pending_scopes @> ARRAY[scope] OR leased_until IS NOT NULL
+        )
+        """
+
+    /// Of a mark pass: adds the feeds of `targets` (user_id, device_id, scopes, since) to their
+    /// devices' pending sets, due a coalescing interval after the last nudge; `pending` counts them.
+    static func nudgePending(at: Int64, intervalMilliseconds: Int64) -> String {
+        """
+        locked AS (
+            -- In key order: two nudgers' passes over different feeds share devices (a
+            -- household's and its members' own), and locking in plan order could deadlock.
+            SELECT r.user_id, r.device_id FROM push_registrations r JOIN targets t USING (user_id, device_id)
+            ORDER BY r.user_id, r.device_id
+            FOR UPDATE OF r
+        ), pending AS (
+            UPDATE push_registrations r SET
+                pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
+                pending_version = r.pending_version + 1,
+                pending_since = least(r.pending_since, coalesce(t.since, \(at))),
+                due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
+            FROM targets t JOIN locked l USING (user_id, device_id) WHERE r.user_id = t.user_id AND r.device_id = t.device_id
+              -- A device that waits out its interval with these feeds pending already is not
+              -- rewritten at every pass; one whose nudge is out is (its version tells the send).
+              AND (r.pending_scopes IS NULL OR NOT r.pending_scopes @> t.scopes OR r.leased_until IS NOT NULL)
+            RETURNING 1
+        )
+        """
     }
 
     package func markNudges(scopes: [Scope]?, feedLimit: Int, intervalMilliseconds: Int64, now: Timestamp) async throws -> NudgePass {
         let at = now.millisecondsSinceEpoch
         let keys = scopes?.map(\.key)
+        if try await isCitus() {
+            return try await citusMarkNudges(keys: keys, feedLimit: feedLimit, intervalMilliseconds: intervalMilliseconds, at: at)
+        }
         let logger = self.logger
         let rows = try await withConnection("mark nudges", .job) { connection in
             try await connection.inTransaction(logger: logger) {
@@ -108,18 +157,7 @@ extension PostgresDriver {
                 FOR UPDATE OF p SKIP LOCKED
             ), taken AS (
                 SELECT * FROM f ORDER BY scope LIMIT \(Int64(feedLimit))
-            ), all_readers AS (
-                SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
-                JOIN push_registrations r ON t.scope = 'u:' || r.user_id
-                UNION ALL
-                SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
-                JOIN household_members m ON t.scope = 'h:' || m.household_id JOIN push_registrations r ON r.user_id = m.user_id
-            ), readers AS (
-                -- A device that has the feed pending already, with no nudge out, gains nothing:
-                -- at saturation that is nearly every device, and its range is not read.
-                SELECT scope, user_id, device_id FROM all_readers
-                WHERE pending_scopes IS NULL OR NOT pending_scopes @> ARRAY[scope] OR leased_until IS NOT NULL
-            ), writers AS (
+            ), \(unescaped: Self.nudgeReaders), writers AS (
                 -- Only the ranges some device needs: each change's writer and commit time, read
                 -- by the key's range per feed (a join let the planner scan every change).
                 SELECT t.scope, c.w, c.since FROM taken t
@@ -134,24 +172,7 @@ extension PostgresDriver {
                 -- A range of changes compacted away since has no writers left: nudge.
                 WHERE w.w IS NULL OR w.w <> ARRAY[rd.device_id || '/' || rd.user_id]
                 GROUP BY rd.user_id, rd.device_id
-            ), locked AS (
-                -- In key order: two nudgers' passes over different feeds share devices (a
-                -- household's and its members' own), and locking in plan order could deadlock.
-                SELECT r.user_id, r.device_id FROM push_registrations r JOIN targets t USING (user_id, device_id)
-                ORDER BY r.user_id, r.device_id
-                FOR UPDATE OF r
-            ), pending AS (
-                UPDATE push_registrations r SET
-                    pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
-                    pending_version = r.pending_version + 1,
-                    pending_since = least(r.pending_since, coalesce(t.since, \(at))),
-                    due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
-                FROM targets t JOIN locked l USING (user_id, device_id) WHERE r.user_id = t.user_id AND r.device_id = t.device_id
-                  -- A device that waits out its interval with these feeds pending already is not
-                  -- rewritten at every pass; one whose nudge is out is (its version tells the send).
-                  AND (r.pending_scopes IS NULL OR NOT r.pending_scopes @> t.scopes OR r.leased_until IS NOT NULL)
-                RETURNING 1
-            ), moved AS (
+            ), \(unescaped: Self.nudgePending(at: at, intervalMilliseconds: intervalMilliseconds)), moved AS (
                 UPDATE push_positions p SET nudged = t.high FROM taken t WHERE p.scope = t.scope RETURNING 1
             )
             SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > \(feedLimit)

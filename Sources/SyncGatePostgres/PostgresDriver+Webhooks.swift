@@ -100,6 +100,7 @@ extension PostgresDriver {
     package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement {
         let logger = self.logger
         let at = now.millisecondsSinceEpoch
+        let citus = try await isCitus()
         return try await withConnection("announce changes", .job) { connection in
             try await connection.inTransaction(logger: logger) {
                 let subscriptions = try await connection.query("SELECT count(*)::int FROM webhook_subscriptions", logger: logger).collect(Int.self).first ?? 0
@@ -113,6 +114,11 @@ extension PostgresDriver {
                 // analyzed), and its estimate made PostgreSQL compile the statement with JIT at
                 // every pass: ~0.4 s of CPU beside the applies, for a statement that runs in ms.
                 try await connection.query("SET LOCAL jit = off", logger: logger)
+                if citus {
+                    return try await self.citusAnnounce(
+                        connection, subscriptions: subscriptions, after: after, feedLimit: feedLimit, changeLimit: changeLimit, at: at
+                    )
+                }
                 // One statement: the rows it locks, the messages and the marks commit together.
                 // A range's end read newer than the statement's snapshot has no commit time to
                 // read here: the message then counts its lag from now.
