@@ -136,10 +136,15 @@ package final class TemporaryPostgres: @unchecked Sendable {
     /// waits for these at exit: a filtered run that ends right after its test used to leave the
     /// server running.
     package func destroyInBackground() {
+        Self.beforeExit { self.destroy() }
+    }
+
+    /// Runs `body` on a thread of its own; the test process waits for it at exit (30 s at most).
+    package static func beforeExit(_ body: @escaping @Sendable () -> Void) {
         _ = Self.waitForDestroysAtExit
         Self.destroying.enter()
         Thread.detachNewThread {
-            self.destroy()
+            body()
             Self.destroying.leave()
         }
     }
@@ -155,6 +160,11 @@ package final class TemporaryPostgres: @unchecked Sendable {
     }
 
     private func runAsPostgres(_ executable: String, _ arguments: [String]) throws {
+        try Self.runAsPostgres(executable, arguments)
+    }
+
+    /// Runs a command as the `postgres` user when the tests run as root (PostgreSQL refuses root).
+    package static func runAsPostgres(_ executable: String, _ arguments: [String]) throws {
         if getuid() == 0 {
             try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
         } else {

@@ -79,6 +79,12 @@ import Testing
     static func refusePoison(_ harness: StoreHarness) async throws {
         switch harness.driver {
         case .postgres:
+            if TestDatabases.citusWorkers != nil {
+                // Citus creates a trigger on a distributed table's shards only when asked to.
+                try await harness.execute(
+                    "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET citus.enable_unsafe_triggers = on', current_database()); END $$"
+                )
+            }
             try await harness.execute("""
                 CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN IF NEW.data ? 'poison' THEN RAISE EXCEPTION 'poison refused' USING ERRCODE = '22023'; END IF; RETURN NEW; END $$

@@ -29,8 +29,45 @@ import Glibc
         log.split(separator: "\n").last { $0.hasPrefix("verify: ") }.map(String.init)
     }
 
+    /// The database the crash test stops: a durable PostgreSQL, or under `scripts/citus test` a
+    /// durable Citus cluster of its own, its nodes stopped in turn (``TemporaryCitus/crash(round:)``).
+    enum Database {
+        case postgres(TemporaryPostgres)
+        case citus(TemporaryCitus)
+
+        static func make() async throws -> Database {
+            TestDatabases.citusWorkers == nil ? .postgres(try await TemporaryPostgres.make(durable: true)) : .citus(try await TemporaryCitus.make())
+        }
+
+        var location: DatabaseURL.PostgresLocation {
+            switch self {
+            case .postgres(let server): server.location
+            case .citus(let cluster): cluster.location
+            }
+        }
+
+        /// Stops the database at once (recovery from the WAL) and starts it; says what stopped.
+        func crash(round: Int) async throws -> String {
+            switch self {
+            case .postgres(let server):
+                try await server.stop(immediate: true)
+                try await server.start()
+                return "PostgreSQL"
+            case .citus(let cluster):
+                return try await cluster.crash(round: round)
+            }
+        }
+
+        func destroyInBackground() {
+            switch self {
+            case .postgres(let server): server.destroyInBackground()
+            case .citus(let cluster): cluster.destroyInBackground()
+            }
+        }
+    }
+
     @Test func killsAndImmediateDatabaseStopsLoseNothingAcknowledged() async throws {
-        let server = try await TemporaryPostgres.make(durable: true)
+        let server = try await Database.make()
         defer { server.destroyInBackground() }
         // A change webhook receiver hears every change through the crashes (docs/webhooks.md).
         let receiver = WebhookReceiver(secret: nil)
@@ -77,10 +114,8 @@ import Glibc
                 try await client.waitUntilReady(fronts.last!)
 
                 try await Task.sleep(for: .seconds(2))
-                try await server.stop(immediate: true)
-                try await Task.sleep(for: .milliseconds(500))
-                try await server.start()
-                print("crash round \(round): worker killed, front killed, PostgreSQL stopped immediately and started")
+                let stopped = try await server.crash(round: round)
+                print("crash round \(round): worker killed, front killed, \(stopped) stopped immediately and started")
             }
             let status = await load.waitForExit(timeout: .seconds(300))
             let line = Self.verifyLine(load.log)
