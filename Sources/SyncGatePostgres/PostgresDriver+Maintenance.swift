@@ -215,6 +215,18 @@ extension PostgresDriver {
         ).map(Self.jobRecord)
     }
 
+    package func jobDetail(id: Int64) async throws -> JobDetail? {
+        try await query(
+            "show job", .maintenance, "SELECT \(unescaped: Self.jobDetailColumns) FROM jobs WHERE id = \(id)", as: JobDetailColumns.self
+        ).first.map(Self.jobDetail)
+    }
+
+    package func deleteFinishedJob(id: Int64) async throws -> Bool {
+        try await !query(
+            "delete job", .maintenance, "DELETE FROM jobs WHERE id = \(id) AND state IN ('done', 'dead') RETURNING id", as: Int64.self
+        ).isEmpty
+    }
+
     package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await query(
             "list households", .maintenance,

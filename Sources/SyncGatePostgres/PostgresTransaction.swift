@@ -256,6 +256,13 @@ final class PostgresTransaction: StorageTransaction {
         ).collect(PostgresDriver.ClaimedColumns.self).map(PostgresDriver.claimedJob)
     }
 
+    func lockWaitingJob(id: Int64) async throws -> JobDetail? {
+        // A claim that holds the row commits it `running`: the state is checked again after the wait.
+        try await query(
+            "SELECT \(unescaped: PostgresDriver.jobDetailColumns) FROM jobs WHERE id = \(id) AND state IN ('queued', 'retrying') FOR UPDATE"
+        ).collect(PostgresDriver.JobDetailColumns.self).first.map(PostgresDriver.jobDetail)
+    }
+
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
         try await query(
             """

@@ -160,6 +160,19 @@ extension SQLiteDriver {
         }
     }
 
+    package func jobDetail(id: Int64) async throws -> JobDetail? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.jobDetailColumns) FROM jobs WHERE id = ?", arguments: [id]).map(Self.jobDetail)
+        }
+    }
+
+    package func deleteFinishedJob(id: Int64) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM jobs WHERE id = ? AND state IN ('done', 'dead')", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
     package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await read { db in
             try Row.fetchAll(

@@ -17,6 +17,17 @@ extension SQLiteDriver {
         )
     }
 
+    /// ``jobColumns`` and what an operator sees besides (``jobDetail(_:)``).
+    static let jobDetailColumns = "\(jobColumns), payload, run_at, updated_at, lease_owner, lease_expires_at"
+
+    static func jobDetail(_ row: Row) throws(StoredDataError) -> JobDetail {
+        JobDetail(
+            record: try jobRecord(row), payload: row["payload"], runAt: Timestamp(millisecondsSinceEpoch: row["run_at"]),
+            updatedAt: Timestamp(millisecondsSinceEpoch: row["updated_at"]), leaseOwner: row["lease_owner"],
+            leaseExpiresAt: (row["lease_expires_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+        )
+    }
+
     /// A running job's columns, as claims and the lease rescuer read them.
     static let claimedColumns = "id, lease_token, user_id, device_id, attempts, max_attempts, payload, created_at"
 

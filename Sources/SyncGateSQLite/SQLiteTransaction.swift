@@ -267,6 +267,15 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
+    func lockWaitingJob(id: Int64) async throws -> JobDetail? {
+        // The transaction holds SQLite's write lock: no claim runs beside it.
+        try await step(statements: 1) { db in
+            try Row.fetchOne(
+                db, sql: "SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')", arguments: [id]
+            ).map(SQLiteDriver.jobDetail)
+        }
+    }
+
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
         let now = self.now
         let list = JSONValue.array((ids ?? []).map(JSONValue.int)).serialized()

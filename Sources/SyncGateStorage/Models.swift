@@ -194,6 +194,16 @@ package struct StoreStats: Sendable, Hashable {
     package var queueDepth: Int {
         (jobsByState[.queued] ?? 0) + (jobsByState[.running] ?? 0) + (jobsByState[.retrying] ?? 0)
     }
+
+    /// As the admin API's overview and `syncgate admin stats --json` show it.
+    package var json: JSONValue {
+        [
+            "jobs": .object(Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, JSONValue.int(Int64(jobsByState[$0] ?? 0))) })),
+            "queue_depth": .int(Int64(queueDepth)), "oldest_queued_age_ms": oldestQueuedAgeMilliseconds.map(JSONValue.int) ?? .null,
+            "entities": .int(Int64(entities)), "changes": .int(Int64(changes)), "feeds": .int(Int64(feeds)),
+            "idempotency_records": .int(Int64(idempotencyRecords)), "households": .int(Int64(households)),
+        ]
+    }
 }
 
 /// The changes of one feed after a position, and the feed's floor as of that read.

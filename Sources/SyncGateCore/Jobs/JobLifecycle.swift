@@ -44,8 +44,20 @@ extension OperationResult {
             )
         }
     }
-}
 
+    /// The answer every operation of a job an operator cancelled before it ran gets: as a dead
+    /// job's, none took effect and pushing them again is safe.
+    package static func cancelledJob(_ operations: [SyncOperation]) -> [OperationResult] {
+        operations.map {
+            .rejected(
+                $0,
+                code: ErrorCode.internal.rawValue,
+                message: "an operator cancelled the job before it ran and none of its operations took effect; push them again",
+                retryable: true
+            )
+        }
+    }
+}
 
 /// What becomes of a job whose attempt failed (the worker's failure, or a lease that expired).
 package enum JobSettlement: Sendable, Hashable {

@@ -81,6 +81,10 @@ package protocol StorageDriver: Sendable {
     /// size (the metrics sample it every few seconds; ``stats(now:)`` counts whole tables).
     func queueStats(now: Timestamp?) async throws -> StoreStats
     func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
+    /// Any user's job, with its payload, lease and timings.
+    func jobDetail(id: Int64) async throws -> JobDetail?
+    /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
+    func deleteFinishedJob(id: Int64) async throws -> Bool
     func householdRows(userID: String?) async throws -> [HouseholdRow]
 
     // MARK: Service keys
@@ -216,6 +220,9 @@ package protocol StorageTransaction: AnyObject {
     func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>]
     /// Queues dead jobs again with fresh attempts (all of them when `ids` is nil); returns how many.
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int
+    /// Locks a job no worker holds yet (`queued` or `retrying`); `nil` when there is none by that
+    /// id in those states.
+    func lockWaitingJob(id: Int64) async throws -> JobDetail?
     /// Deletes up to `limit` of the feed's tombstones older than `cutoff` (oldest first), every
     /// older change of their entities and the tombstoned entities, and raises the feed's floor to
     /// the newest purged sequence number; returns how many tombstones went. Lock the feed first.

@@ -1,0 +1,81 @@
+package import SyncGateWire
+import SyncGateCore
+
+/// A job as an operator sees it (`syncgate admin job show`, `GET /admin/v1/jobs/{id}`): the
+/// record, its payload as stored, its lease and its timings.
+package struct JobDetail: Sendable, Hashable {
+    package var record: JobRecord
+    /// The operations and trace context as stored (``JobPayload/init(stored:)``).
+    package var payload: String
+    /// When it may be claimed (a retrying job's backoff).
+    package var runAt: Timestamp
+    package var updatedAt: Timestamp
+    /// The worker holding it, while it runs.
+    package var leaseOwner: String?
+    package var leaseExpiresAt: Timestamp?
+
+    package init(record: JobRecord, payload: String, runAt: Timestamp, updatedAt: Timestamp, leaseOwner: String?, leaseExpiresAt: Timestamp?) {
+        self.record = record
+        self.payload = payload
+        self.runAt = runAt
+        self.updatedAt = updatedAt
+        self.leaseOwner = leaseOwner
+        self.leaseExpiresAt = leaseExpiresAt
+    }
+}
+
+/// What an operator's action on one job did.
+package enum JobActionOutcome: Sendable, Hashable {
+    case applied
+    case notFound
+    /// The job is in a state the action does not apply to.
+    case refused(JobState)
+}
+
+extension JobRecord {
+    /// A job in a list, as the admin API and `syncgate admin jobs --json` show it.
+    package var summaryJSON: JSONValue {
+        [
+            "id": .int(id), "user_id": .string(userID), "device_id": .string(deviceID), "state": .string(state.rawValue),
+            "attempts": .int(Int64(attempts)), "max_attempts": .int(Int64(maximumAttempts)), "operations": .int(Int64(operationCount)),
+            "created_at": .string(createdAt.rfc3339), "finished_at": finishedAt.map { .string($0.rfc3339) } ?? .null,
+            "last_error": lastError.map(JSONValue.string) ?? .null,
+        ]
+    }
+}
+
+extension JobDetail {
+    /// Operations a job's page lists at most (a push holds up to 1,000).
+    package static let listedOperations = 100
+
+    /// A job as the admin API and `syncgate admin job show --json` show it: the summary, lease and
+    /// timings, the operations without their documents (a document's size instead), and the
+    /// results once finished. A payload or results that do not decode are shown as such.
+    package var json: JSONValue {
+        guard case .object(var object) = record.summaryJSON else { return record.summaryJSON }
+        object["run_at"] = .string(runAt.rfc3339)
+        object["updated_at"] = .string(updatedAt.rfc3339)
+        object["lease"] = leaseOwner.map { owner in
+            ["owner": .string(owner), "expires_at": leaseExpiresAt.map { .string($0.rfc3339) } ?? .null]
+        } ?? .null
+        do {
+            let operations = try JobPayload(stored: payload).operations
+            object["operation_list"] = .array(operations.prefix(Self.listedOperations).map { operation in
+                [
+                    "idempotency_key": .string(operation.idempotencyKey), "entity_type": .string(operation.entityType),
+                    "entity_id": .string(operation.entityID), "intent": .string(operation.intent.rawValue),
+                    "base_version": .int(operation.baseVersion), "household_id": operation.householdID.map(JSONValue.string) ?? .null,
+                    "data_bytes": operation.data.map { .int(Int64(JSONValue.object($0).serializedBytes().count)) } ?? .null,
+                ]
+            })
+        } catch {
+            object["payload_error"] = .string(error.message)
+        }
+        do {
+            object["results"] = try record.decodedResults().map { .array($0.map(\.json)) } ?? .null
+        } catch {
+            object["results_error"] = .string(error.message)
+        }
+        return .object(object)
+    }
+}
