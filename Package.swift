@@ -212,7 +212,7 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            resources: [.embedInCode("Resources/openapi.yaml")],
+            resources: [.embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/admin-openapi.yaml")],
             swiftSettings: swiftSettings
         ),
         // The seed apps' own sync dialects, a front plug-in mounted by configuration: their routes

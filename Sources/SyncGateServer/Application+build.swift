@@ -113,6 +113,10 @@ package func buildApplication(
     if let port = configuration.metricsPort {
         app.addServices(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
     }
+    if let port = configuration.adminPort {
+        let admin = buildAdminRouter(store: store, authority: authority, configuration: front)
+        app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
+    }
     if configuration.workers > 0 {
         app.addServices(
             Worker(

@@ -68,6 +68,8 @@ extension ServerConfiguration {
         package static let logFormat = Setting("logFormat")
         package static let metricsPort = Setting("metricsPort")
         package static let metricsHost = Setting("metricsHost")
+        package static let adminPort = Setting("adminPort")
+        package static let adminHost = Setting("adminHost")
         package static let jwksUrl = Setting("jwksUrl")
         package static let jwtIssuer = Setting("jwtIssuer")
         package static let jwtAudience = Setting("jwtAudience")
@@ -98,7 +100,7 @@ extension ServerConfiguration {
             databaseURL, readDatabaseURL, jwtSecret, jwtMaxLifetime, host, port, workers, workerConcurrency, workerBatch, collections, logLevel, maxBodyBytes, maxOperations,
             maxDataBytes, maxDataDepth, maxDocumentBytes, queueLimitPerUser, queueLimitTotal, maxAttempts, lease, pollInterval, jobRetention,
             tombstoneRetention, idempotencyRetention, maintenanceInterval, liveConnectionsPerUser, liveConnectionsTotal, streamMaxLifetime,
-            keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, jwksUrl, jwtIssuer, jwtAudience,
+            keepAliveInterval, requestReadTimeout, idleTimeout, logFormat, metricsPort, metricsHost, adminPort, adminHost, jwksUrl, jwtIssuer, jwtAudience,
             jwtUserClaim, jwtServiceAudience, jwtServiceClaim, jwtServiceClients, dialects, webhooks, webhookAllowPrivate, webhookTimeout,
             webhookConcurrency, webhookReplayWindow, webhookBatchInterval, apnsKeyFile, apnsKey, apnsKeyId, apnsTeamId, fcmServiceAccountFile,
             fcmServiceAccount, fcmPriority, fcmUrl, nudgeInterval, nudges,
@@ -171,6 +173,8 @@ extension ServerConfiguration {
         }
         metricsPort = try values.integer(.metricsPort, in: 1...65535)
         metricsHost = values.string(.metricsHost) ?? metricsHost
+        adminPort = try values.integer(.adminPort, in: 1...65535)
+        adminHost = values.string(.adminHost) ?? adminHost
         if let list = values.string(.jwksUrl) {
             let urls = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             for url in urls where !(url.hasPrefix("https://") || url.hasPrefix("http://")) {

@@ -61,6 +61,9 @@ package struct ServerConfiguration: Sendable {
     /// A port of its own for `GET /metrics` (a worker's only HTTP port; a front also serves it on its own port).
     package var metricsPort: Int?
     package var metricsHost = "127.0.0.1"
+    /// The admin listener (docs/admin.md): the operator's API, on a front only; none when `nil`.
+    package var adminPort: Int?
+    package var adminHost = "127.0.0.1"
     /// Spans of requests, enqueues, claims and applies; `nil`: the process's tracer (OTLP when
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, otherwise a no-op). Tests set an in-memory one.
     package var tracer: (any Tracer)?

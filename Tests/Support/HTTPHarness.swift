@@ -4,7 +4,7 @@ package import HTTPTypes
 import Hummingbird
 package import HummingbirdTesting
 package import Logging
-import NIOCore
+package import NIOCore
 import NIOHTTP1
 package import SyncGateCore
 package import SyncGateWire
@@ -197,10 +197,14 @@ extension JSONValue {
 /// hang guard. HummingbirdTesting's live client holds one connection for the whole test and gives
 /// a request 20 s: once the server closed that connection (its idle timeout, outlived by a long run
 /// on a loaded machine; a 413) every later request failed with "I/O on closed channel".
-struct PooledRequests: Sendable {
+package struct PooledRequests: Sendable {
     let port: Int
 
-    func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String?) async throws -> (status: Int, body: ByteBuffer, headers: HTTPFields) {
+    package init(port: Int) {
+        self.port = port
+    }
+
+    package func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String?) async throws -> (status: Int, body: ByteBuffer, headers: HTTPFields) {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(uri)")
         request.method = HTTPMethod(rawValue: method.rawValue)
         for field in headers { request.headers.add(name: field.name.rawName, value: field.value) }

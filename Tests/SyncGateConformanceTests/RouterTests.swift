@@ -47,6 +47,29 @@ import Yams
         }
     }
 
+    /// A router's routes as `METHOD /path`, path parameters as `{}`: `/v1/jobs/:id` and
+    /// `/v1/jobs/{job_id}` are one route.
+    static func served<Context>(_ router: Router<Context>) -> Set<String> {
+        Set(router.routes.map { "\($0.method.rawValue) \(normalized($0.path.description))" })
+    }
+
+    /// An OpenAPI document's `paths` as `METHOD /path`, as ``served(_:)`` spells them.
+    static func documented(_ paths: [String: Any]) throws -> Set<String> {
+        var documented: Set<String> = []
+        for (path, item) in paths {
+            let operations = try #require(item as? [String: Any], "\(path)")
+            for method in ["get", "put", "post", "delete", "patch", "head", "options", "trace"] where operations[method] != nil {
+                documented.insert("\(method.uppercased()) \(normalized(path))")
+            }
+        }
+        return documented
+    }
+
+    static func normalized(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix(":") || $0.hasPrefix("{") ? "{}" : String($0) }.joined(separator: "/")
+    }
+
     /// The OpenAPI document `GET /openapi.yaml` serves lists exactly the router's routes, whichever
     /// dialects are mounted: every route documented, every documented route served. Without
     /// dialects it is Resources/openapi.yaml as written.
@@ -54,12 +77,7 @@ import Yams
     func theOpenAPIDocumentListsExactlyTheRoutesServed(_ dialects: Set<Dialect>) async throws {
         try await StoreHarness.with(.sqlite) { harness in
             let router = try await Self.router(harness, dialects: dialects)
-            // `/v1/jobs/:id` and `/v1/jobs/{job_id}` are one route.
-            @Sendable func normalized(_ path: String) -> String {
-                path.split(separator: "/", omittingEmptySubsequences: false)
-                    .map { $0.hasPrefix(":") || $0.hasPrefix("{") ? "{}" : String($0) }.joined(separator: "/")
-            }
-            let served = Set(router.routes.map { "\($0.method.rawValue) \(normalized($0.path.description))" })
+            let served = Self.served(router)
             try await Application(router: router).test(.router) { client in
                 let response = try await client.executeRequest(uri: "/openapi.yaml", method: .get, headers: [:], body: nil)
                 #expect(response.status == .ok)
@@ -67,13 +85,7 @@ import Yams
                 let document = try #require(try Yams.load(yaml: String(buffer: response.body)) as? [String: Any])
                 #expect(document["openapi"] as? String == "3.1.0")
                 let paths = try #require(document["paths"] as? [String: Any])
-                var documented: Set<String> = []
-                for (path, item) in paths {
-                    let operations = try #require(item as? [String: Any], "\(path)")
-                    for method in ["get", "put", "post", "delete", "patch", "head", "options", "trace"] where operations[method] != nil {
-                        documented.insert("\(method.uppercased()) \(normalized(path))")
-                    }
-                }
+                let documented = try Self.documented(paths)
                 #expect(served.subtracting(documented).isEmpty, "served but not documented: \(served.subtracting(documented).sorted())")
                 #expect(documented.subtracting(served).isEmpty, "documented but not served: \(documented.subtracting(served).sorted())")
                 #expect(served.contains("POST /sync/push") == dialects.contains(.dietTracker))

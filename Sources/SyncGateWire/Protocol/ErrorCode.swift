@@ -12,6 +12,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case unavailable = "UNAVAILABLE"
     case `internal` = "INTERNAL"
     case entityNotFound = "ENTITY_NOT_FOUND"
+    /// The admin API: the job is in a state the action does not apply to.
+    case stateConflict = "STATE_CONFLICT"
 
     /// The HTTP status for a request that fails as a whole with this code.
     public var httpStatus: Int {
@@ -21,7 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .permissionDenied: return 403
         case .notFound, .entityNotFound: return 404
         case .methodNotAllowed: return 405
-        case .cursorInvalid: return 409
+        case .cursorInvalid, .stateConflict: return 409
         case .payloadTooLarge: return 413
         case .rateLimited: return 429
         case .overloaded, .unavailable: return 503

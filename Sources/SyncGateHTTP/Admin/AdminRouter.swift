@@ -1,0 +1,119 @@
+package import Hummingbird
+import Logging
+import NIOCore
+package import SyncGateStorage
+import SyncGateWire
+
+/// Builds the router of the admin listener (docs/admin.md): the operator's JSON API under
+/// `/admin/v1`, behind a service key or identity-provider service token that grants `admin`
+/// (never a user's token), and `GET /admin/openapi.yaml`, its document. The CLI's
+/// `syncgate admin` commands call the same store functions.
+package func buildAdminRouter(store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration) -> Router<SyncRequestContext> {
+    let router = Router(context: SyncRequestContext.self)
+    let routes = RouteMethods()
+    router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
+    router.get("/admin/openapi.yaml") { _, _ in Response.openAPI(AdminRoutes.document) }
+    let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
+    let admin = router.group("admin/v1").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
+    AdminRoutes(store: store).add(to: admin)
+    routes.record(router.routes.map { ($0.path, $0.method) })
+    return router
+}
+
+/// The admin API's routes; every one needs the `admin` scope, and every action is logged with
+/// the key that took it.
+///
+/// - `GET /admin/v1/overview`: jobs by state, queue depth, the oldest queued job's age, table sizes.
+/// - `GET /admin/v1/jobs?state=&user=&limit=`: recent jobs, newest first.
+/// - `GET /admin/v1/jobs/{id}`: one job in full (``JobDetail/json``).
+/// - `POST /admin/v1/jobs/{id}/retry`: a dead job queued again; `POST …/cancel`: a job no worker
+///   started finished `dead`; both answer the job. `DELETE /admin/v1/jobs/{id}`: a finished job, 204.
+///   A job in another state is `409 STATE_CONFLICT`.
+struct AdminRoutes: Sendable {
+    let store: SyncStore
+
+    static var document: [UInt8] { PackageResources.admin_openapi_yaml }
+
+    func add(to group: RouterGroup<SyncRequestContext>) {
+        group.get("overview", use: overview)
+        group.get("jobs", use: jobs)
+        group.get("jobs/:id", use: job)
+        group.post("jobs/:id/retry", use: retry)
+        group.post("jobs/:id/cancel", use: cancel)
+        group.delete("jobs/:id", use: delete)
+    }
+
+    func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(try await store.stats().json)
+    }
+
+    func jobs(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        let parameters = try RequestReader(request: request).query(allowed: ["state", "user", "limit"])
+        var filter = JobFilter(userID: parameters["user"], limit: try RequestReader.integer(parameters, "limit", in: 1...1000, default: 50))
+        if let state = parameters["state"] {
+            guard let parsed = JobState(rawValue: state) else {
+                throw ProtocolError(.validationError, "'state' must be one of \(JobState.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            filter.state = parsed
+        }
+        return .json(["jobs": .array(try await store.listJobs(filter).map(\.summaryJSON))])
+    }
+
+    func job(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(try await detail(try Self.id(context)))
+    }
+
+    func retry(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let id = try Self.id(context)
+        try Self.check(try await store.retryDeadJob(id: id), id: id, rule: "only a dead job can be retried")
+        context.logger.notice("job retried by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
+        return .json(try await detail(id))
+    }
+
+    func cancel(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let id = try Self.id(context)
+        let outcome = try await store.cancelJob(id: id, reason: "cancelled by an operator (admin key '\(admin.name)')")
+        try Self.check(outcome, id: id, rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)")
+        context.logger.notice("job cancelled by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
+        return .json(try await detail(id))
+    }
+
+    func delete(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let id = try Self.id(context)
+        try Self.check(try await store.deleteFinishedJob(id: id), id: id, rule: "only a finished (done or dead) job can be deleted")
+        context.logger.notice("job deleted by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
+        return Response(status: .noContent)
+    }
+
+    func detail(_ id: Int64) async throws -> JSONValue {
+        guard let job = try await store.jobDetail(id: id) else { throw Self.unknown(id) }
+        return job.json
+    }
+
+    static func id(_ context: SyncRequestContext) throws -> Int64 {
+        let text = try context.parameters.require("id")
+        guard let id = Int64(text), id > 0 else { throw ProtocolError(.validationError, "a job id is a positive integer, got '\(text.prefix(64))'") }
+        return id
+    }
+
+    static func check(_ outcome: JobActionOutcome, id: Int64, rule: String) throws(ProtocolError) {
+        switch outcome {
+        case .applied: return
+        case .notFound: throw unknown(id)
+        case .refused(let state):
+            throw ProtocolError(.stateConflict, "job \(id) is \(state.rawValue): \(rule)")
+        }
+    }
+
+    static func unknown(_ id: Int64) -> ProtocolError {
+        ProtocolError(.notFound, "no job \(id)")
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateServer
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWire
+import Testing
+import Yams
+
+/// The admin API (docs/admin.md): an operator's view of the queue and actions on one job, on a
+/// listener of its own, behind a service key with the `admin` scope.
+@Suite(.timeLimit(.minutes(10))) struct AdminAPITests {
+    /// The public front (`http`, no workers unless asked) and the admin API in memory on the same store.
+    static func with(
+        _ driver: Driver, workers: Int = 0, _ body: @Sendable (_ http: HTTPHarness, _ admin: any TestClientProtocol, _ key: String) async throws -> Void
+    ) async throws {
+        try await HTTPHarness.with(driver, workers: workers) { http in
+            let key = try await ServiceAPITests.key("ops", [.admin], in: http.store.store)
+            let router = buildAdminRouter(store: http.store.store, authority: http.authority, configuration: HTTPHarness.testConfiguration)
+            try await Application(router: router).test(.router) { admin in
+                try await body(http, admin, key)
+            }
+        }
+    }
+
+    static func send(
+        _ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, key: String?
+    ) async throws -> (status: Int, json: JSONValue?) {
+        var headers: HTTPFields = [:]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        let response = try await client.executeRequest(uri: uri, method: method, headers: headers, body: nil)
+        return (Int(response.status.code), try? JSONParser().parse(Array(response.body.readableBytesView)))
+    }
+
+    @Test(arguments: Driver.selected)
+    func onlyAKeyWithTheAdminScopeIsLetIn(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let writer = try await ServiceAPITests.key("writer", [.read, .write], in: http.store.store)
+            let userToken = try await http.token("alice")
+            for path in ["/admin/v1/overview", "/admin/v1/jobs", "/admin/v1/jobs/1"] {
+                #expect(try await Self.send(admin, .get, path, key: nil).json?.errorCode == "UNAUTHENTICATED", "\(path)")
+                let asUser = try await Self.send(admin, .get, path, key: userToken)
+                #expect(asUser.status == 401 && asUser.json?.errorCode == "UNAUTHENTICATED", "\(path): a user's token")
+                let asWriter = try await Self.send(admin, .get, path, key: writer)
+                #expect(asWriter.status == 403 && asWriter.json?.errorCode == "PERMISSION_DENIED", "\(path): no admin scope")
+            }
+            for (method, path) in [(HTTPRequest.Method.post, "/admin/v1/jobs/1/retry"), (.post, "/admin/v1/jobs/1/cancel"), (.delete, "/admin/v1/jobs/1")] {
+                #expect(try await Self.send(admin, method, path, key: writer).status == 403, "\(method) \(path)")
+            }
+            let overview = try await Self.send(admin, .get, "/admin/v1/overview", key: key)
+            #expect(overview.status == 200 && overview.json?["queue_depth"] == 0, "\(String(describing: overview.json))")
+            // The public port serves none of it.
+            #expect(try await http.send(.get, "/admin/v1/overview", headers: [.authorization: "Bearer \(key)"]).status == 404)
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func badRequestsAreRefusedAndChangeNothing(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            for path in ["/admin/v1/jobs?state=stuck", "/admin/v1/jobs?limit=0", "/admin/v1/jobs?colour=red", "/admin/v1/jobs/abc", "/admin/v1/jobs/-1",
+                         "/admin/v1/overview?x=1"] {
+                let response = try await Self.send(admin, .get, path, key: key)
+                #expect(response.status == 400 && response.json?.errorCode == "VALIDATION_ERROR", "\(path): \(response.status)")
+            }
+            #expect(try await Self.send(admin, .get, "/admin/v1/jobs/\(id + 1000)", key: key).json?.errorCode == "NOT_FOUND")
+            #expect(try await Self.send(admin, .post, "/admin/v1/jobs/\(id + 1000)/cancel", key: key).status == 404)
+            // A queued job can be neither retried nor deleted.
+            let retried = try await Self.send(admin, .post, "/admin/v1/jobs/\(id)/retry", key: key)
+            #expect(retried.status == 409 && retried.json?.errorCode == "STATE_CONFLICT", "\(String(describing: retried.json))")
+            #expect(retried.json?["error"]?["message"]?.stringValue?.contains("queued") == true)
+            #expect(try await Self.send(admin, .delete, "/admin/v1/jobs/\(id)", key: key).status == 409)
+            #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .queued)
+        }
+    }
+
+    /// A job seen in the list and in full, cancelled (its waiting client answered, the user's next
+    /// job no longer held behind it), retried, applied, then deleted.
+    @Test(arguments: Driver.selected)
+    func aJobIsShownCancelledRetriedAndDeleted(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let first = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70]), Op.delete("contacts", "c1", base: 1)])
+            let second = try await http.store.push([Op.create("weightLogs", "w2", ["kg": 71])])
+
+            let list = try await Self.send(admin, .get, "/admin/v1/jobs?state=queued&user=alice", key: key)
+            #expect(list.json?["jobs"]?.arrayValue?.compactMap { $0["id"]?.intValue } == [second, first])
+            let shown = try #require(try await Self.send(admin, .get, "/admin/v1/jobs/\(first)", key: key).json)
+            #expect(shown["state"] == "queued" && shown["operations"] == 2 && shown["lease"] == .null && shown["results"] == .null)
+            #expect(shown["operation_list"]?.arrayValue?.map { "\($0["intent"]?.stringValue ?? "")/\($0["entity_id"]?.stringValue ?? "")" } == ["create/w1", "delete/c1"])
+            #expect(shown["operation_list"]?[0]?["data_bytes"]?.intValue == 9)
+
+            // The device follows its job; an operator cancels it: the device is answered at once.
+            let baseline = http.waiters
+            async let followed = http.send(.get, "/v1/jobs/\(first)?wait=30000", headers: try await http.headers("alice"))
+            try await http.waitForWaiters(1, beyond: baseline)
+            let cancelled = try #require(try await Self.send(admin, .post, "/admin/v1/jobs/\(first)/cancel", key: key).json)
+            #expect(cancelled["state"] == "dead" && cancelled["last_error"]?.stringValue?.contains("'ops'") == true, "\(cancelled)")
+            let answer = try await followed
+            #expect(answer.status == 200 && answer.json?["status"] == "dead", "\(String(describing: answer.json))")
+            let results = answer.json?["results"]?.arrayValue ?? []
+            #expect(results.count == 2 && results.allSatisfy { $0["error_code"] == "INTERNAL" && $0["retryable"] == true }, "\(results)")
+            let again = try await Self.send(admin, .post, "/admin/v1/jobs/\(first)/cancel", key: key)
+            #expect(again.status == 409 && again.json?.errorCode == "STATE_CONFLICT")
+
+            // The user's next job is no longer held behind the cancelled one.
+            _ = try await http.store.drain()
+            #expect(try await http.store.store.job(id: second, userID: "alice")?.state == .done)
+            let state = try await http.state()
+            #expect(state["weightLogs/w1"] == nil && state["weightLogs/w2"] != nil)
+
+            // Retried, the cancelled job applies after all.
+            let retried = try await Self.send(admin, .post, "/admin/v1/jobs/\(first)/retry", key: key)
+            #expect(retried.status == 200 && retried.json?["state"] == "queued" && retried.json?["attempts"] == 0, "\(String(describing: retried.json))")
+            _ = try await http.store.drain()
+            let done = try #require(try await Self.send(admin, .get, "/admin/v1/jobs/\(first)", key: key).json)
+            #expect(done["state"] == "done" && done["results"]?.arrayValue?.count == 2, "\(done)")
+            #expect(try await http.state()["weightLogs/w1"] != nil)
+            #expect(try await Self.send(admin, .post, "/admin/v1/jobs/\(first)/retry", key: key).status == 409)
+
+            #expect(try await Self.send(admin, .delete, "/admin/v1/jobs/\(first)", key: key).status == 204)
+            #expect(try await Self.send(admin, .get, "/admin/v1/jobs/\(first)", key: key).status == 404)
+            #expect(try await http.send(.get, "/v1/jobs/\(first)", headers: try await http.headers("alice")).status == 404)
+            #expect(try await Self.send(admin, .delete, "/admin/v1/jobs/\(first)", key: key).status == 404)
+            let overview = try #require(try await Self.send(admin, .get, "/admin/v1/overview", key: key).json)
+            #expect(overview["jobs"]?["done"] == 1 && overview["queue_depth"] == 0, "\(overview)")
+        }
+    }
+
+    /// A job whose stored payload no longer decodes is shown as such, and can still be cancelled.
+    @Test(arguments: Driver.selected)
+    func aJobWithAnUnreadablePayloadIsShownAndCancelled(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            try await http.store.execute("UPDATE jobs SET payload = 'not a payload' WHERE id = \(id)")
+            let shown = try #require(try await Self.send(admin, .get, "/admin/v1/jobs/\(id)", key: key).json)
+            #expect(shown["payload_error"]?.stringValue?.isEmpty == false && shown["operation_list"] == nil, "\(shown)")
+            let cancelled = try await Self.send(admin, .post, "/admin/v1/jobs/\(id)/cancel", key: key)
+            #expect(cancelled.status == 200 && cancelled.json?["state"] == "dead" && cancelled.json?["results"] == [])
+        }
+    }
+
+    /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
+    @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
+        let port = SyncGateProcess.freePort()
+        try await StoreHarness.with(.sqlite) { store in
+            try await HTTPHarness.run(store: store, setup: .live, workers: 0, server: { $0.adminPort = port; $0.adminHost = "127.0.0.1" }) { http in
+                let key = try await ServiceAPITests.key("ops", [.admin], in: store.store)
+                let client = AdminClient(port: port)
+                var answered: (status: Int, json: JSONValue?)?
+                try await eventually("the admin listener answers") {
+                    answered = try? await client.get("/admin/v1/overview", key: key)
+                    return answered != nil
+                }
+                let response = try #require(answered)
+                #expect(response.status == 200 && response.json?["queue_depth"] == 0, "\(response)")
+                #expect(try await client.get("/admin/openapi.yaml", key: nil).status == 200)
+                #expect(try await http.send(.get, "/admin/openapi.yaml", headers: [:]).status == 404)
+            }
+        }
+    }
+
+    /// `GET /admin/openapi.yaml` lists exactly the admin router's routes.
+    @Test func theAdminDocumentListsExactlyTheRoutesServed() async throws {
+        try await StoreHarness.with(.sqlite) { harness in
+            let authority = await TokenAuthority(secret: HTTPHarness.secret)
+            let router = buildAdminRouter(store: harness.store, authority: authority, configuration: HTTPHarness.testConfiguration)
+            let served = RouterTests.served(router)
+            try await Application(router: router).test(.router) { client in
+                let response = try await client.executeRequest(uri: "/admin/openapi.yaml", method: .get, headers: [:], body: nil)
+                #expect(response.status == .ok)
+                let document = try #require(try Yams.load(yaml: String(buffer: response.body)) as? [String: Any])
+                let documented = try RouterTests.documented(try #require(document["paths"] as? [String: Any]))
+                #expect(served == documented, "served \(served.sorted()), documented \(documented.sorted())")
+            }
+        }
+    }
+}
+
+/// Requests to the admin listener of a `.live` server.
+struct AdminClient {
+    let port: Int
+
+    func get(_ path: String, key: String?) async throws -> (status: Int, json: JSONValue?) {
+        var headers: HTTPFields = [:]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        let response = try await PooledRequests(port: port).send(.get, path, headers: headers, body: nil)
+        return (response.status, try? JSONParser().parse(Array(response.body.readableBytesView)))
+    }
+}
