@@ -12,7 +12,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Maintenance and inspection.",
         subcommands: [
-            Stats.self, Jobs.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
+            Stats.self, Jobs.self, Job.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
             Keys.self, Webhooks.self,
         ]
     )
@@ -34,9 +34,14 @@ struct AdminCommand: AsyncParsableCommand {
     struct Stats: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Queue depth by state, table sizes, oldest queued job.")
         @OptionGroup var common: Common
+        @Flag(help: "Print JSON (the admin API's overview)") var json = false
 
         func run() async throws {
             let stats = try await common.withStore { try await $0.stats() }
+            if json {
+                print(stats.json.serialized())
+                return
+            }
             for state in JobState.allCases {
                 print("jobs.\(state.rawValue)".padding(toLength: 24, withPad: " ", startingAt: 0) + "\(stats.jobsByState[state] ?? 0)")
             }
@@ -56,6 +61,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "queued, running, retrying, done or dead") var state: String?
         @Option(help: "Only this user's jobs") var user: String?
         @Option(help: "At most this many") var limit: Int = 50
+        @Flag(help: "Print JSON, last errors whole (the admin API's list)") var json = false
 
         func run() async throws {
             var filter = JobFilter(userID: user, limit: max(1, min(limit, 10_000)))
@@ -65,12 +71,91 @@ struct AdminCommand: AsyncParsableCommand {
             }
             let query = filter
             let jobs = try await common.withStore { try await $0.listJobs(query) }
+            if json {
+                print(JSONValue.object(["jobs": .array(jobs.map(\.summaryJSON))]).serialized())
+                return
+            }
             print("id\tstate\tattempts\toperations\tuser\tdevice\tcreated\tlast_error")
             for job in jobs {
                 print([
                     "\(job.id)", job.state.rawValue, "\(job.attempts)/\(job.maximumAttempts)", "\(job.operationCount)", job.userID, job.deviceID,
                     job.createdAt.rfc3339, job.lastError.map { String($0.prefix(120)) } ?? "",
                 ].joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct Job: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show, retry, cancel or delete one job (as the admin API does).",
+            subcommands: [Show.self, Retry.self, Cancel.self, Delete.self]
+        )
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "One job in full: operations, attempts, lease, timings, the last error whole, results.")
+            @OptionGroup var common: Common
+            @Argument(help: "The job's id") var id: Int64
+            @Flag(help: "Print JSON") var json = false
+
+            func run() async throws {
+                let id = self.id
+                guard let job = try await common.withStore({ try await $0.jobDetail(id: id) }) else { throw ValidationError("no job \(id)") }
+                print(json ? job.json.serialized() : Self.text(job.json))
+            }
+
+            /// One `key: value` line per field; nested values as JSON.
+            static func text(_ value: JSONValue) -> String {
+                guard case .object(let object) = value else { return value.serialized() }
+                return object.keys.sorted().map { key in
+                    let field = object[key]!
+                    return "\(key): " + (field.stringValue ?? field.serialized())
+                }.joined(separator: "\n")
+            }
+        }
+
+        struct Retry: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Queue a dead job again with fresh attempts.")
+            @OptionGroup var common: Common
+            @Argument(help: "The job's id") var id: Int64
+
+            func run() async throws {
+                let id = self.id
+                try Self.report(try await common.withStore { try await $0.retryDeadJob(id: id) }, id: id, done: "queued again", rule: "only a dead job can be retried")
+            }
+
+            /// Prints what an action did, or refuses as the admin API does (404, 409).
+            static func report(_ outcome: JobActionOutcome, id: Int64, done: String, rule: String) throws {
+                switch outcome {
+                case .applied: print("job \(id) \(done)")
+                case .notFound: throw ValidationError("no job \(id)")
+                case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(rule)")
+                }
+            }
+        }
+
+        struct Cancel: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Finish a job no worker has started as dead (its operations answer INTERNAL, retryable: the device may push them again)."
+            )
+            @OptionGroup var common: Common
+            @Argument(help: "The job's id") var id: Int64
+
+            func run() async throws {
+                let id = self.id
+                let outcome = try await common.withStore { try await $0.cancelJob(id: id, reason: "cancelled by an operator (syncgate admin job cancel)") }
+                try Retry.report(outcome, id: id, done: "cancelled", rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)")
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Delete a finished (done or dead) job.")
+            @OptionGroup var common: Common
+            @Argument(help: "The job's id") var id: Int64
+
+            func run() async throws {
+                let id = self.id
+                let outcome = try await common.withStore { try await $0.deleteFinishedJob(id: id) }
+                try Retry.report(outcome, id: id, done: "deleted", rule: "only a finished (done or dead) job can be deleted")
             }
         }
     }

@@ -1,0 +1,48 @@
+import Foundation
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWire
+import Testing
+
+/// `syncgate admin job show | cancel | retry | delete`, `admin jobs --json` and `admin stats
+/// --json`: the admin API's functions and JSON, from a shell.
+@Suite(.timeLimit(.minutes(10))) struct AdminJobCommandTests {
+    @Test(arguments: Driver.selected)
+    func anOperatorShowsCancelsRetriesAndDeletesAJob(_ driver: Driver) async throws {
+        let (url, _, cleanup) = try await MigrateCommandTests.database(driver)
+        defer { cleanup() }
+        func syncgate(_ arguments: String...) async throws -> (status: Int32?, output: String) {
+            try await MigrateCommandTests.syncgate(arguments, url: url)
+        }
+        func json(_ arguments: String...) async throws -> JSONValue {
+            let result = try await MigrateCommandTests.syncgate(arguments, url: url)
+            #expect(result.status == 0, "\(arguments): \(result.output)")
+            return try #require(result.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.last, "\(result.output)")
+        }
+        func refused(_ arguments: String..., saying message: String) async throws {
+            let result = try await MigrateCommandTests.syncgate(arguments, url: url)
+            #expect(result.status != 0 && result.output.contains(message), "\(arguments): \(result.output)")
+        }
+        #expect(try await syncgate("migrate").status == 0)
+        let id = try await StoreHarness.withExisting(url) { try await $0.push([Op.create("weightLogs", "w1", ["kg": 70])]) }
+
+        #expect(try await json("admin", "stats", "--json")["jobs"]?["queued"] == 1)
+        #expect(try await json("admin", "jobs", "--json")["jobs"]?[0]?["id"]?.intValue == id)
+        let shown = try await json("admin", "job", "show", "\(id)", "--json")
+        #expect(shown["operation_list"]?[0]?["entity_id"] == "w1" && shown["state"] == "queued", "\(shown)")
+        let text = try await syncgate("admin", "job", "show", "\(id)")
+        #expect(text.output.contains("state: queued"), "\(text.output)")
+
+        try await refused("admin", "job", "retry", "\(id)", saying: "only a dead job can be retried")
+        try await refused("admin", "job", "delete", "\(id)", saying: "only a finished (done or dead) job can be deleted")
+        try await refused("admin", "job", "show", "\(id + 1000)", saying: "no job \(id + 1000)")
+        #expect(try await syncgate("admin", "job", "cancel", "\(id)").output.contains("job \(id) cancelled"))
+        #expect(try await json("admin", "job", "show", "\(id)", "--json")["state"] == "dead")
+        try await refused("admin", "job", "cancel", "\(id)", saying: "only a queued or retrying job can be cancelled")
+        #expect(try await syncgate("admin", "job", "retry", "\(id)").status == 0)
+        #expect(try await json("admin", "job", "show", "\(id)", "--json")["state"] == "queued")
+        #expect(try await syncgate("admin", "job", "cancel", "\(id)").status == 0)
+        #expect(try await syncgate("admin", "job", "delete", "\(id)").status == 0)
+        try await refused("admin", "job", "delete", "\(id)", saying: "no job \(id)")
+    }
+}
