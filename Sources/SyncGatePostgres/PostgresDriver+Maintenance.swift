@@ -227,6 +227,31 @@ extension PostgresDriver {
         ).isEmpty
     }
 
+    package func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord] {
+        try await query(
+            "list devices", .maintenance,
+            """
+            WITH ids AS (
+                SELECT device_id FROM devices WHERE user_id = \(userID) UNION SELECT device_id FROM push_registrations WHERE user_id = \(userID)
+            )
+            SELECT i.device_id, d.last_finished_job_id, d.updated_at, r.provider, r.updated_at, r.last_sent_at, r.last_error,
+                   EXISTS (SELECT 1 FROM push_presence p JOIN push_fronts f ON f.front = p.front AND f.expires_at > \(now.millisecondsSinceEpoch)
+                           WHERE p.user_id = \(userID) AND p.device_id = i.device_id)
+            FROM ids i
+            LEFT JOIN devices d ON d.user_id = \(userID) AND d.device_id = i.device_id
+            LEFT JOIN push_registrations r ON r.user_id = \(userID) AND r.device_id = i.device_id
+            ORDER BY i.device_id
+            """,
+            as: (String, Int64?, Date?, String?, Int64?, Int64?, String?, Bool).self
+        ).map { device, watermark, jobAt, provider, pushUpdated, pushSent, pushError, live in
+            DeviceRecord(
+                deviceID: device, watermark: watermark, lastJobAt: jobAt.map(Timestamp.init), pushProvider: provider,
+                pushUpdatedAt: pushUpdated.map(Timestamp.init(millisecondsSinceEpoch:)), pushLastSentAt: pushSent.map(Timestamp.init(millisecondsSinceEpoch:)),
+                pushLastError: pushError, live: live
+            )
+        }
+    }
+
     package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await query(
             "list households", .maintenance,

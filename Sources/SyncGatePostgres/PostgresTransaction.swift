@@ -263,6 +263,34 @@ final class PostgresTransaction: StorageTransaction {
         ).collect(PostgresDriver.JobDetailColumns.self).first.map(PostgresDriver.jobDetail)
     }
 
+    func eraseUser(_ userID: String, households: [String]) async throws -> ErasedUser {
+        let scope = Scope.user(userID).key
+        var erased = ErasedUser()
+        func count(_ statement: PostgresQuery) async throws -> Int {
+            try await query(statement).collect(Int.self).count
+        }
+        erased.jobs = try await count("DELETE FROM jobs WHERE user_id = \(userID) RETURNING 1")
+        erased.idempotencyRecords = try await count("DELETE FROM applied_operations WHERE user_id = \(userID) RETURNING 1")
+        erased.devices = try await count("DELETE FROM devices WHERE user_id = \(userID) RETURNING 1")
+        erased.pushRegistrations = try await count("DELETE FROM push_registrations WHERE user_id = \(userID) RETURNING 1")
+        try await query("DELETE FROM push_presence WHERE user_id = \(userID)")
+        erased.entities = try await count("DELETE FROM entities WHERE scope = \(scope) RETURNING 1")
+        erased.changes = try await count("DELETE FROM changes WHERE scope = \(scope) RETURNING 1")
+        try await query("DELETE FROM webhook_deliveries WHERE scope = \(scope)")
+        try await query("DELETE FROM push_positions WHERE scope = \(scope)")
+        try await query("DELETE FROM feeds WHERE scope = \(scope)")
+        try await query("DELETE FROM household_members WHERE user_id = \(userID)")
+        // A writer is `<device id>/<user id>` (device ids hold no `/`).
+        erased.householdChangesUnattributed = try await count(
+            """
+            UPDATE changes SET writer = NULL
+            WHERE scope = ANY(\(households.map { Scope.household($0).key })::text[]) AND right(writer, length(\(userID)::text) + 1) = '/' || \(userID)
+            RETURNING 1
+            """
+        )
+        return erased
+    }
+
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
         try await query(
             """

@@ -173,6 +173,34 @@ extension SQLiteDriver {
         }
     }
 
+    package func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    WITH ids AS (SELECT device_id FROM devices WHERE user_id = ?1 UNION SELECT device_id FROM push_registrations WHERE user_id = ?1)
+                    SELECT i.device_id, d.last_finished_job_id AS watermark, d.updated_at AS job_at, r.provider, r.updated_at AS push_updated,
+                           r.last_sent_at, r.last_error,
+                           EXISTS (SELECT 1 FROM push_presence p JOIN push_fronts f ON f.front = p.front AND f.expires_at > ?2
+                                   WHERE p.user_id = ?1 AND p.device_id = i.device_id) AS live
+                    FROM ids i
+                    LEFT JOIN devices d ON d.user_id = ?1 AND d.device_id = i.device_id
+                    LEFT JOIN push_registrations r ON r.user_id = ?1 AND r.device_id = i.device_id
+                    ORDER BY i.device_id
+                    """,
+                arguments: [userID, now.millisecondsSinceEpoch]
+            ).map { row in
+                DeviceRecord(
+                    deviceID: row["device_id"], watermark: row["watermark"],
+                    lastJobAt: (row["job_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)), pushProvider: row["provider"],
+                    pushUpdatedAt: (row["push_updated"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)),
+                    pushLastSentAt: (row["last_sent_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)), pushLastError: row["last_error"],
+                    live: row["live"]
+                )
+            }
+        }
+    }
+
     package func householdRows(userID: String?) async throws -> [HouseholdRow] {
         try await read { db in
             try Row.fetchAll(

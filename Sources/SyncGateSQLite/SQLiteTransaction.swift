@@ -276,6 +276,35 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
+    func eraseUser(_ userID: String, households: [String]) async throws -> ErasedUser {
+        let scope = Scope.user(userID).key
+        let householdScopes = JSONValue.array(households.map { .string(Scope.household($0).key) }).serialized()
+        return try await step(statements: 12) { db in
+            var erased = ErasedUser()
+            func count(_ sql: String, _ arguments: StatementArguments) throws -> Int {
+                try db.execute(sql: sql, arguments: arguments)
+                return db.changesCount
+            }
+            erased.jobs = try count("DELETE FROM jobs WHERE user_id = ?", [userID])
+            erased.idempotencyRecords = try count("DELETE FROM applied_operations WHERE user_id = ?", [userID])
+            erased.devices = try count("DELETE FROM devices WHERE user_id = ?", [userID])
+            erased.pushRegistrations = try count("DELETE FROM push_registrations WHERE user_id = ?", [userID])
+            _ = try count("DELETE FROM push_presence WHERE user_id = ?", [userID])
+            erased.entities = try count("DELETE FROM entities WHERE scope = ?", [scope])
+            erased.changes = try count("DELETE FROM changes WHERE scope = ?", [scope])
+            _ = try count("DELETE FROM webhook_deliveries WHERE scope = ?", [scope])
+            _ = try count("DELETE FROM push_positions WHERE scope = ?", [scope])
+            _ = try count("DELETE FROM feeds WHERE scope = ?", [scope])
+            _ = try count("DELETE FROM household_members WHERE user_id = ?", [userID])
+            // A writer is `<device id>/<user id>` (device ids hold no `/`).
+            erased.householdChangesUnattributed = try count(
+                "UPDATE changes SET writer = NULL WHERE scope IN (SELECT value FROM json_each(?)) AND substr(writer, -(length(?) + 1)) = '/' || ?",
+                [householdScopes, userID, userID]
+            )
+            return erased
+        }
+    }
+
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
         let now = self.now
         let list = JSONValue.array((ids ?? []).map(JSONValue.int)).serialized()

@@ -12,7 +12,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Maintenance and inspection.",
         subcommands: [
-            Stats.self, Jobs.self, Job.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
+            Stats.self, Jobs.self, Job.self, Users.self, RetryDead.self, Compact.self, Prune.self, Maintain.self, ForceResync.self, RecomputeSummaries.self, Households.self,
             Keys.self, Webhooks.self,
         ]
     )
@@ -156,6 +156,82 @@ struct AdminCommand: AsyncParsableCommand {
                 let id = self.id
                 let outcome = try await common.withStore { try await $0.deleteFinishedJob(id: id) }
                 try Retry.report(outcome, id: id, done: "deleted", rule: "only a finished (done or dead) job can be deleted")
+            }
+        }
+    }
+
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "users",
+            abstract: "Show a user, export their data, or erase them (as the admin API does).",
+            subcommands: [Show.self, Export.self, Erase.self]
+        )
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "A user's devices, households, feeds and recent jobs, as JSON.")
+            @OptionGroup var common: Common
+            @Argument(help: "The user's id") var user: String
+
+            func run() async throws {
+                let user = self.user
+                print(try await common.withStore { try await $0.userOverview(user) }.serialized())
+            }
+        }
+
+        struct Export: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The user's data as one JSON object on standard output.")
+            @OptionGroup var common: Common
+            @Argument(help: "The user's id") var user: String
+
+            func run() async throws {
+                let user = self.user
+                try await common.withStore { store in
+                    try await store.exportUser(user) { text in FileHandle.standardOutput.write(Data(text.utf8)) }
+                }
+                print()
+            }
+        }
+
+        struct Erase: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Erase a user: their jobs, idempotency records, devices, push registrations and own data (docs/admin.md).",
+                discussion: """
+                    A user still in households first leaves them (archiving those they own) through a job a worker applies; \
+                    the command waits for it (up to --timeout), then erases. Their devices resync to nothing at their next pull.
+                    """
+            )
+            @OptionGroup var common: Common
+            @Argument(help: "The user's id") var user: String
+            @Option(help: "The user's id again: erasing is final") var confirm: String
+            @Option(help: "Seconds to wait for a worker to apply the household job") var timeout: Int = 120
+
+            func validate() throws {
+                guard confirm == user else { throw ValidationError("--confirm must repeat the user id") }
+            }
+
+            func run() async throws {
+                let user = self.user
+                let deadline = ContinuousClock.now + .seconds(timeout)
+                let erased = try await common.withStore { store -> ErasedUser? in
+                    // At most a few rounds: each leaves the households the user is still in.
+                    for _ in 0..<3 {
+                        switch try await store.eraseUser(user) {
+                        case .erased(let erased): return erased
+                        case .leavingHouseholds(let job):
+                            print("leaving households first: job \(job)")
+                            // Another process's worker applies it: wait for it to finish.
+                            while try await store.job(id: job, userID: user)?.state.isFinished == false {
+                                guard ContinuousClock.now < deadline else { return nil }
+                                try await Task.sleep(for: .milliseconds(200))
+                            }
+                        }
+                    }
+                    return nil
+                }
+                guard let erased else {
+                    throw ValidationError("the user still belongs to households: is a worker running? Run the erase again once their household job finished")
+                }
+                print(JSONValue.object(["status": "erased", "erased": erased.json]).serialized())
             }
         }
     }

@@ -144,6 +144,95 @@ import Yams
         }
     }
 
+    static func post(_ client: any TestClientProtocol, _ uri: String, key: String, body: String) async throws -> (status: Int, json: JSONValue?) {
+        let response = try await client.executeRequest(
+            uri: uri, method: .post, headers: [.authorization: "Bearer \(key)", .contentType: "application/json"], body: ByteBuffer(string: body)
+        )
+        return (Int(response.status.code), try? JSONParser().parse(Array(response.body.readableBytesView)))
+    }
+
+    /// Erases `user` as an operator does: confirmed, the household job (if any) waited for.
+    static func erase(_ user: String, http: HTTPHarness, admin: any TestClientProtocol, key: String) async throws -> JSONValue {
+        let uri = "/admin/v1/users/\(user)/erase", confirm = #"{"confirm": "\#(user)"}"#
+        var answer = try await Self.post(admin, uri, key: key, body: confirm)
+        if answer.status == 202, let job = answer.json?["job_id"]?.intValue {
+            #expect(answer.json?["status"] == "leaving_households")
+            #expect(try await http.store.waitFinished(job, user: user).state == .done)
+            answer = try await Self.post(admin, uri, key: key, body: confirm)
+        }
+        #expect(answer.status == 200 && answer.json?["status"] == "erased", "\(answer)")
+        return answer.json?["erased"] ?? .null
+    }
+
+    /// A member of a household is shown, exported and erased: their own data, jobs, keys and
+    /// devices go, their devices resync to nothing, the household keeps what they wrote there
+    /// (naming no writer), and another user is untouched.
+    @Test(arguments: Driver.selected)
+    func aUserIsShownExportedAndErased(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results([
+                Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob"), Op.create("weightLogs", "a1", ["kg": 60]),
+            ], user: "alice")
+            _ = try await http.results([
+                Op.create("weightLogs", "b1", ["kg": 80]), Op.create("inventory", "eggs", ["quantity": 12], household: "home"),
+            ], user: "bob")
+            let before = try await http.pullAll(user: "bob", device: "d1")
+            #expect(before.changes.count >= 3)
+            let registered = try await http.send(.put, "/v1/devices/current/push", headers: try await http.headers("bob"), body: #"{"provider":"fcm","token":"fcm:bob-phone"}"#)
+            #expect(registered.status == 200)
+
+            let shown = try #require(try await Self.send(admin, .get, "/admin/v1/users/bob", key: key).json)
+            #expect(shown["devices"]?.arrayValue?.compactMap { $0["device_id"]?.stringValue } == ["d1"], "\(shown)")
+            #expect(shown["devices"]?[0]?["push"]?["provider"] == "fcm" && shown["devices"]?[0]?["watermark"] != .null, "\(shown)")
+            #expect(shown["households"]?[0]?["household_id"] == "home" && shown["households"]?[0]?["role"] == "member")
+            #expect(Set(shown["feeds"]?.arrayValue?.compactMap { $0["scope"]?.stringValue } ?? []) == ["u:bob", "h:home"])
+
+            let exported = try await admin.executeRequest(uri: "/admin/v1/users/bob/export", method: .get, headers: [.authorization: "Bearer \(key)"], body: nil)
+            let export = try #require(try? JSONParser().parse(Array(exported.body.readableBytesView)), "\(String(buffer: exported.body))")
+            #expect(export["entities"]?.arrayValue?.map { "\($0["entity_type"]?.stringValue ?? "")/\($0["entity_id"]?.stringValue ?? "")" } == ["weightLogs/b1"])
+            #expect(export["households"]?[0]?["role"] == "member" && export["devices"]?[0]?["device_id"] == "d1")
+
+            // Not without confirming it.
+            #expect(try await Self.post(admin, "/admin/v1/users/bob/erase", key: key, body: "{}").status == 400)
+            #expect(try await Self.post(admin, "/admin/v1/users/bob/erase", key: key, body: #"{"confirm": "alice"}"#).status == 400)
+
+            let erased = try await Self.erase("bob", http: http, admin: admin, key: key)
+            // The devices: d1, and the erase's own that left the household (its change there too).
+            #expect(erased["entities"]?.intValue == 1 && erased["devices"] == 2 && erased["household_changes_unattributed"] == 2, "\(erased)")
+            #expect((erased["jobs"]?.intValue ?? 0) >= 2 && (erased["idempotency_records"]?.intValue ?? 0) >= 2, "\(erased)")
+            // The device's push address goes with it (docs/push.md).
+            #expect(erased["push_registrations"] == 1, "\(erased)")
+            #expect(try await http.store.queryTexts("SELECT user_id FROM push_registrations").isEmpty)
+
+            // Bob's device drops its data at its next pull, and finds nothing to pull again.
+            let after = try await http.pull(user: "bob", device: "d1", query: "cursor=\(before.cursor)")
+            #expect(after.json?["force_resync"] == true, "\(String(describing: after.json))")
+            #expect(try await http.pullAll(user: "bob", device: "d1").changes.isEmpty)
+            let empty = try #require(try await Self.send(admin, .get, "/admin/v1/users/bob", key: key).json)
+            #expect(empty["devices"] == [] && empty["households"] == [] && empty["recent_jobs"] == [], "\(empty)")
+
+            // Alice keeps her data and the household, with Bob's eggs, written by nobody now.
+            let alice = try await http.state(user: "alice")
+            #expect(alice["weightLogs/a1"] != nil && alice["inventory/eggs"] != nil && alice["household_members/home:bob"]?["data"] == .null)
+            #expect(try await http.store.queryTexts("SELECT scope FROM changes WHERE writer LIKE '%/bob'").isEmpty)
+            #expect(try await http.store.queryTexts("SELECT scope FROM changes WHERE writer LIKE '%/alice'").count >= 3)
+        }
+    }
+
+    /// An owner's households are archived (an owner cannot leave): their members lose them.
+    @Test(arguments: Driver.selected)
+    func erasingAnOwnerArchivesTheirHousehold(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "alice")
+            let cursor = try await http.pullAll(user: "bob").cursor
+            _ = try await Self.erase("alice", http: http, admin: admin, key: key)
+            let next = try await http.pull(user: "bob", query: "cursor=\(cursor)")
+            #expect(next.json?["scopes"]?["removed"] == ["home"], "\(String(describing: next.json))")
+            let bob = try #require(try await Self.send(admin, .get, "/admin/v1/users/bob", key: key).json)
+            #expect(bob["households"]?[0]?["archived"] == true, "\(bob)")
+        }
+    }
+
     /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
     @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
         let port = SyncGateProcess.freePort()

@@ -4,8 +4,8 @@ import SyncGateTestSupport
 import SyncGateWire
 import Testing
 
-/// `syncgate admin job show | cancel | retry | delete`, `admin jobs --json` and `admin stats
-/// --json`: the admin API's functions and JSON, from a shell.
+/// `syncgate admin job show | cancel | retry | delete`, `admin users show | export | erase`,
+/// `admin jobs --json` and `admin stats --json`: the admin API's functions and JSON, from a shell.
 @Suite(.timeLimit(.minutes(10))) struct AdminJobCommandTests {
     @Test(arguments: Driver.selected)
     func anOperatorShowsCancelsRetriesAndDeletesAJob(_ driver: Driver) async throws {
@@ -44,5 +44,30 @@ import Testing
         #expect(try await syncgate("admin", "job", "cancel", "\(id)").status == 0)
         #expect(try await syncgate("admin", "job", "delete", "\(id)").status == 0)
         try await refused("admin", "job", "delete", "\(id)", saying: "no job \(id)")
+    }
+
+    @Test(arguments: Driver.selected)
+    func anOperatorShowsExportsAndErasesAUser(_ driver: Driver) async throws {
+        let (url, _, cleanup) = try await MigrateCommandTests.database(driver)
+        defer { cleanup() }
+        func run(_ arguments: String...) async throws -> (status: Int32?, output: String) {
+            try await MigrateCommandTests.syncgate(arguments, url: url)
+        }
+        #expect(try await run("migrate").status == 0)
+        try await StoreHarness.withExisting(url) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])], user: "bob")
+        }
+        let shown = try await run("admin", "users", "show", "bob")
+        #expect(shown.status == 0 && shown.output.contains(#""device_id":"d1""#), "\(shown.output)")
+        let exported = try await run("admin", "users", "export", "bob")
+        let export = exported.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first
+        #expect(export?["entities"]?[0]?["entity_id"] == "w1", "\(exported.output)")
+
+        let unconfirmed = try await run("admin", "users", "erase", "bob", "--confirm", "alice")
+        #expect(unconfirmed.status != 0 && unconfirmed.output.contains("--confirm must repeat the user id"))
+        let erased = try await run("admin", "users", "erase", "bob", "--confirm", "bob")
+        #expect(erased.status == 0 && erased.output.contains(#""status":"erased""#), "\(erased.output)")
+        let after = try await run("admin", "users", "export", "bob")
+        #expect(after.output.contains(#""entities":[]"#), "\(after.output)")
     }
 }

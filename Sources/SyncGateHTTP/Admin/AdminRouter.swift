@@ -29,6 +29,10 @@ package func buildAdminRouter(store: SyncStore, authority: TokenAuthority, confi
 /// - `POST /admin/v1/jobs/{id}/retry`: a dead job queued again; `POST …/cancel`: a job no worker
 ///   started finished `dead`; both answer the job. `DELETE /admin/v1/jobs/{id}`: a finished job, 204.
 ///   A job in another state is `409 STATE_CONFLICT`.
+/// - `GET /admin/v1/users/{user_id}`: devices, households, feeds, recent jobs.
+/// - `GET /admin/v1/users/{user_id}/export`: the user's data, streamed.
+/// - `POST /admin/v1/users/{user_id}/erase` `{"confirm": user_id}`: 200 when erased, 202 with the
+///   job that first leaves their households (erase again once it finished).
 struct AdminRoutes: Sendable {
     let store: SyncStore
 
@@ -41,6 +45,9 @@ struct AdminRoutes: Sendable {
         group.post("jobs/:id/retry", use: retry)
         group.post("jobs/:id/cancel", use: cancel)
         group.delete("jobs/:id", use: delete)
+        group.get("users/:user", use: user)
+        group.get("users/:user/export", use: export)
+        group.post("users/:user/erase", use: erase)
     }
 
     func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -91,6 +98,50 @@ struct AdminRoutes: Sendable {
         try Self.check(try await store.deleteFinishedJob(id: id), id: id, rule: "only a finished (done or dead) job can be deleted")
         context.logger.notice("job deleted by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
         return Response(status: .noContent)
+    }
+
+    func user(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(try await store.userOverview(try Self.user(context)))
+    }
+
+    func export(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        let user = try Self.user(context)
+        context.logger.notice("user data exported by an operator", metadata: ["syncgate.user": "\(user)", "syncgate.service": "\(admin.name)"])
+        let store = self.store
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody { writer in
+                try await store.exportUser(user) { text in try await writer.write(ByteBuffer(string: text)) }
+                try await writer.finish(nil)
+            }
+        )
+    }
+
+    func erase(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let user = try Self.user(context)
+        let body = try await request.body.collect(upTo: 64 << 10)
+        guard let value = try? JSONParser().parse(Array(body.readableBytesView)), value["confirm"]?.stringValue == user else {
+            throw ProtocolError(.validationError, "erasing is final: confirm with the body {\"confirm\": \"<the user id>\"}")
+        }
+        switch try await store.eraseUser(user) {
+        case .erased(let erased):
+            context.logger.notice("user erased by an operator", metadata: ["syncgate.user": "\(user)", "syncgate.service": "\(admin.name)"])
+            return .json(["status": "erased", "erased": erased.json])
+        case .leavingHouseholds(let job):
+            context.logger.notice("user leaving their households before an erase", metadata: [
+                "syncgate.user": "\(user)", "syncgate.job": "\(job)", "syncgate.service": "\(admin.name)",
+            ])
+            return .json(["status": "leaving_households", "job_id": .int(job)], status: .accepted)
+        }
+    }
+
+    static func user(_ context: SyncRequestContext) throws -> String {
+        try ServiceRoutes.userID(.string(try context.parameters.require("user")))
     }
 
     func detail(_ id: Int64) async throws -> JSONValue {

@@ -105,7 +105,7 @@ package struct ServiceRoutes: Sendable {
             throw ProtocolError(.entityNotFound, "no \(type) '\(id)' in \(Self.describe(scope))")
         }
         var output: [UInt8] = []
-        Self.write(entity, to: &output)
+        entity.writeJSON(to: &output)
         return .json(bytes: output)
     }
 
@@ -121,21 +121,13 @@ package struct ServiceRoutes: Sendable {
         var output = Array(#"{"entities":["#.utf8)
         for (index, entity) in page.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
-            Self.write(entity, to: &output)
+            entity.writeJSON(to: &output)
         }
         let next = page.last.map { EntityPosition(after: $0).opaque }
         let tail: JSONObject = ["has_more": .bool(entities.count > limit), "after": next.map(JSONValue.string) ?? .null]
         output.append(contentsOf: "],".utf8)
         output.append(contentsOf: JSONValue.object(tail).serializedBytes().dropFirst())
         return .json(bytes: output)
-    }
-
-    /// An entity in a pulled change's shape (`operation` `upsert`, or `delete` with `data` null).
-    static func write(_ entity: EntityState, to output: inout [UInt8]) {
-        PulledChange.write(
-            entityType: entity.key.entityType, entityID: entity.key.entityID, householdID: entity.key.scope.householdID,
-            document: entity.data.map(DocumentText.init), version: entity.version, updatedAt: entity.updatedAt, to: &output
-        )
     }
 
     /// The scope a read names: exactly one of `user_id` and `household_id`.

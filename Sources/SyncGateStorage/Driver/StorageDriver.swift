@@ -85,6 +85,8 @@ package protocol StorageDriver: Sendable {
     func jobDetail(id: Int64) async throws -> JobDetail?
     /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
     func deleteFinishedJob(id: Int64) async throws -> Bool
+    /// The user's devices that pushed or registered for nudges, by id; `live` against `now`.
+    func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord]
     func householdRows(userID: String?) async throws -> [HouseholdRow]
 
     // MARK: Service keys
@@ -223,6 +225,12 @@ package protocol StorageTransaction: AnyObject {
     /// Locks a job no worker holds yet (`queued` or `retrying`); `nil` when there is none by that
     /// id in those states.
     func lockWaitingJob(id: Int64) async throws -> JobDetail?
+    /// Deletes what is the user's alone: their jobs (first: an apply in flight finishes before,
+    /// and one not yet started then holds no job), idempotency records, devices, push
+    /// registrations and presence, their own feed (entities, changes, its position and webhook
+    /// messages) and their rows of archived households; and names no writer for their devices'
+    /// changes in the feeds of `households`. The user's row (resync epoch) stays.
+    func eraseUser(_ userID: String, households: [String]) async throws -> ErasedUser
     /// Deletes up to `limit` of the feed's tombstones older than `cutoff` (oldest first), every
     /// older change of their entities and the tombstoned entities, and raises the feed's floor to
     /// the newest purged sequence number; returns how many tombstones went. Lock the feed first.

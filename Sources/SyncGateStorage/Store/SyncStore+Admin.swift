@@ -1,5 +1,5 @@
-import SyncGateCore
-import SyncGateWire
+package import SyncGateCore
+package import SyncGateWire
 
 /// An operator's actions on one job, as `syncgate admin job …` and the admin API take them
 /// (docs/admin.md).
@@ -47,5 +47,126 @@ extension SyncStore {
     private func refusal(_ id: Int64) async throws -> JobActionOutcome {
         guard let job = try await driver.jobDetail(id: id) else { return .notFound }
         return .refused(job.record.state)
+    }
+}
+
+/// A user as an operator sees them, exports their data and erases it (`syncgate admin users …`,
+/// `/admin/v1/users/{id}`).
+extension SyncStore {
+    /// The device id of the jobs an erase pushes for the user (leaving their households).
+    package static let eraseDevice = "syncgate-erase"
+
+    /// The user's devices, households, feeds and recent jobs.
+    package func userOverview(_ userID: String) async throws -> JSONValue {
+        let context = try await driver.pullContext(userID: userID, deviceID: "", extraScopes: [])
+        let devices = try await driver.devices(userID: userID, now: clock.wallNow())
+        let households = try await households(userID: userID)
+        let jobs = try await driver.listJobs(JobFilter(userID: userID, limit: 20))
+        return [
+            "user_id": .string(userID), "resync_epoch": .int(context.resyncEpoch),
+            "devices": .array(devices.map(\.json)),
+            "households": .array(households.map { Self.membershipJSON($0, of: userID) }),
+            "feeds": .array(context.feeds.keys.sorted { $0.key < $1.key }.map { scope in
+                ["scope": .string(scope.key), "head": .int(context.feeds[scope]?.head ?? 0), "floor": .int(context.feeds[scope]?.floor ?? 0)]
+            }),
+            "recent_jobs": .array(jobs.map(\.summaryJSON)),
+        ]
+    }
+
+    static func membershipJSON(_ household: HouseholdState, of userID: String) -> JSONValue {
+        [
+            "household_id": .string(household.id), "owner_id": .string(household.ownerID), "archived": .bool(household.archived),
+            "role": household.members[userID].map { .string($0.rawValue) } ?? .null,
+        ]
+    }
+
+    /// The user's data as one JSON object, written a piece at a time to `write`: their
+    /// households and devices, then every live entity of their own feed, a page at a time.
+    /// (Household data is the household's: it stays, and is not exported here.)
+    package func exportUser(_ userID: String, pageSize: Int = 500, write: (String) async throws -> Void) async throws {
+        let households = try await households(userID: userID)
+        let devices = try await driver.devices(userID: userID, now: clock.wallNow())
+        let head: JSONObject = [
+            "user_id": .string(userID), "exported_at": .string(clock.wallNow().rfc3339),
+            "households": .array(households.map { Self.membershipJSON($0, of: userID) }), "devices": .array(devices.map(\.json)),
+        ]
+        // The object without its closing brace, then the entities.
+        try await write(String(JSONValue.object(head).serialized().dropLast()) + #","entities":["#)
+        var after: EntityPosition?
+        var first = true
+        while true {
+            let page = try await currentEntities(in: .user(userID), types: nil, after: after, limit: pageSize)
+            var output: [UInt8] = []
+            for entity in page {
+                if !first { output.append(UInt8(ascii: ",")) }
+                first = false
+                entity.writeJSON(to: &output)
+            }
+            if !output.isEmpty { try await write(String(decoding: output, as: UTF8.self)) }
+            guard page.count == pageSize, let last = page.last else { break }
+            after = EntityPosition(after: last)
+        }
+        try await write("]}")
+    }
+
+    /// Erases the user. While they are an active member of households, it first pushes, as
+    /// their own device would, a job that leaves each (archiving those they own: an owner cannot
+    /// leave, and the household's other members lose it), and answers that job: erase again
+    /// once it finished. Then, in one transaction: ``StorageTransaction/eraseUser(_:households:)``,
+    /// and a raised resync epoch, so that every device of the user drops its data at its next
+    /// pull (`force_resync`) and a waiting one is woken.
+    package func eraseUser(_ userID: String) async throws -> EraseOutcome {
+        let households = try await households(userID: userID)
+        let active = households.filter { $0.isActiveMember(userID) }
+        if !active.isEmpty {
+            let unfinished = try await driver.listJobs(JobFilter(userID: userID, limit: 1000))
+                .first { $0.deviceID == Self.eraseDevice && !$0.state.isFinished }
+            if let unfinished { return .leavingHouseholds(jobID: unfinished.id) }
+            let now = clock.wallNow()
+            let operations = active.map { household in
+                let key = "syncgate-erase:\(household.id):\(now.millisecondsSinceEpoch)"
+                return household.ownerID == userID
+                    ? SyncOperation(idempotencyKey: key, entityType: "households", entityID: household.id, intent: .delete, clientTimestamp: now)
+                    : SyncOperation(
+                        idempotencyKey: key, entityType: "household_members", entityID: HouseholdIDs.membershipID(household: household.id, user: userID),
+                        intent: .delete, clientTimestamp: now
+                    )
+            }
+            let job = QueuedJob(userID: userID, deviceID: Self.eraseDevice, operations: operations, maximumAttempts: 5)
+            switch try await driver.insertJob(job, limits: QueueLimits(maximumQueuedPerUser: .max, maximumQueuedTotal: .max), now: clock.now()) {
+            case .accepted(let id): return .leavingHouseholds(jobID: id)
+            case .rateLimited, .overloaded: throw StoreUnavailableError("the queue refused the erase's household job")
+            }
+        }
+        // The households whose changes name the user's devices as writers: theirs now, and those
+        // the erase's own jobs left (the user's jobs, read before the transaction deletes them).
+        var named = Set(households.map(\.id))
+        for job in try await driver.listJobs(JobFilter(userID: userID, limit: 1000)) where job.deviceID == Self.eraseDevice {
+            guard let detail = try await driver.jobDetail(id: job.id), let payload = try? JobPayload(stored: detail.payload) else { continue }
+            for operation in payload.operations {
+                named.insert(operation.entityType == "households" ? operation.entityID : String(operation.entityID.prefix { $0 != ":" }))
+            }
+        }
+        let householdIDs = named.sorted()
+        return .erased(
+            try await driver.transaction(now: clock.now()) { transaction in
+                let erased = try await transaction.eraseUser(userID, households: householdIDs)
+                try await transaction.bumpResyncEpoch(userID: userID)
+                let versions = try await transaction.bumpScopesVersions(userIDs: [userID])
+                try await transaction.announce([.scopesChanged(userID: userID, version: versions[userID] ?? 0)])
+                return erased
+            }
+        )
+    }
+}
+
+extension EntityState {
+    /// As a pulled change (`operation` `upsert`, or `delete` with `data` null): the service API's
+    /// reads and the admin export.
+    package func writeJSON(to output: inout [UInt8]) {
+        PulledChange.write(
+            entityType: key.entityType, entityID: key.entityID, householdID: key.scope.householdID,
+            document: data.map(DocumentText.init), version: version, updatedAt: updatedAt, to: &output
+        )
     }
 }
