@@ -244,11 +244,15 @@ extension PostgresDriver {
             """,
             as: (String, Int64?, Date?, String?, Int64?, Int64?, String?, Bool).self
         ).map { device, watermark, jobAt, provider, pushUpdated, pushSent, pushError, live in
-            DeviceRecord(
-                deviceID: device, watermark: watermark, lastJobAt: jobAt.map(Timestamp.init), pushProvider: provider,
-                pushUpdatedAt: pushUpdated.map(Timestamp.init(millisecondsSinceEpoch:)), pushLastSentAt: pushSent.map(Timestamp.init(millisecondsSinceEpoch:)),
-                pushLastError: pushError, live: live
-            )
+            var record = DeviceRecord(deviceID: device)
+            record.watermark = watermark
+            record.lastJobAt = jobAt.map(Timestamp.init)
+            record.pushProvider = provider
+            record.pushUpdatedAt = pushUpdated.map(Timestamp.init(millisecondsSinceEpoch:))
+            record.pushLastSentAt = pushSent.map(Timestamp.init(millisecondsSinceEpoch:))
+            record.pushLastError = pushError
+            record.live = live
+            return record
         }
     }
 

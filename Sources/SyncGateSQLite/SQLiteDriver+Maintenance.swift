@@ -190,13 +190,15 @@ extension SQLiteDriver {
                     """,
                 arguments: [userID, now.millisecondsSinceEpoch]
             ).map { row in
-                DeviceRecord(
-                    deviceID: row["device_id"], watermark: row["watermark"],
-                    lastJobAt: (row["job_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)), pushProvider: row["provider"],
-                    pushUpdatedAt: (row["push_updated"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)),
-                    pushLastSentAt: (row["last_sent_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:)), pushLastError: row["last_error"],
-                    live: row["live"]
-                )
+                var record = DeviceRecord(deviceID: row["device_id"])
+                record.watermark = row["watermark"]
+                record.lastJobAt = (row["job_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+                record.pushProvider = row["provider"]
+                record.pushUpdatedAt = (row["push_updated"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+                record.pushLastSentAt = (row["last_sent_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+                record.pushLastError = row["last_error"]
+                record.live = row["live"]
+                return record
             }
         }
     }

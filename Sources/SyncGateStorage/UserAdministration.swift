@@ -14,20 +14,11 @@ package struct DeviceRecord: Sendable, Hashable {
     package var pushLastSentAt: Timestamp?
     package var pushLastError: String?
     /// A live connection on a front whose presence is fresh (known only while nudging is configured).
-    package var live: Bool
+    package var live = false
 
-    package init(
-        deviceID: String, watermark: Int64?, lastJobAt: Timestamp?, pushProvider: String?, pushUpdatedAt: Timestamp?, pushLastSentAt: Timestamp?,
-        pushLastError: String?, live: Bool
-    ) {
+    /// A device known by its id alone; the drivers fill in what they read.
+    package init(deviceID: String) {
         self.deviceID = deviceID
-        self.watermark = watermark
-        self.lastJobAt = lastJobAt
-        self.pushProvider = pushProvider
-        self.pushUpdatedAt = pushUpdatedAt
-        self.pushLastSentAt = pushLastSentAt
-        self.pushLastError = pushLastError
-        self.live = live
     }
 
     package var json: JSONValue {
