@@ -5,6 +5,7 @@ package import Logging
 package import ServiceLifecycle
 package import SyncGateHTTP
 import SyncGateCore
+import SyncGateWire
 import SyncGateDialects
 import SyncGateSQLite
 package import SyncGateStorage
@@ -114,7 +115,8 @@ package func buildApplication(
         app.addServices(buildMetricsServer(host: configuration.metricsHost, port: port, logger: logger))
     }
     if let port = configuration.adminPort {
-        let admin = buildAdminRouter(store: store, authority: authority, configuration: front)
+        let settings = JSONValue.array(configuration.configured.map { ["name": .string($0.name), "value": .string($0.value)] })
+        let admin = buildAdminRouter(store: store, authority: authority, configuration: front, settings: settings)
         app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
     }
     if configuration.workers > 0 {

@@ -266,6 +266,9 @@ extension ServerConfiguration {
         if let interval = try values.milliseconds(.webhookBatchInterval) { webhooks.announceInterval = .milliseconds(min(max(interval, 100), 60_000)) }
         webhooks.leaseMilliseconds = webhooks.timeout.wholeMilliseconds + 20_000
         try readPush(values)
+        configured = Setting.all.compactMap { setting in
+            values.string(setting).map { (setting.environmentName, setting.isSecret ? "<redacted>" : $0) }
+        }
     }
 
     /// Push nudges: credentials from files or (secret) values, never logged; without either

@@ -64,6 +64,9 @@ package struct ServerConfiguration: Sendable {
     /// The admin listener (docs/admin.md): the operator's API, on a front only; none when `nil`.
     package var adminPort: Int?
     package var adminHost = "127.0.0.1"
+    /// The settings given (flags, environment, file) as their variables' names and values,
+    /// secrets redacted: the admin API's running settings. The rest are defaults.
+    package var configured: [(name: String, value: String)] = []
     /// Spans of requests, enqueues, claims and applies; `nil`: the process's tracer (OTLP when
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, otherwise a no-op). Tests set an in-memory one.
     package var tracer: (any Tracer)?

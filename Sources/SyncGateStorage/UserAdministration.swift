@@ -65,3 +65,13 @@ package enum EraseOutcome: Sendable, Hashable {
     /// they own) through this job, as their own push would; erase again once it finished.
     case leavingHouseholds(jobID: Int64)
 }
+
+extension HouseholdState {
+    /// As the admin API and `syncgate admin households --json` show it.
+    package var json: JSONValue {
+        [
+            "household_id": .string(id), "owner_id": .string(ownerID), "archived": .bool(archived),
+            "members": .array(members.keys.sorted().map { ["user_id": .string($0), "role": .string(members[$0]?.rawValue ?? "")] }),
+        ]
+    }
+}

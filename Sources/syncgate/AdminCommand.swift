@@ -37,11 +37,11 @@ struct AdminCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON (the admin API's overview)") var json = false
 
         func run() async throws {
-            let stats = try await common.withStore { try await $0.stats() }
             if json {
-                print(stats.json.serialized())
+                print(try await common.withStore { try await $0.overview() }.serialized())
                 return
             }
+            let stats = try await common.withStore { try await $0.stats() }
             for state in JobState.allCases {
                 print("jobs.\(state.rawValue)".padding(toLength: 24, withPad: " ", startingAt: 0) + "\(stats.jobsByState[state] ?? 0)")
             }
@@ -395,10 +395,15 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List households and their members.")
         @OptionGroup var common: Common
         @Option(help: "Only households this user belongs to") var user: String?
+        @Flag(help: "Print JSON (the admin API's households)") var json = false
 
         func run() async throws {
             let user = self.user
             let households = try await common.withStore { try await $0.households(userID: user) }
+            if json {
+                print(JSONValue.object(["households": .array(households.map(\.json))]).serialized())
+                return
+            }
             for household in households {
                 let members = household.members.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.rawValue))" }
                 print("\(household.id)\towner=\(household.ownerID)\t\(household.archived ? "archived" : "active")\t\(members.joined(separator: ", "))")

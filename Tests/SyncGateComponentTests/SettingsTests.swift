@@ -26,6 +26,23 @@ import Testing
         try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags, configFile: file, environment: environment))
     }
 
+    /// The settings given, as the admin API shows them: by variable, from every source, secrets
+    /// redacted, nothing that was not given.
+    @Test func theGivenSettingsAreListedWithSecretsRedacted() async throws {
+        let file = try Self.file("logLevel: debug\n")
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let configuration = try await Self.configuration(
+            flags: [.port: "9001"], file: file,
+            environment: ["SYNCGATE_JWT_SECRET": "a-very-secret-signing-secret-0123456789", "SYNCGATE_DATABASE_URL": "postgres://u:pw@db/x", "SYNCGATE_ADMIN_PORT": "8081"]
+        )
+        let given = Dictionary(uniqueKeysWithValues: configuration.configured.map { ($0.name, $0.value) })
+        #expect(given == [
+            "SYNCGATE_PORT": "9001", "SYNCGATE_LOG_LEVEL": "debug", "SYNCGATE_ADMIN_PORT": "8081",
+            "SYNCGATE_JWT_SECRET": "<redacted>", "SYNCGATE_DATABASE_URL": "<redacted>",
+        ])
+        #expect(configuration.adminPort == 8081 && configuration.adminHost == "127.0.0.1")
+    }
+
     /// Service tokens (the identity provider's, for backends) need the provider, and an audience
     /// of their own: the one that tells them from users' tokens.
     @Test func theServiceAudienceIsAnIdentityProviderSettingApartFromTheUsers() async throws {

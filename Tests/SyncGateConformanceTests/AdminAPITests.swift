@@ -54,6 +54,7 @@ import Yams
             }
             let overview = try await Self.send(admin, .get, "/admin/v1/overview", key: key)
             #expect(overview.status == 200 && overview.json?["queue_depth"] == 0, "\(String(describing: overview.json))")
+            #expect(overview.json?["nudges"]?["pending"] == 0 && overview.json?["webhooks"] == [], "\(String(describing: overview.json))")
             // The public port serves none of it.
             #expect(try await http.send(.get, "/admin/v1/overview", headers: [.authorization: "Bearer \(key)"]).status == 404)
         }
@@ -230,6 +231,8 @@ import Yams
             #expect(next.json?["scopes"]?["removed"] == ["home"], "\(String(describing: next.json))")
             let bob = try #require(try await Self.send(admin, .get, "/admin/v1/users/bob", key: key).json)
             #expect(bob["households"]?[0]?["archived"] == true, "\(bob)")
+            let households = try #require(try await Self.send(admin, .get, "/admin/v1/households?user=bob", key: key).json)
+            #expect(households["households"]?[0]?["members"] == [["user_id": "bob", "role": "member"]], "\(households)")
         }
     }
 
@@ -237,7 +240,12 @@ import Yams
     @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
         let port = SyncGateProcess.freePort()
         try await StoreHarness.with(.sqlite) { store in
-            try await HTTPHarness.run(store: store, setup: .live, workers: 0, server: { $0.adminPort = port; $0.adminHost = "127.0.0.1" }) { http in
+            let server: @Sendable (inout ServerConfiguration) -> Void = {
+                $0.adminPort = port
+                $0.adminHost = "127.0.0.1"
+                $0.configured = [("SYNCGATE_ADMIN_PORT", "\(port)"), ("SYNCGATE_JWT_SECRET", "<redacted>")]
+            }
+            try await HTTPHarness.run(store: store, setup: .live, workers: 0, server: server) { http in
                 let key = try await ServiceAPITests.key("ops", [.admin], in: store.store)
                 let client = AdminClient(port: port)
                 var answered: (status: Int, json: JSONValue?)?
@@ -248,6 +256,8 @@ import Yams
                 let response = try #require(answered)
                 #expect(response.status == 200 && response.json?["queue_depth"] == 0, "\(response)")
                 #expect(try await client.get("/admin/openapi.yaml", key: nil).status == 200)
+                let settings = try await client.get("/admin/v1/settings", key: key).json?["settings"]
+                #expect(settings?[1] == ["name": "SYNCGATE_JWT_SECRET", "value": "<redacted>"], "\(String(describing: settings))")
                 #expect(try await http.send(.get, "/admin/openapi.yaml", headers: [:]).status == 404)
             }
         }

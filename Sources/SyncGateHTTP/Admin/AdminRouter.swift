@@ -2,20 +2,22 @@ package import Hummingbird
 import Logging
 import NIOCore
 package import SyncGateStorage
-import SyncGateWire
+package import SyncGateWire
 
 /// Builds the router of the admin listener (docs/admin.md): the operator's JSON API under
 /// `/admin/v1`, behind a service key or identity-provider service token that grants `admin`
 /// (never a user's token), and `GET /admin/openapi.yaml`, its document. The CLI's
 /// `syncgate admin` commands call the same store functions.
-package func buildAdminRouter(store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration) -> Router<SyncRequestContext> {
+package func buildAdminRouter(
+    store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration, settings: JSONValue = []
+) -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
     let routes = RouteMethods()
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
     router.get("/admin/openapi.yaml") { _, _ in Response.openAPI(AdminRoutes.document) }
     let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
     let admin = router.group("admin/v1").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
-    AdminRoutes(store: store).add(to: admin)
+    AdminRoutes(store: store, settings: settings).add(to: admin)
     routes.record(router.routes.map { ($0.path, $0.method) })
     return router
 }
@@ -23,7 +25,10 @@ package func buildAdminRouter(store: SyncStore, authority: TokenAuthority, confi
 /// The admin API's routes; every one needs the `admin` scope, and every action is logged with
 /// the key that took it.
 ///
-/// - `GET /admin/v1/overview`: jobs by state, queue depth, the oldest queued job's age, table sizes.
+/// - `GET /admin/v1/overview`: jobs by state, queue depth, the oldest queued job's age, table
+///   sizes, pending nudges, webhook deliveries by subscription.
+/// - `GET /admin/v1/households?user=`: households with their members.
+/// - `GET /admin/v1/settings`: the settings this process was given, secrets redacted.
 /// - `GET /admin/v1/jobs?state=&user=&limit=`: recent jobs, newest first.
 /// - `GET /admin/v1/jobs/{id}`: one job in full (``JobDetail/json``).
 /// - `POST /admin/v1/jobs/{id}/retry`: a dead job queued again; `POST …/cancel`: a job no worker
@@ -35,11 +40,14 @@ package func buildAdminRouter(store: SyncStore, authority: TokenAuthority, confi
 ///   job that first leaves their households (erase again once it finished).
 struct AdminRoutes: Sendable {
     let store: SyncStore
+    let settings: JSONValue
 
     static var document: [UInt8] { PackageResources.admin_openapi_yaml }
 
     func add(to group: RouterGroup<SyncRequestContext>) {
         group.get("overview", use: overview)
+        group.get("households", use: households)
+        group.get("settings", use: runningSettings)
         group.get("jobs", use: jobs)
         group.get("jobs/:id", use: job)
         group.post("jobs/:id/retry", use: retry)
@@ -53,7 +61,20 @@ struct AdminRoutes: Sendable {
     func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
         _ = try context.service(granting: .admin)
         _ = try RequestReader(request: request).query(allowed: [])
-        return .json(try await store.stats().json)
+        return .json(try await store.overview())
+    }
+
+    func households(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        let query = try RequestReader(request: request).query(allowed: ["user"])
+        let user = try query["user"].map { try ServiceRoutes.userID(.string($0)) }
+        return .json(["households": .array(try await store.households(userID: user).map(\.json))])
+    }
+
+    func runningSettings(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(["settings": settings])
     }
 
     func jobs(_ request: Request, context: SyncRequestContext) async throws -> Response {

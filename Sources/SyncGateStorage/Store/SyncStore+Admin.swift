@@ -4,6 +4,21 @@ package import SyncGateWire
 /// An operator's actions on one job, as `syncgate admin job …` and the admin API take them
 /// (docs/admin.md).
 extension SyncStore {
+    /// The admin API's overview (`syncgate admin stats --json`): ``StoreStats/json``, pending
+    /// nudges, and webhook deliveries by subscription.
+    package func overview() async throws -> JSONValue {
+        guard case .object(var overview) = try await stats().json else { return try await stats().json }
+        let nudges = try await nudgeBacklog()
+        overview["nudges"] = ["pending": .int(Int64(nudges.pending)), "oldest_pending_since": nudges.oldestPendingSince.map(JSONValue.int) ?? .null]
+        overview["webhooks"] = .array(try await webhookBacklog().map { backlog in
+            [
+                "subscription": .string(backlog.subscription), "pending": .int(Int64(backlog.pending)), "failing": .int(Int64(backlog.failing)),
+                "delivered": .int(Int64(backlog.delivered)),
+            ]
+        })
+        return .object(overview)
+    }
+
     package func jobDetail(id: Int64) async throws -> JobDetail? {
         try await driver.jobDetail(id: id)
     }
