@@ -20,6 +20,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -200,6 +201,7 @@ let package = Package(
                 "SyncGateStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CompressNIO", package: "compress-nio"),
@@ -212,7 +214,14 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            resources: [.embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/admin-openapi.yaml")],
+            resources: [
+                .embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/admin-openapi.yaml"),
+                // The admin console's templates and style (Admin/Console.swift).
+                .embedInCode("Resources/console/layout.mustache"), .embedInCode("Resources/console/login.mustache"),
+                .embedInCode("Resources/console/overview.mustache"), .embedInCode("Resources/console/jobs.mustache"),
+                .embedInCode("Resources/console/job.mustache"), .embedInCode("Resources/console/user.mustache"),
+                .embedInCode("Resources/console/households.mustache"), .embedInCode("Resources/console/console.css"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The seed apps' own sync dialects, a front plug-in mounted by configuration: their routes

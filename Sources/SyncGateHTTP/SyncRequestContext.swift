@@ -24,6 +24,9 @@ package struct SyncRequestContext: AuthRequestContext, RequestContext {
     package var service: AuthenticatedService? {
         didSet { notes.service = service?.name }
     }
+    /// The admin key a console page was signed in with (``ConsoleAuthenticator``): its forms'
+    /// CSRF token derives from it.
+    package var consoleKey: String?
     /// Shared with the middleware outside the authenticator (the request log names the user).
     package let notes = RequestNotes()
 

@@ -227,6 +227,19 @@ extension PostgresDriver {
         ).isEmpty
     }
 
+    package func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)] {
+        try await query(
+            "finished per minute", .maintenance,
+            """
+            SELECT (extract(epoch FROM date_trunc('minute', finished_at)) * 1000)::bigint AS minute,
+                   (count(*) FILTER (WHERE state = 'done'))::int, (count(*) FILTER (WHERE state = 'dead'))::int
+            FROM jobs WHERE state IN ('done', 'dead') AND finished_at >= timestamptz 'epoch' + \(since.millisecondsSinceEpoch)::bigint * interval '1 millisecond'
+            GROUP BY 1 ORDER BY 1
+            """,
+            as: (Int64, Int, Int).self
+        ).map { (minute: $0.0, done: $0.1, dead: $0.2) }
+    }
+
     package func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord] {
         try await query(
             "list devices", .maintenance,

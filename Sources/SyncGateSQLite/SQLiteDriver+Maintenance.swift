@@ -173,6 +173,19 @@ extension SQLiteDriver {
         }
     }
 
+    package func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT (finished_at / 60000) * 60000 AS minute, sum(state = 'done') AS done, sum(state = 'dead') AS dead
+                    FROM jobs WHERE state IN ('done', 'dead') AND finished_at >= ? GROUP BY 1 ORDER BY 1
+                    """,
+                arguments: [since.millisecondsSinceEpoch]
+            ).map { (minute: $0["minute"], done: $0["done"], dead: $0["dead"]) }
+        }
+    }
+
     package func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord] {
         try await read { db in
             try Row.fetchAll(

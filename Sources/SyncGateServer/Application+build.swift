@@ -116,7 +116,9 @@ package func buildApplication(
     }
     if let port = configuration.adminPort {
         let settings = JSONValue.array(configuration.configured.map { ["name": .string($0.name), "value": .string($0.value)] })
-        let admin = buildAdminRouter(store: store, authority: authority, configuration: front, settings: settings)
+        let admin = try buildAdminRouter(
+            store: store, authority: authority, configuration: front, settings: settings, liveConnections: { watcher.waiterCount }
+        )
         app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
     }
     if configuration.workers > 0 {

@@ -6,11 +6,13 @@ package import SyncGateWire
 
 /// Builds the router of the admin listener (docs/admin.md): the operator's JSON API under
 /// `/admin/v1`, behind a service key or identity-provider service token that grants `admin`
-/// (never a user's token), and `GET /admin/openapi.yaml`, its document. The CLI's
-/// `syncgate admin` commands call the same store functions.
+/// (never a user's token), `GET /admin/openapi.yaml`, its document, and the web console under
+/// `/admin/console` (``Console``). The CLI's `syncgate admin` commands call the same store
+/// functions. `liveConnections` counts this front's long-polls and event streams.
 package func buildAdminRouter(
-    store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration, settings: JSONValue = []
-) -> Router<SyncRequestContext> {
+    store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration, settings: JSONValue = [],
+    liveConnections: @escaping @Sendable () -> Int = { 0 }
+) throws -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
     let routes = RouteMethods()
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
@@ -18,6 +20,7 @@ package func buildAdminRouter(
     let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
     let admin = router.group("admin/v1").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
     AdminRoutes(store: store, settings: settings).add(to: admin)
+    try Console(store: store, verifier: verifier, liveConnections: liveConnections).add(to: router)
     routes.record(router.routes.map { ($0.path, $0.method) })
     return router
 }

@@ -85,6 +85,9 @@ package protocol StorageDriver: Sendable {
     func jobDetail(id: Int64) async throws -> JobDetail?
     /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
     func deleteFinishedJob(id: Int64) async throws -> Bool
+    /// Jobs finished since `since`, per minute (milliseconds since the epoch at the minute's
+    /// start), done and dead apart, oldest first; minutes without any are left out.
+    func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)]
     /// The user's devices that pushed or registered for nudges, by id; `live` against `now`.
     func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord]
     func householdRows(userID: String?) async throws -> [HouseholdRow]

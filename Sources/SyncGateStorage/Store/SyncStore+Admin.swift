@@ -19,6 +19,11 @@ extension SyncStore {
         return .object(overview)
     }
 
+    /// Jobs finished per minute over the last `minutes` minutes (the console's chart).
+    package func finishedPerMinute(minutes: Int) async throws -> [(minute: Int64, done: Int, dead: Int)] {
+        try await driver.finishedPerMinute(since: Timestamp(millisecondsSinceEpoch: clock.wallNow().millisecondsSinceEpoch - Int64(minutes) * 60_000))
+    }
+
     package func jobDetail(id: Int64) async throws -> JobDetail? {
         try await driver.jobDetail(id: id)
     }

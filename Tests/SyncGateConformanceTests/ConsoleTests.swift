@@ -1,0 +1,102 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SyncGateCore
+import SyncGateHTTP
+import SyncGateStorage
+import SyncGateTestSupport
+import SyncGateWire
+import Testing
+
+/// The admin console's pages (docs/admin.md#the-console), in memory: signing in, what a page
+/// shows (escaped), and forms that act only with the session's token. The browser test
+/// (scripts/test-console) drives the same pages in Chromium.
+@Suite(.timeLimit(.minutes(10))) struct ConsoleTests {
+    struct Page {
+        var status: Int
+        var body: String
+        var headers: HTTPFields
+    }
+
+    static func request(
+        _ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, cookie: String? = nil, form: String? = nil
+    ) async throws -> Page {
+        var headers: HTTPFields = [:]
+        if let cookie { headers[.cookie] = "syncgate_admin=\(cookie)" }
+        if form != nil { headers[.contentType] = "application/x-www-form-urlencoded" }
+        let response = try await client.executeRequest(uri: uri, method: method, headers: headers, body: form.map { ByteBuffer(string: $0) })
+        return Page(status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
+    }
+
+    static func csrf(in page: String) throws -> String {
+        let marker = #"name="csrf" value=""#
+        let start = try #require(page.range(of: marker)).upperBound
+        return String(page[start...].prefix { $0 != "\"" })
+    }
+
+    @Test(arguments: Driver.selected)
+    func signingInTakesAnAdminKeyAndPagesEscapeWhatTheyShow(_ driver: Driver) async throws {
+        try await AdminAPITests.with(driver, workers: 2) { http, admin, key in
+            let writer = try await ServiceAPITests.key("writer", [.write], in: http.store.store)
+            // Signed out: every page sends the browser to the sign-in page.
+            let signedOut = try await Self.request(admin, .get, "/admin/console/jobs")
+            #expect(signedOut.status == 303 && signedOut.headers[.location] == "/admin/console/login")
+            #expect(try await Self.request(admin, .get, "/admin/console", cookie: writer).headers[.location] == "/admin/console/login")
+            for refused in [writer, try await http.token("alice"), "sgk_nothing"] {
+                let answer = try await Self.request(admin, .post, "/admin/console/login", form: "key=\(refused)")
+                #expect(answer.headers[.location]?.hasPrefix("/admin/console/login?flash=") == true, "\(answer.headers)")
+                #expect(answer.headers[.setCookie] == nil)
+            }
+            let signedIn = try await Self.request(admin, .post, "/admin/console/login", form: "key=\(key)")
+            #expect(signedIn.status == 303 && signedIn.headers[.location] == "/admin/console")
+            let cookie = try #require(signedIn.headers[.setCookie])
+            #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/admin/console"), "\(cookie)")
+
+            // A page shows user input as text.
+            _ = try await http.results([Op.create("weightLogs", "<script>alert(1)</script>", ["kg": 70])])
+            let jobs = try await Self.request(admin, .get, "/admin/console/jobs", cookie: key)
+            #expect(jobs.status == 200 && jobs.body.contains("Sign out (ops)"), "\(jobs.body)")
+            let id = try #require(try await http.store.store.listJobs(JobFilter(limit: 1)).first?.id)
+            let job = try await Self.request(admin, .get, "/admin/console/jobs/\(id)", cookie: key)
+            #expect(job.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !job.body.contains("<script>"), "\(job.body)")
+            #expect(job.headers[HTTPField.Name("Content-Security-Policy")!]?.contains("script-src 'none'") == true)
+            let overview = try await Self.request(admin, .get, "/admin/console", cookie: key)
+            #expect(overview.body.contains(#"<svg id="throughput""#) && overview.body.contains(#"class="done""#), "\(overview.body)")
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func formsActOnlyWithTheSessionsToken(_ driver: Driver) async throws {
+        try await AdminAPITests.with(driver) { http, admin, key in
+            let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            let page = try await Self.request(admin, .get, "/admin/console/jobs/\(id)", cookie: key)
+            #expect(page.body.contains(#"id="cancel""#) && !page.body.contains(#"id="retry""#), "\(page.body)")
+            let token = try Self.csrf(in: page.body)
+
+            // Without the token, or with another key's, nothing happens.
+            #expect(try await Self.request(admin, .post, "/admin/console/jobs/\(id)/cancel", cookie: key, form: "").status == 403)
+            #expect(try await Self.request(admin, .post, "/admin/console/jobs/\(id)/cancel", cookie: key, form: "csrf=\(String(repeating: "0", count: 64))").status == 403)
+            let other = try await ServiceAPITests.key("ops2", [.admin], in: http.store.store)
+            #expect(try await Self.request(admin, .post, "/admin/console/jobs/\(id)/cancel", cookie: other, form: "csrf=\(token)").status == 403)
+            #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .queued)
+
+            let cancelled = try await Self.request(admin, .post, "/admin/console/jobs/\(id)/cancel", cookie: key, form: "csrf=\(token)")
+            #expect(cancelled.status == 303 && cancelled.headers[.location]?.hasPrefix("/admin/console/jobs/\(id)?flash=") == true)
+            #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .dead)
+            let retried = try await Self.request(admin, .post, "/admin/console/jobs/\(id)/retry", cookie: key, form: "csrf=\(token)")
+            #expect(retried.status == 303)
+            #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .queued)
+
+            // Erasing needs the user id typed again.
+            let user = try await Self.request(admin, .get, "/admin/console/users/alice", cookie: key)
+            #expect(user.body.contains(#"id="erase""#))
+            _ = try await Self.request(admin, .post, "/admin/console/users/alice/erase", cookie: key, form: "csrf=\(token)&confirm=bob")
+            #expect(try await http.store.store.job(id: id, userID: "alice") != nil)
+            let erased = try await Self.request(admin, .post, "/admin/console/users/alice/erase", cookie: key, form: "csrf=\(token)&confirm=alice")
+            #expect(erased.headers[.location]?.contains("was%20erased") == true, "\(erased.headers)")
+            #expect(try await http.store.store.job(id: id, userID: "alice") == nil)
+        }
+    }
+}
