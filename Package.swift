@@ -105,6 +105,7 @@ let package = Package(
                 .embedInCode("0012_webhooks.sql"),
                 .embedInCode("0013_webhook_ranges.sql"),
                 .embedInCode("0014_push_registrations.sql"),
+                .embedInCode("0015_job_errors.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -123,6 +124,7 @@ let package = Package(
                 .embedInCode("0009_webhooks.sql"),
                 .embedInCode("0010_webhook_ranges.sql"),
                 .embedInCode("0011_push_registrations.sql"),
+                .embedInCode("0012_job_errors.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -21,17 +21,20 @@ extension PostgresDriver {
     }
 
     /// ``jobColumns`` and what an operator sees besides (``jobDetail(_:)``).
-    static let jobDetailColumns = "\(jobColumns), payload, run_at, updated_at, lease_owner, lease_expires_at"
-    typealias JobDetailColumns = (Int64, String, String, String, Int, Int, Int, String?, String?, Date, Date?, String, Date, Date, String?, Date?)
+    static let jobDetailColumns = "\(jobColumns), payload, run_at, updated_at, lease_owner, lease_expires_at, errors::text"
+    typealias JobDetailColumns = (Int64, String, String, String, Int, Int, Int, String?, String?, Date, Date?, String, Date, Date, String?, Date?, String?)
 
     static func jobDetail(_ columns: JobDetailColumns) throws(StoredDataError) -> JobDetail {
         let (id, user, device, state, attempts, maximumAttempts, count, results, lastError, created, finished) =
             (columns.0, columns.1, columns.2, columns.3, columns.4, columns.5, columns.6, columns.7, columns.8, columns.9, columns.10)
-        return JobDetail(
+        var detail = JobDetail(
             record: try jobRecord((id, user, device, state, attempts, maximumAttempts, count, results, lastError, created, finished)),
-            payload: columns.11, runAt: Timestamp(columns.12), updatedAt: Timestamp(columns.13), leaseOwner: columns.14,
-            leaseExpiresAt: columns.15.map(Timestamp.init)
+            payload: columns.11, runAt: Timestamp(columns.12), updatedAt: Timestamp(columns.13)
         )
+        detail.leaseOwner = columns.14
+        detail.leaseExpiresAt = columns.15.map(Timestamp.init)
+        detail.errors = columns.16
+        return detail
     }
 
     /// A running job's columns, in the order ``claimedJob(_:)`` decodes them: the lease rescuer

@@ -219,6 +219,8 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             UPDATE jobs SET state = \(finish.state.rawValue), results = \(finish.results), last_error = \(error),
+                errors = CASE WHEN \(error)::text IS NULL THEN errors ELSE jsonb_path_query_array(coalesce(errors, '[]'::jsonb)
+                    || jsonb_build_array(jsonb_build_object('at', coalesce(\(now)::bigint, floor(extract(epoch FROM now()) * 1000)::bigint), 'attempt', attempts, 'error', \(error)::text)), '$[last - 19 to last]') END,
                 finished_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()), updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()),
                 lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
             WHERE id = \(finish.id)
@@ -237,6 +239,8 @@ final class PostgresTransaction: StorageTransaction {
         try await query(
             """
             UPDATE jobs SET state = 'retrying', last_error = \(error),
+                errors = jsonb_path_query_array(coalesce(errors, '[]'::jsonb)
+                    || jsonb_build_array(jsonb_build_object('at', coalesce(\(now)::bigint, floor(extract(epoch FROM now()) * 1000)::bigint), 'attempt', attempts, 'error', \(error)::text)), '$[last - 19 to last]'),
                 run_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()) + \(delayMilliseconds) * interval '1 millisecond',
                 lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
             WHERE id = \(id)

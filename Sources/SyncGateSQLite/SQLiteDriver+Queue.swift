@@ -18,14 +18,17 @@ extension SQLiteDriver {
     }
 
     /// ``jobColumns`` and what an operator sees besides (``jobDetail(_:)``).
-    static let jobDetailColumns = "\(jobColumns), payload, run_at, updated_at, lease_owner, lease_expires_at"
+    static let jobDetailColumns = "\(jobColumns), payload, run_at, updated_at, lease_owner, lease_expires_at, errors"
 
     static func jobDetail(_ row: Row) throws(StoredDataError) -> JobDetail {
-        JobDetail(
+        var detail = JobDetail(
             record: try jobRecord(row), payload: row["payload"], runAt: Timestamp(millisecondsSinceEpoch: row["run_at"]),
-            updatedAt: Timestamp(millisecondsSinceEpoch: row["updated_at"]), leaseOwner: row["lease_owner"],
-            leaseExpiresAt: (row["lease_expires_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+            updatedAt: Timestamp(millisecondsSinceEpoch: row["updated_at"])
         )
+        detail.leaseOwner = row["lease_owner"]
+        detail.leaseExpiresAt = (row["lease_expires_at"] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+        detail.errors = row["errors"]
+        return detail
     }
 
     /// A running job's columns, as claims and the lease rescuer read them.

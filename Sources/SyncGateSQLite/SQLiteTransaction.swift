@@ -177,12 +177,23 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     /// Finishes jobs with their results and advances their devices' watermarks.
+    /// `errors` with the attempt that failed appended (its error and time the parameters named),
+    /// the last 20 kept, oldest first.
+    static func appendError(error: String, at: String) -> String {
+        """
+        (SELECT json_group_array(json(value)) FROM (SELECT key, value FROM (
+            SELECT key, value FROM json_each(json_insert(coalesce(errors, '[]'), '$[#]', json_object('at', \(at), 'attempt', attempts, 'error', \(error))))
+            ORDER BY key DESC LIMIT 20) ORDER BY key))
+        """
+    }
+
     private static func finish(_ db: Database, _ finished: [FinishedJob], error: String? = nil, now: Int64) throws {
         for finish in finished {
             try db.execute(
                 sql: """
                     UPDATE jobs SET state = ?, results = ?, last_error = ?, finished_at = ?, updated_at = ?,
-                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+                        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+                        errors = CASE WHEN ?3 IS NULL THEN errors ELSE \(appendError(error: "?3", at: "?4")) END
                     WHERE id = ?
                     """,
                 arguments: [finish.state.rawValue, finish.results, error, now, now, finish.id]
@@ -248,7 +259,7 @@ final class SQLiteTransaction: StorageTransaction {
             try db.execute(
                 sql: """
                     UPDATE jobs SET state = 'retrying', run_at = ?, last_error = ?, lease_owner = NULL, lease_token = NULL,
-                        lease_expires_at = NULL, updated_at = ?
+                        lease_expires_at = NULL, updated_at = ?3, errors = \(Self.appendError(error: "?2", at: "?3"))
                     WHERE id = ?
                     """,
                 arguments: [now + delayMilliseconds, error, now, id]

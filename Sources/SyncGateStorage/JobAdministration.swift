@@ -13,14 +13,14 @@ package struct JobDetail: Sendable, Hashable {
     /// The worker holding it, while it runs.
     package var leaseOwner: String?
     package var leaseExpiresAt: Timestamp?
+    /// Its failed attempts as stored (`[{"at": ms, "attempt", "error"}]`, the last 20); `nil`: none.
+    package var errors: String?
 
-    package init(record: JobRecord, payload: String, runAt: Timestamp, updatedAt: Timestamp, leaseOwner: String?, leaseExpiresAt: Timestamp?) {
+    package init(record: JobRecord, payload: String, runAt: Timestamp, updatedAt: Timestamp) {
         self.record = record
         self.payload = payload
         self.runAt = runAt
         self.updatedAt = updatedAt
-        self.leaseOwner = leaseOwner
-        self.leaseExpiresAt = leaseExpiresAt
     }
 }
 
@@ -71,6 +71,13 @@ extension JobDetail {
         } catch {
             object["payload_error"] = .string(error.message)
         }
+        // Times as RFC 3339; stored errors that do not parse are shown as they are.
+        let attempts = errors.flatMap { try? JSONParser().parse(Array($0.utf8)) }?.arrayValue ?? []
+        object["errors"] = .array(attempts.map { attempt in
+            guard case .object(var entry) = attempt, let at = entry["at"]?.intValue else { return attempt }
+            entry["at"] = .string(Timestamp(millisecondsSinceEpoch: at).rfc3339)
+            return .object(entry)
+        })
         do {
             object["results"] = try record.decodedResults().map { .array($0.map(\.json)) } ?? .null
         } catch {

@@ -132,6 +132,26 @@ import Yams
         }
     }
 
+    /// Every failed attempt is kept with its time and number (the last 20), not only the last.
+    @Test(arguments: Driver.selected)
+    func aJobShowsEveryFailedAttempt(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let store = http.store.store
+            let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            for attempt in 1...22 {
+                let claimed = try #require(try await store.claimJobs(workerID: "test", limit: 1, leaseMilliseconds: 60_000).first)
+                let settlement: JobSettlement = attempt < 22 ? .retry(afterMilliseconds: 0) : .dead(results: [])
+                #expect(try await store.fail(claimed, error: "failure \(attempt)", settlement: settlement))
+            }
+            let shown = try #require(try await Self.send(admin, .get, "/admin/v1/jobs/\(id)", key: key).json)
+            let errors = shown["errors"]?.arrayValue ?? []
+            #expect(errors.compactMap { $0["error"]?.stringValue } == (3...22).map { "failure \($0)" }, "\(errors)")
+            #expect(errors.compactMap { $0["attempt"]?.intValue } == Array(3...22), "\(errors)")
+            #expect(errors.allSatisfy { $0["at"]?.stringValue.flatMap(Timestamp.init(rfc3339:)) != nil }, "\(errors)")
+            #expect(shown["state"] == "dead" && shown["last_error"] == "failure 22")
+        }
+    }
+
     /// A job whose stored payload no longer decodes is shown as such, and can still be cancelled.
     @Test(arguments: Driver.selected)
     func aJobWithAnUnreadablePayloadIsShownAndCancelled(_ driver: Driver) async throws {

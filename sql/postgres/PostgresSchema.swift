@@ -19,5 +19,6 @@ package enum PostgresSchema {
         // Servers built before it write message bodies into a column it drops.
         (13, "webhook_ranges", true, PackageResources._013_webhook_ranges_sql),
         (14, "push_registrations", false, PackageResources._014_push_registrations_sql),
+        (15, "job_errors", false, PackageResources._015_job_errors_sql),
     ]
 }

@@ -15,5 +15,6 @@ package enum SQLiteSchema {
         (9, "webhooks", false, PackageResources._009_webhooks_sql),
         (10, "webhook_ranges", true, PackageResources._010_webhook_ranges_sql),
         (11, "push_registrations", false, PackageResources._011_push_registrations_sql),
+        (12, "job_errors", false, PackageResources._012_job_errors_sql),
     ]
 }

@@ -146,6 +146,7 @@ struct Console: Sendable {
                 ]
             },
             "results": json["results"].flatMap { $0 == .null ? nil : $0.serialized() } ?? false,
+            "errors": (json["errors"]?.arrayValue ?? []).map { Self.plain($0) }, "hasErrors": json["errors"]?.arrayValue?.isEmpty == false,
             "canRetry": record.state == .dead, "canCancel": record.state == .queued || record.state == .retrying, "canDelete": record.state.isFinished,
         ]
         return page("job", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
