@@ -3,7 +3,7 @@ package import Logging
 import Metrics
 import ServiceLifecycle
 import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 package import SyncGateStorage
 
 /// Retention settings for the periodic maintenance loop and `syncgate admin prune`.
@@ -103,5 +103,16 @@ extension MaintenanceReport {
         for (kind, count) in removed {
             Counter(label: MetricName.maintenanceRemoved, dimensions: [("kind", kind)]).increment(by: count)
         }
+    }
+}
+
+extension MaintenanceReport {
+    /// As `syncgate admin maintain --json` and the admin API's maintenance pass show it.
+    package func json(milliseconds: Int64) -> JSONValue {
+        [
+            "ran": true, "milliseconds": .int(milliseconds), "deleted_jobs": .int(Int64(deletedJobs)),
+            "forgotten_idempotency_records": .int(Int64(prunedIdempotencyRecords)), "compacted_changes": .int(Int64(compaction.deletedChanges)),
+            "purged_tombstones": .int(Int64(purge.purgedTombstones)), "raised_floors": .int(Int64(purge.raisedFloors)),
+        ]
     }
 }

@@ -20,6 +20,12 @@ struct AdminCommand: AsyncParsableCommand {
     /// Options every admin command shares.
     struct Common: ParsableArguments {
         @OptionGroup var options: CommonOptions
+        @Flag(help: "Print JSON: the admin API's form where it has one (docs/admin.md)") var json = false
+
+        /// Prints `text`, or `value` as one line of JSON with --json.
+        func report(_ text: @autoclosure () -> String, json value: @autoclosure () -> JSONValue) {
+            print(json ? value().serialized() : text())
+        }
 
         func withStore<Result: Sendable>(_ body: @Sendable (SyncStore) async throws -> Result) async throws -> Result {
             let (configuration, logger) = try await options.configuration()
@@ -34,10 +40,9 @@ struct AdminCommand: AsyncParsableCommand {
     struct Stats: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Queue depth by state, table sizes, oldest queued job.")
         @OptionGroup var common: Common
-        @Flag(help: "Print JSON (the admin API's overview)") var json = false
 
         func run() async throws {
-            if json {
+            if common.json {
                 print(try await common.withStore { try await $0.overview() }.serialized())
                 return
             }
@@ -61,7 +66,6 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "queued, running, retrying, done or dead") var state: String?
         @Option(help: "Only this user's jobs") var user: String?
         @Option(help: "At most this many") var limit: Int = 50
-        @Flag(help: "Print JSON, last errors whole (the admin API's list)") var json = false
 
         func run() async throws {
             var filter = JobFilter(userID: user, limit: max(1, min(limit, 10_000)))
@@ -71,7 +75,7 @@ struct AdminCommand: AsyncParsableCommand {
             }
             let query = filter
             let jobs = try await common.withStore { try await $0.listJobs(query) }
-            if json {
+            if common.json {
                 print(JSONValue.object(["jobs": .array(jobs.map(\.summaryJSON))]).serialized())
                 return
             }
@@ -95,12 +99,11 @@ struct AdminCommand: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "One job in full: operations, attempts, lease, timings, the last error whole, results.")
             @OptionGroup var common: Common
             @Argument(help: "The job's id") var id: Int64
-            @Flag(help: "Print JSON") var json = false
 
             func run() async throws {
                 let id = self.id
                 guard let job = try await common.withStore({ try await $0.jobDetail(id: id) }) else { throw ValidationError("no job \(id)") }
-                print(json ? job.json.serialized() : Self.text(job.json))
+                print(common.json ? job.json.serialized() : Self.text(job.json))
             }
 
             /// One `key: value` line per field; nested values as JSON.
@@ -120,13 +123,15 @@ struct AdminCommand: AsyncParsableCommand {
 
             func run() async throws {
                 let id = self.id
-                try Self.report(try await common.withStore { try await $0.retryDeadJob(id: id) }, id: id, done: "queued again", rule: "only a dead job can be retried")
+                try Self.report(
+                    try await common.withStore { try await $0.retryDeadJob(id: id) }, id: id, done: "queued again", rule: "only a dead job can be retried", common: common
+                )
             }
 
             /// Prints what an action did, or refuses as the admin API does (404, 409).
-            static func report(_ outcome: JobActionOutcome, id: Int64, done: String, rule: String) throws {
+            static func report(_ outcome: JobActionOutcome, id: Int64, done: String, rule: String, common: Common) throws {
                 switch outcome {
-                case .applied: print("job \(id) \(done)")
+                case .applied: common.report("job \(id) \(done)", json: ["id": .int(id), "outcome": .string(done)])
                 case .notFound: throw ValidationError("no job \(id)")
                 case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(rule)")
                 }
@@ -143,7 +148,9 @@ struct AdminCommand: AsyncParsableCommand {
             func run() async throws {
                 let id = self.id
                 let outcome = try await common.withStore { try await $0.cancelJob(id: id, reason: "cancelled by an operator (syncgate admin job cancel)") }
-                try Retry.report(outcome, id: id, done: "cancelled", rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)")
+                try Retry.report(
+                    outcome, id: id, done: "cancelled", rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)", common: common
+                )
             }
         }
 
@@ -155,7 +162,7 @@ struct AdminCommand: AsyncParsableCommand {
             func run() async throws {
                 let id = self.id
                 let outcome = try await common.withStore { try await $0.deleteFinishedJob(id: id) }
-                try Retry.report(outcome, id: id, done: "deleted", rule: "only a finished (done or dead) job can be deleted")
+                try Retry.report(outcome, id: id, done: "deleted", rule: "only a finished (done or dead) job can be deleted", common: common)
             }
         }
     }
@@ -253,7 +260,7 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let ids = all ? nil : jobs
             let count = try await common.withStore { try await $0.retryDeadJobs(ids: ids) }
-            print("queued \(count) dead job(s) again")
+            common.report("queued \(count) dead job(s) again", json: ["retried": .int(Int64(count))])
         }
     }
 
@@ -265,7 +272,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             let report = try await common.withStore { try await $0.compactFeeds() }
-            print("deleted \(report.deletedChanges) superseded change(s)")
+            common.report("deleted \(report.deletedChanges) superseded change(s)", json: ["deleted_changes": .int(Int64(report.deletedChanges))])
         }
     }
 
@@ -284,13 +291,14 @@ struct AdminCommand: AsyncParsableCommand {
                 return (report, started.duration(to: .now))
             }
             guard let (report, duration) = outcome else {
-                print("another process is running a maintenance pass; nothing done")
+                common.report("another process is running a maintenance pass; nothing done", json: ["ran": false])
                 return
             }
-            print(
+            common.report(
                 "maintenance pass: \(String(format: "%.1f", duration / .milliseconds(1))) ms; deleted \(report.deletedJobs) finished job(s), "
                     + "forgot \(report.prunedIdempotencyRecords) idempotency record(s), compacted \(report.compaction.deletedChanges) change(s), "
-                    + "purged \(report.purge.purgedTombstones) tombstone(s)"
+                    + "purged \(report.purge.purgedTombstones) tombstone(s)",
+                json: report.json(milliseconds: Int64(duration / .milliseconds(1)))
             )
         }
     }
@@ -318,21 +326,28 @@ struct AdminCommand: AsyncParsableCommand {
                 ?? (none ? retention.idempotencyMilliseconds : nil)
             let jobAge = try jobs.map { try Self.milliseconds($0, option: "--jobs-older-than") }
                 ?? (none ? retention.finishedJobsMilliseconds : nil)
-            let lines = try await common.withStore { store -> [String] in
+            let (lines, counts) = try await common.withStore { store -> ([String], JSONObject) in
                 var lines: [String] = []
+                var counts: JSONObject = [:]
                 if let age = tombstoneAge {
                     let report = try await store.purgeTombstones(olderThanMilliseconds: age)
                     lines.append("purged \(report.purgedTombstones) tombstone(s); raised the floor of \(report.raisedFloors) feed(s)")
+                    counts["purged_tombstones"] = .int(Int64(report.purgedTombstones))
+                    counts["raised_floors"] = .int(Int64(report.raisedFloors))
                 }
                 if let age = idempotencyAge {
-                    lines.append("forgot \(try await store.pruneIdempotencyRecords(olderThanMilliseconds: age)) idempotency record(s)")
+                    let forgotten = try await store.pruneIdempotencyRecords(olderThanMilliseconds: age)
+                    lines.append("forgot \(forgotten) idempotency record(s)")
+                    counts["forgotten_idempotency_records"] = .int(Int64(forgotten))
                 }
                 if let age = jobAge {
-                    lines.append("deleted \(try await store.deleteFinishedJobs(olderThanMilliseconds: age)) finished job(s)")
+                    let deleted = try await store.deleteFinishedJobs(olderThanMilliseconds: age)
+                    lines.append("deleted \(deleted) finished job(s)")
+                    counts["deleted_jobs"] = .int(Int64(deleted))
                 }
-                return lines
+                return (lines, counts)
             }
-            lines.forEach { print($0) }
+            common.report(lines.joined(separator: "\n"), json: .object(counts))
         }
 
         static func milliseconds(_ text: String, option: String) throws -> Int64 {
@@ -359,7 +374,7 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let user = self.user
             try await common.withStore { try await $0.forceResync(userID: user) }
-            print(user.map { "devices of \($0) will resync" } ?? "every device will resync")
+            common.report(user.map { "devices of \($0) will resync" } ?? "every device will resync", json: ["resync": .string(user ?? "*")])
         }
     }
 
@@ -382,7 +397,10 @@ struct AdminCommand: AsyncParsableCommand {
             let report = try await common.withStore {
                 try await $0.recomputeDerived(userID: user, from: from, through: to, collections: collections, now: .now())
             }
-            print("checked \(report.groupsChecked) day(s); wrote \(report.written) summary change(s)")
+            common.report(
+                "checked \(report.groupsChecked) day(s); wrote \(report.written) summary change(s)",
+                json: ["days_checked": .int(Int64(report.groupsChecked)), "written": .int(Int64(report.written))]
+            )
         }
 
         static func day(_ text: String) throws -> CalendarDate {
@@ -395,12 +413,11 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List households and their members.")
         @OptionGroup var common: Common
         @Option(help: "Only households this user belongs to") var user: String?
-        @Flag(help: "Print JSON (the admin API's households)") var json = false
 
         func run() async throws {
             let user = self.user
             let households = try await common.withStore { try await $0.households(userID: user) }
-            if json {
+            if common.json {
                 print(JSONValue.object(["households": .array(households.map(\.json))]).serialized())
                 return
             }

@@ -17,7 +17,6 @@ extension AdminCommand {
             @OptionGroup var common: Common
             @Argument(help: "The key's name: 1 to 64 characters of A-Z a-z 0-9 . _ - (logs and changes name it)") var name: String
             @Option(name: .customLong("scope"), help: "read, write or admin (repeatable; at least one)") var scopes: [String] = []
-            @Flag(help: "Print JSON") var json = false
 
             func validate() throws {
                 guard NewServiceKey.isValidName(name) else { throw ValidationError("a key's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
@@ -32,7 +31,7 @@ extension AdminCommand {
                 guard try await common.withStore({ try await $0.createServiceKey(stored) }) else {
                     throw ValidationError("a key named '\(name)' exists (revoked keys keep their names); choose another name")
                 }
-                if json {
+                if common.json {
                     let body: JSONObject = ["name": .string(name), "key": .string(key), "scopes": .array(stored.scopes.sorted().map { .string($0.rawValue) })]
                     print(JSONValue.object(body).serialized())
                 } else {
@@ -45,11 +44,10 @@ extension AdminCommand {
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List service keys (never the keys themselves), revoked ones too.")
             @OptionGroup var common: Common
-            @Flag(help: "Print JSON") var json = false
 
             func run() async throws {
                 let keys = try await common.withStore { try await $0.serviceKeys() }
-                if json {
+                if common.json {
                     print(JSONValue.array(keys.map { key in
                         .object([
                             "name": .string(key.name), "hint": .string(key.hint), "scopes": .array(key.scopes.sorted().map { .string($0.rawValue) }),
@@ -75,7 +73,7 @@ extension AdminCommand {
                 guard try await common.withStore({ try await $0.revokeServiceKey(name: name) }) else {
                     throw ValidationError("no valid key is named '\(name)'")
                 }
-                print("revoked service key '\(name)'")
+                common.report("revoked service key '\(name)'", json: ["revoked": .string(name)])
             }
         }
     }

@@ -20,7 +20,6 @@ extension AdminCommand {
             @Option(help: "The receiver: an http:// or https:// URL") var url: String
             @Option(name: .customLong("type"), help: "Only changes of this entity type (repeatable; default: every type)") var types: [String] = []
             @Option(name: .customLong("event"), help: "created, updated, deleted or membership (repeatable; default: all)") var events: [String] = []
-            @Flag(help: "Print JSON") var json = false
 
             func run() async throws {
                 let configuration = try await common.configuration()
@@ -31,7 +30,7 @@ extension AdminCommand {
                         allowPrivate: configuration.webhooks.allowPrivateAddresses
                     )
                 }
-                if json {
+                if common.json {
                     guard case .object(var body) = WebhookAdmin.json(created, backlog: nil) else { return }
                     body["secret"] = .string(secret)
                     print(JSONValue.object(body).serialized())
@@ -45,11 +44,10 @@ extension AdminCommand {
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List subscriptions with their pending, failing and delivered messages.")
             @OptionGroup var common: Common
-            @Flag(help: "Print JSON") var json = false
 
             func run() async throws {
                 let listed = try await common.withStore { try await WebhookAdmin.list(in: $0) }
-                if json {
+                if common.json {
                     print(JSONValue.array(listed).serialized())
                     return
                 }
@@ -74,7 +72,7 @@ extension AdminCommand {
                 guard try await common.withStore({ try await $0.pauseWebhook(name: name, reason: "paused by an operator") }) else {
                     throw ValidationError("no subscription is named '\(name)'")
                 }
-                print("paused webhook '\(name)'")
+                common.report("paused webhook '\(name)'", json: ["paused": .string(name)])
             }
         }
 
@@ -87,7 +85,7 @@ extension AdminCommand {
                 guard try await common.withStore({ try await $0.resumeWebhook(name: name) }) else {
                     throw ValidationError("no subscription is named '\(name)'")
                 }
-                print("resumed webhook '\(name)'")
+                common.report("resumed webhook '\(name)'", json: ["resumed": .string(name)])
             }
         }
 
@@ -103,7 +101,7 @@ extension AdminCommand {
                 guard let count = try await common.withStore({ try await $0.replayWebhook(name: name, from: start) }) else {
                     throw ValidationError("no subscription is named '\(name)'")
                 }
-                print("replaying \(count) message(s) of webhook '\(name)'")
+                common.report("replaying \(count) message(s) of webhook '\(name)'", json: ["replayed": .int(Int64(count))])
             }
         }
 
@@ -116,7 +114,7 @@ extension AdminCommand {
                 guard try await common.withStore({ try await $0.deleteWebhook(name: name) }) else {
                     throw ValidationError("no subscription is named '\(name)'")
                 }
-                print("deleted webhook '\(name)'")
+                common.report("deleted webhook '\(name)'", json: ["deleted": .string(name)])
             }
         }
     }

@@ -70,4 +70,25 @@ import Testing
         let after = try await run("admin", "users", "export", "bob")
         #expect(after.output.contains(#""entities":[]"#), "\(after.output)")
     }
+
+    /// Every admin command takes --json and prints one JSON object.
+    @Test func everyAdminCommandPrintsJSON() async throws {
+        let (url, _, cleanup) = try await MigrateCommandTests.database(.sqlite)
+        defer { cleanup() }
+        #expect(try await MigrateCommandTests.syncgate(["migrate"], url: url).status == 0)
+        try await StoreHarness.withExisting(url) { harness in
+            _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])], user: "bob")
+        }
+        let commands: [[String]] = [
+            ["stats"], ["jobs"], ["job", "show", "1"], ["users", "show", "bob"], ["households"], ["retry-dead", "--all"], ["compact"], ["prune"],
+            ["maintain"], ["force-resync", "--user", "bob"], ["recompute-summaries", "--user", "bob"], ["keys", "create", "k", "--scope", "read"],
+            ["keys", "list"], ["keys", "revoke", "k"], ["webhooks", "list"],
+        ]
+        for command in commands {
+            let result = try await MigrateCommandTests.syncgate(["admin"] + command + ["--json"], url: url)
+            let last = result.output.split(separator: "\n").last.map(String.init) ?? ""
+            let parsed = try? JSONParser().parse(Array(last.utf8))
+            #expect(result.status == 0 && (parsed?.objectValue != nil || parsed?.arrayValue != nil), "\(command): \(result.output)")
+        }
+    }
 }
