@@ -116,8 +116,16 @@ package func buildApplication(
     }
     if let port = configuration.adminPort {
         let settings = JSONValue.array(configuration.configured.map { ["name": .string($0.name), "value": .string($0.value)] })
+        let retention = configuration.retention
         let admin = try buildAdminRouter(
-            store: store, authority: authority, configuration: front, settings: settings, liveConnections: { watcher.waiterCount }
+            store: store, authority: authority, configuration: front, settings: settings, liveConnections: { watcher.waiterCount },
+            maintain: {
+                let started = ContinuousClock.now
+                guard let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) else {
+                    return ["ran": false]
+                }
+                return report.json(milliseconds: Int64(started.duration(to: .now) / .milliseconds(1)))
+            }
         )
         app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
     }

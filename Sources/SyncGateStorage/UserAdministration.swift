@@ -75,3 +75,13 @@ extension HouseholdState {
         ]
     }
 }
+
+extension ServiceKeyRecord {
+    /// A key as listed (never the key itself): `syncgate admin keys list --json`, `GET /admin/v1/keys`.
+    package var json: JSONValue {
+        [
+            "name": .string(name), "hint": .string(hint), "scopes": .array(scopes.sorted().map { .string($0.rawValue) }),
+            "created_at": .string(createdAt.rfc3339), "revoked_at": revokedAt.map { .string($0.rfc3339) } ?? .null,
+        ]
+    }
+}

@@ -48,12 +48,7 @@ extension AdminCommand {
             func run() async throws {
                 let keys = try await common.withStore { try await $0.serviceKeys() }
                 if common.json {
-                    print(JSONValue.array(keys.map { key in
-                        .object([
-                            "name": .string(key.name), "hint": .string(key.hint), "scopes": .array(key.scopes.sorted().map { .string($0.rawValue) }),
-                            "created_at": .string(key.createdAt.rfc3339), "revoked_at": key.revokedAt.map { .string($0.rfc3339) } ?? .null,
-                        ])
-                    }).serialized())
+                    print(JSONValue.array(keys.map(\.json)).serialized())
                     return
                 }
                 print("name\thint\tscopes\tcreated\trevoked")

@@ -152,6 +152,35 @@ import Yams
         }
     }
 
+    /// What the CLI does besides: service keys, retrying every dead job, forcing a resync.
+    @Test(arguments: Driver.selected)
+    func keysDeadJobsAndResyncsAsTheCLIDoes(_ driver: Driver) async throws {
+        try await Self.with(driver) { http, admin, key in
+            let created = try await Self.post(admin, "/admin/v1/keys", key: key, body: #"{"name": "billing", "scopes": ["write", "read"]}"#)
+            #expect(created.status == 201 && created.json?["key"]?.stringValue?.hasPrefix("sgk_") == true && created.json?["scopes"] == ["read", "write"])
+            #expect(try await Self.post(admin, "/admin/v1/keys", key: key, body: #"{"name": "billing", "scopes": ["read"]}"#).json?.errorCode == "STATE_CONFLICT")
+            for bad in [#"{"name": "bad name", "scopes": ["read"]}"#, #"{"name": "x", "scopes": []}"#, #"{"name": "x", "scopes": ["root"]}"#, "[]"] {
+                #expect(try await Self.post(admin, "/admin/v1/keys", key: key, body: bad).status == 400, "\(bad)")
+            }
+            let listed = try await Self.send(admin, .get, "/admin/v1/keys", key: key)
+            #expect(listed.json?["keys"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["billing", "ops"])
+            #expect(try await Self.send(admin, .delete, "/admin/v1/keys/billing", key: key).status == 204)
+            #expect(try await Self.send(admin, .delete, "/admin/v1/keys/billing", key: key).status == 404)
+
+            let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            _ = try await Self.post(admin, "/admin/v1/jobs/\(id)/cancel", key: key, body: "")
+            let retried = try await Self.post(admin, "/admin/v1/jobs/retry-dead", key: key, body: "")
+            #expect(retried.json?["retried"] == 1)
+            #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .queued)
+
+            _ = try await http.store.drain()
+            let cursor = try await http.pullAll().cursor
+            #expect(try await Self.post(admin, "/admin/v1/users/alice/force-resync", key: key, body: "").json?["resync"] == "alice")
+            #expect(try await http.pull(query: "cursor=\(cursor)").json?["force_resync"] == true)
+            #expect(try await Self.post(admin, "/admin/v1/force-resync", key: key, body: "").json?["resync"] == "*")
+        }
+    }
+
     /// A job whose stored payload no longer decodes is shown as such, and can still be cancelled.
     @Test(arguments: Driver.selected)
     func aJobWithAnUnreadablePayloadIsShownAndCancelled(_ driver: Driver) async throws {
@@ -276,6 +305,8 @@ import Yams
                 let response = try #require(answered)
                 #expect(response.status == 200 && response.json?["queue_depth"] == 0, "\(response)")
                 #expect(try await client.get("/admin/openapi.yaml", key: nil).status == 200)
+                let pass = try await client.send(.post, "/admin/v1/maintenance", key: key)
+                #expect(pass.status == 200 && pass.json?["ran"] == true && pass.json?["deleted_jobs"] == 0, "\(pass)")
                 let settings = try await client.get("/admin/v1/settings", key: key).json?["settings"]
                 #expect(settings?[1] == ["name": "SYNCGATE_JWT_SECRET", "value": "<redacted>"], "\(String(describing: settings))")
                 #expect(try await http.send(.get, "/admin/openapi.yaml", headers: [:]).status == 404)
@@ -306,9 +337,13 @@ struct AdminClient {
     let port: Int
 
     func get(_ path: String, key: String?) async throws -> (status: Int, json: JSONValue?) {
+        try await send(.get, path, key: key)
+    }
+
+    func send(_ method: HTTPRequest.Method, _ path: String, key: String?) async throws -> (status: Int, json: JSONValue?) {
         var headers: HTTPFields = [:]
         if let key { headers[.authorization] = "Bearer \(key)" }
-        let response = try await PooledRequests(port: port).send(.get, path, headers: headers, body: nil)
+        let response = try await PooledRequests(port: port).send(method, path, headers: headers, body: nil)
         return (response.status, try? JSONParser().parse(Array(response.body.readableBytesView)))
     }
 }

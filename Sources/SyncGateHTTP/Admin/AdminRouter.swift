@@ -11,7 +11,7 @@ package import SyncGateWire
 /// functions. `liveConnections` counts this front's long-polls and event streams.
 package func buildAdminRouter(
     store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration, settings: JSONValue = [],
-    liveConnections: @escaping @Sendable () -> Int = { 0 }
+    liveConnections: @escaping @Sendable () -> Int = { 0 }, maintain: @escaping @Sendable () async throws -> JSONValue = { ["ran": false] }
 ) throws -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
     let routes = RouteMethods()
@@ -19,7 +19,7 @@ package func buildAdminRouter(
     router.get("/admin/openapi.yaml") { _, _ in Response.openAPI(AdminRoutes.document) }
     let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
     let admin = router.group("admin/v1").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
-    AdminRoutes(store: store, settings: settings).add(to: admin)
+    AdminRoutes(store: store, settings: settings, maintain: maintain).add(to: admin)
     try Console(store: store, verifier: verifier, liveConnections: liveConnections).add(to: router)
     routes.record(router.routes.map { ($0.path, $0.method) })
     return router
@@ -32,6 +32,9 @@ package func buildAdminRouter(
 ///   sizes, pending nudges, webhook deliveries by subscription.
 /// - `GET /admin/v1/households?user=`: households with their members.
 /// - `GET /admin/v1/settings`: the settings this process was given, secrets redacted.
+/// - `POST /admin/v1/jobs/retry-dead`, `POST /admin/v1/maintenance`, `POST /admin/v1/force-resync`,
+///   `POST /admin/v1/users/{user_id}/force-resync`: as the CLI's commands of those names.
+/// - `GET|POST /admin/v1/keys`, `DELETE /admin/v1/keys/{name}`: service keys (created ones shown once).
 /// - `GET /admin/v1/jobs?state=&user=&limit=`: recent jobs, newest first.
 /// - `GET /admin/v1/jobs/{id}`: one job in full (``JobDetail/json``).
 /// - `POST /admin/v1/jobs/{id}/retry`: a dead job queued again; `POST …/cancel`: a job no worker
@@ -44,6 +47,8 @@ package func buildAdminRouter(
 struct AdminRoutes: Sendable {
     let store: SyncStore
     let settings: JSONValue
+    /// One maintenance pass now (the workers' module runs it): its report, or `{"ran": false}`.
+    let maintain: @Sendable () async throws -> JSONValue
 
     static var document: [UInt8] { PackageResources.admin_openapi_yaml }
 
@@ -52,6 +57,7 @@ struct AdminRoutes: Sendable {
         group.get("households", use: households)
         group.get("settings", use: runningSettings)
         group.get("jobs", use: jobs)
+        group.post("jobs/retry-dead", use: retryAllDead)
         group.get("jobs/:id", use: job)
         group.post("jobs/:id/retry", use: retry)
         group.post("jobs/:id/cancel", use: cancel)
@@ -59,6 +65,12 @@ struct AdminRoutes: Sendable {
         group.get("users/:user", use: user)
         group.get("users/:user/export", use: export)
         group.post("users/:user/erase", use: erase)
+        group.post("users/:user/force-resync", use: forceResync)
+        group.post("force-resync", use: forceResync)
+        group.post("maintenance", use: maintenance)
+        group.get("keys", use: keys)
+        group.post("keys", use: createKey)
+        group.delete("keys/:name", use: revokeKey)
     }
 
     func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -162,6 +174,62 @@ struct AdminRoutes: Sendable {
             ])
             return .json(["status": "leaving_households", "job_id": .int(job)], status: .accepted)
         }
+    }
+
+    func retryAllDead(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let count = try await store.retryDeadJobs(ids: nil)
+        context.logger.notice("dead jobs retried by an operator", metadata: ["syncgate.jobs": "\(count)", "syncgate.service": "\(admin.name)"])
+        return .json(["retried": .int(Int64(count))])
+    }
+
+    func forceResync(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let user = context.parameters.get("user") == nil ? nil : try Self.user(context)
+        try await store.forceResync(userID: user)
+        context.logger.notice("resync forced by an operator", metadata: ["syncgate.user": "\(user ?? "*")", "syncgate.service": "\(admin.name)"])
+        return .json(["resync": .string(user ?? "*")])
+    }
+
+    func maintenance(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let report = try await maintain()
+        context.logger.notice("maintenance pass run by an operator", metadata: ["syncgate.service": "\(admin.name)"])
+        return .json(report)
+    }
+
+    func keys(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(["keys": .array(try await store.serviceKeys().map(\.json))])
+    }
+
+    func createKey(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let body = try await request.body.collect(upTo: 64 << 10)
+        guard case .object(let object)? = try? JSONParser().parse(Array(body.readableBytesView)) else {
+            throw ProtocolError(.validationError, "the body must be a JSON object {\"name\", \"scopes\"}")
+        }
+        guard let name = object["name"]?.stringValue, NewServiceKey.isValidName(name) else {
+            throw ProtocolError(.validationError, "'name' is 1 to 64 characters of A-Z a-z 0-9 . _ -")
+        }
+        let names = object["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let scopes = Set(names.compactMap(ServiceScope.init))
+        guard !scopes.isEmpty, scopes.count == names.count else { throw ProtocolError(.validationError, "'scopes' is a non-empty list of read, write and admin") }
+        let (key, stored) = ServiceKeySecret.new(name: name, scopes: scopes)
+        guard try await store.createServiceKey(stored) else {
+            throw ProtocolError(.stateConflict, "a key named '\(name)' exists (revoked keys keep their names)")
+        }
+        context.logger.notice("service key created by an operator", metadata: ["syncgate.key": "\(name)", "syncgate.service": "\(admin.name)"])
+        return .json(["name": .string(name), "key": .string(key), "scopes": .array(scopes.sorted().map { .string($0.rawValue) })], status: .created)
+    }
+
+    func revokeKey(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try context.service(granting: .admin)
+        let name = try context.parameters.require("name")
+        guard try await store.revokeServiceKey(name: name) else { throw ProtocolError(.notFound, "no valid key is named '\(name.prefix(64))'") }
+        context.logger.notice("service key revoked by an operator", metadata: ["syncgate.key": "\(name)", "syncgate.service": "\(admin.name)"])
+        return Response(status: .noContent)
     }
 
     static func user(_ context: SyncRequestContext) throws -> String {
