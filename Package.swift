@@ -106,6 +106,7 @@ let package = Package(
                 .embedInCode("0013_webhook_ranges.sql"),
                 .embedInCode("0014_push_registrations.sql"),
                 .embedInCode("0015_job_errors.sql"),
+                .embedInCode("0016_maintenance_runs.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -125,6 +126,7 @@ let package = Package(
                 .embedInCode("0010_webhook_ranges.sql"),
                 .embedInCode("0011_push_registrations.sql"),
                 .embedInCode("0012_job_errors.sql"),
+                .embedInCode("0013_maintenance_runs.sql"),
             ],
             swiftSettings: swiftSettings
         ),

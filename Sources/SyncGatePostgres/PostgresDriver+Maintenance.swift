@@ -227,6 +227,27 @@ extension PostgresDriver {
         ).isEmpty
     }
 
+    package func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws {
+        try await execute(
+            "record maintenance run", .maintenance,
+            """
+            WITH made AS (
+                INSERT INTO maintenance_runs (finished_at, milliseconds, report) VALUES (\(finishedAt.millisecondsSinceEpoch), \(milliseconds), \(report))
+                RETURNING id
+            )
+            DELETE FROM maintenance_runs WHERE id <= (SELECT id FROM made) - \(Int64(keep))
+            """
+        )
+    }
+
+    package func maintenanceRuns(limit: Int) async throws -> [(finishedAt: Timestamp, milliseconds: Int64, report: String)] {
+        try await query(
+            "maintenance runs", .maintenance,
+            "SELECT finished_at, milliseconds, report FROM maintenance_runs ORDER BY id DESC LIMIT \(Int64(limit))",
+            as: (Int64, Int64, String).self
+        ).map { (finishedAt: Timestamp(millisecondsSinceEpoch: $0.0), milliseconds: $0.1, report: $0.2) }
+    }
+
     package func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)] {
         try await query(
             "finished per minute", .maintenance,

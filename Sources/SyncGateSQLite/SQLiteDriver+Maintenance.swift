@@ -173,6 +173,24 @@ extension SQLiteDriver {
         }
     }
 
+    package func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO maintenance_runs (finished_at, milliseconds, report) VALUES (?, ?, ?)",
+                arguments: [finishedAt.millisecondsSinceEpoch, milliseconds, report]
+            )
+            try db.execute(sql: "DELETE FROM maintenance_runs WHERE id <= ? - ?", arguments: [db.lastInsertedRowID, keep])
+        }
+    }
+
+    package func maintenanceRuns(limit: Int) async throws -> [(finishedAt: Timestamp, milliseconds: Int64, report: String)] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT finished_at, milliseconds, report FROM maintenance_runs ORDER BY id DESC LIMIT ?", arguments: [limit]).map {
+                (finishedAt: Timestamp(millisecondsSinceEpoch: $0["finished_at"]), milliseconds: $0["milliseconds"], report: $0["report"])
+            }
+        }
+    }
+
     package func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)] {
         try await read { db in
             try Row.fetchAll(

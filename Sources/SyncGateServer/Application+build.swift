@@ -120,11 +120,8 @@ package func buildApplication(
         let admin = try buildAdminRouter(
             store: store, authority: authority, configuration: front, settings: settings, liveConnections: { watcher.waiterCount },
             maintain: {
-                let started = ContinuousClock.now
-                guard let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) else {
-                    return ["ran": false]
-                }
-                return report.json(milliseconds: Int64(started.duration(to: .now) / .milliseconds(1)))
+                guard let (report, duration) = try await MaintenanceTasks.runAndRecord(on: store, retention: retention) else { return ["ran": false] }
+                return report.json(milliseconds: Int64(duration / .milliseconds(1)))
             }
         )
         app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))

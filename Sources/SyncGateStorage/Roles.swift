@@ -109,6 +109,8 @@ package protocol MaintenanceStore: Sendable {
     func forceResync(userID: String?) async throws
     func recomputeDerived(userID: String?, from: String?, through: String?, collections: Collections, now: Timestamp) async throws -> DerivationReport
     func stats() async throws -> StoreStats
+    /// Records a maintenance pass for operators (the admin API's and console's last passes).
+    func recordMaintenanceRun(milliseconds: Int64, report: JSONValue) async throws
     func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func retryDeadJobs(ids: [Int64]?) async throws -> Int
     func households(userID: String?) async throws -> [HouseholdState]

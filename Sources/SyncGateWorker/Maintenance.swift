@@ -46,6 +46,18 @@ package enum MaintenanceTasks {
         report.purge = try await store.purgeTombstones(olderThanMilliseconds: retention.tombstonesMilliseconds)
         return report
     }
+
+    /// One pass under the cluster-wide maintenance lock, recorded for operators and in the
+    /// metrics; `nil` when another process holds the lock (the workers' loop, `syncgate admin
+    /// maintain` and the admin API all run passes this way).
+    package static func runAndRecord(on store: any MaintenanceStore, retention: RetentionConfiguration) async throws -> (MaintenanceReport, Duration)? {
+        let started = ContinuousClock.now
+        guard let report = try await store.withMaintenanceLock({ try await run(on: store, retention: retention) }) else { return nil }
+        let duration = started.duration(to: .now)
+        report.record(duration: duration)
+        try await store.recordMaintenanceRun(milliseconds: Int64(duration / .milliseconds(1)), report: report.json(milliseconds: Int64(duration / .milliseconds(1))))
+        return (report, duration)
+    }
 }
 
 /// Runs ``MaintenanceTasks`` periodically in a worker process. Only the process holding the
@@ -72,9 +84,7 @@ package final class MaintenanceService: Service {
                 do {
                     let store = self.store
                     let retention = self.retention
-                    let started = ContinuousClock.now
-                    if let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) {
-                        report.record(duration: started.duration(to: .now))
+                    if let (report, _) = try await MaintenanceTasks.runAndRecord(on: store, retention: retention) {
                         logger.info("maintenance pass", metadata: [
                             "syncgate.jobs_deleted": "\(report.deletedJobs)",
                             "syncgate.idempotency_pruned": "\(report.prunedIdempotencyRecords)",

@@ -285,11 +285,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             let retention = try await common.configuration().retention
-            let outcome = try await common.withStore { store -> (MaintenanceReport, Duration)? in
-                let started = ContinuousClock.now
-                guard let report = try await store.withMaintenanceLock({ try await MaintenanceTasks.run(on: store, retention: retention) }) else { return nil }
-                return (report, started.duration(to: .now))
-            }
+            let outcome = try await common.withStore { try await MaintenanceTasks.runAndRecord(on: $0, retention: retention) }
             guard let (report, duration) = outcome else {
                 common.report("another process is running a maintenance pass; nothing done", json: ["ran": false])
                 return

@@ -181,6 +181,19 @@ import Yams
         }
     }
 
+    /// The last 50 maintenance passes are kept, newest first.
+    @Test(arguments: Driver.selected)
+    func theLastFiftyMaintenancePassesAreKept(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            for pass in 1...55 {
+                try await harness.store.recordMaintenanceRun(milliseconds: Int64(pass), report: ["deleted_jobs": .int(Int64(pass))])
+            }
+            let runs = try await harness.store.maintenanceRuns()
+            #expect(runs.compactMap { $0["milliseconds"]?.intValue } == Array((6...55).reversed()), "\(runs)")
+            #expect(runs.first?["deleted_jobs"] == 55)
+        }
+    }
+
     /// A job whose stored payload no longer decodes is shown as such, and can still be cancelled.
     @Test(arguments: Driver.selected)
     func aJobWithAnUnreadablePayloadIsShownAndCancelled(_ driver: Driver) async throws {
@@ -307,6 +320,8 @@ import Yams
                 #expect(try await client.get("/admin/openapi.yaml", key: nil).status == 200)
                 let pass = try await client.send(.post, "/admin/v1/maintenance", key: key)
                 #expect(pass.status == 200 && pass.json?["ran"] == true && pass.json?["deleted_jobs"] == 0, "\(pass)")
+                let runs = try await client.get("/admin/v1/maintenance", key: key).json?["runs"]?.arrayValue ?? []
+                #expect(runs.count == 1 && runs.first?["milliseconds"]?.intValue != nil && runs.first?["compacted_changes"] == 0, "\(runs)")
                 let settings = try await client.get("/admin/v1/settings", key: key).json?["settings"]
                 #expect(settings?[1] == ["name": "SYNCGATE_JWT_SECRET", "value": "<redacted>"], "\(String(describing: settings))")
                 #expect(try await http.send(.get, "/admin/openapi.yaml", headers: [:]).status == 404)

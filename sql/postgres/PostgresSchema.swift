@@ -20,5 +20,6 @@ package enum PostgresSchema {
         (13, "webhook_ranges", true, PackageResources._013_webhook_ranges_sql),
         (14, "push_registrations", false, PackageResources._014_push_registrations_sql),
         (15, "job_errors", false, PackageResources._015_job_errors_sql),
+        (16, "maintenance_runs", false, PackageResources._016_maintenance_runs_sql),
     ]
 }

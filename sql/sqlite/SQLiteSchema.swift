@@ -16,5 +16,6 @@ package enum SQLiteSchema {
         (10, "webhook_ranges", true, PackageResources._010_webhook_ranges_sql),
         (11, "push_registrations", false, PackageResources._011_push_registrations_sql),
         (12, "job_errors", false, PackageResources._012_job_errors_sql),
+        (13, "maintenance_runs", false, PackageResources._013_maintenance_runs_sql),
     ]
 }

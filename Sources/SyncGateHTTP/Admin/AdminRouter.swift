@@ -32,6 +32,7 @@ package func buildAdminRouter(
 ///   sizes, pending nudges, webhook deliveries by subscription.
 /// - `GET /admin/v1/households?user=`: households with their members.
 /// - `GET /admin/v1/settings`: the settings this process was given, secrets redacted.
+/// - `GET /admin/v1/maintenance`: the last 50 maintenance passes, whichever process ran them.
 /// - `POST /admin/v1/jobs/retry-dead`, `POST /admin/v1/maintenance`, `POST /admin/v1/force-resync`,
 ///   `POST /admin/v1/users/{user_id}/force-resync`: as the CLI's commands of those names.
 /// - `GET|POST /admin/v1/keys`, `DELETE /admin/v1/keys/{name}`: service keys (created ones shown once).
@@ -68,6 +69,7 @@ struct AdminRoutes: Sendable {
         group.post("users/:user/force-resync", use: forceResync)
         group.post("force-resync", use: forceResync)
         group.post("maintenance", use: maintenance)
+        group.get("maintenance", use: maintenanceRuns)
         group.get("keys", use: keys)
         group.post("keys", use: createKey)
         group.delete("keys/:name", use: revokeKey)
@@ -196,6 +198,12 @@ struct AdminRoutes: Sendable {
         let report = try await maintain()
         context.logger.notice("maintenance pass run by an operator", metadata: ["syncgate.service": "\(admin.name)"])
         return .json(report)
+    }
+
+    func maintenanceRuns(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
+        return .json(["runs": .array(try await store.maintenanceRuns())])
     }
 
     func keys(_ request: Request, context: SyncRequestContext) async throws -> Response {

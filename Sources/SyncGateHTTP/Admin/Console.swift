@@ -100,6 +100,10 @@ struct Console: Sendable {
             "feeds": overview["feeds"]?.intValue ?? 0, "households": overview["households"]?.intValue ?? 0,
             "chart": Self.chart(try await store.finishedPerMinute(minutes: 60), now: Timestamp.now()),
             "webhooks": webhooks, "hasWebhooks": !webhooks.isEmpty,
+            "lastMaintenance": try await store.maintenanceRuns(limit: 1).first.map { run in
+                "\(run["finished_at"]?.stringValue ?? "") (\(run["milliseconds"]?.intValue ?? 0) ms): \(run["deleted_jobs"]?.intValue ?? 0) jobs, "
+                    + "\(run["compacted_changes"]?.intValue ?? 0) compacted changes, \(run["purged_tombstones"]?.intValue ?? 0) tombstones removed"
+            } ?? "none recorded yet",
         ]
         return page("overview", values, context: context)
     }

@@ -85,6 +85,10 @@ package protocol StorageDriver: Sendable {
     func jobDetail(id: Int64) async throws -> JobDetail?
     /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
     func deleteFinishedJob(id: Int64) async throws -> Bool
+    /// Records a maintenance pass (its report as JSON text), keeping the last `keep`.
+    func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws
+    /// The last `limit` maintenance passes, newest first.
+    func maintenanceRuns(limit: Int) async throws -> [(finishedAt: Timestamp, milliseconds: Int64, report: String)]
     /// Jobs finished since `since`, per minute (milliseconds since the epoch at the minute's
     /// start), done and dead apart, oldest first; minutes without any are left out.
     func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)]

@@ -19,6 +19,22 @@ extension SyncStore {
         return .object(overview)
     }
 
+    /// Records a maintenance pass, keeping the last 50 (``maintenanceRuns(limit:)``).
+    package func recordMaintenanceRun(milliseconds: Int64, report: JSONValue) async throws {
+        try await driver.recordMaintenanceRun(finishedAt: clock.wallNow(), milliseconds: milliseconds, report: report.serialized(), keep: 50)
+    }
+
+    /// The last maintenance passes, newest first: `finished_at`, `milliseconds` and the report's counts.
+    package func maintenanceRuns(limit: Int = 50) async throws -> [JSONValue] {
+        try await driver.maintenanceRuns(limit: limit).map { run in
+            var object: JSONObject = ["finished_at": .string(run.finishedAt.rfc3339), "milliseconds": .int(run.milliseconds)]
+            if case .object(let report)? = try? JSONParser().parse(Array(run.report.utf8)) {
+                for (name, value) in report where object[name] == nil { object[name] = value }
+            }
+            return .object(object)
+        }
+    }
+
     /// Jobs finished per minute over the last `minutes` minutes (the console's chart).
     package func finishedPerMinute(minutes: Int) async throws -> [(minute: Int64, done: Int, dead: Int)] {
         try await driver.finishedPerMinute(since: Timestamp(millisecondsSinceEpoch: clock.wallNow().millisecondsSinceEpoch - Int64(minutes) * 60_000))
