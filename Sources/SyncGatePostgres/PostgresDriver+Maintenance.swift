@@ -227,6 +227,18 @@ extension PostgresDriver {
         ).isEmpty
     }
 
+    package func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)] {
+        try await query(
+            "feed details", .maintenance,
+            """
+            SELECT f.scope, f.head, f.floor, f.compacted, count(c.seq)::int FROM feeds f
+            LEFT JOIN changes c ON c.scope = f.scope AND c.data IS NULL
+            WHERE f.scope = ANY(\(scopes.map(\.key))::text[]) GROUP BY f.scope, f.head, f.floor, f.compacted ORDER BY f.scope
+            """,
+            as: (String, Int64, Int64, Int64, Int).self
+        ).map { (scope: $0.0, head: $0.1, floor: $0.2, compacted: $0.3, tombstones: $0.4) }
+    }
+
     package func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws {
         try await execute(
             "record maintenance run", .maintenance,

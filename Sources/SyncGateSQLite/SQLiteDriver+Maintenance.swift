@@ -173,6 +173,20 @@ extension SQLiteDriver {
         }
     }
 
+    package func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)] {
+        let keys = JSONValue.array(scopes.map { .string($0.key) }).serialized()
+        return try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.scope, f.head, f.floor, f.compacted, (SELECT count(*) FROM changes c WHERE c.scope = f.scope AND c.data IS NULL) AS tombstones
+                    FROM feeds f WHERE f.scope IN (SELECT value FROM json_each(?)) ORDER BY f.scope
+                    """,
+                arguments: [keys]
+            ).map { (scope: $0["scope"], head: $0["head"], floor: $0["floor"], compacted: $0["compacted"], tombstones: $0["tombstones"]) }
+        }
+    }
+
     package func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws {
         try await write { db in
             try db.execute(

@@ -238,6 +238,7 @@ import Yams
             ], user: "alice")
             _ = try await http.results([
                 Op.create("weightLogs", "b1", ["kg": 80]), Op.create("inventory", "eggs", ["quantity": 12], household: "home"),
+                Op.create("weightLogs", "b2", ["kg": 81]), Op.delete("weightLogs", "b2", base: 1),
             ], user: "bob")
             let before = try await http.pullAll(user: "bob", device: "d1")
             #expect(before.changes.count >= 3)
@@ -249,6 +250,8 @@ import Yams
             #expect(shown["devices"]?[0]?["push"]?["provider"] == "fcm" && shown["devices"]?[0]?["watermark"] != .null, "\(shown)")
             #expect(shown["households"]?[0]?["household_id"] == "home" && shown["households"]?[0]?["role"] == "member")
             #expect(Set(shown["feeds"]?.arrayValue?.compactMap { $0["scope"]?.stringValue } ?? []) == ["u:bob", "h:home"])
+            let tombstones = Dictionary(uniqueKeysWithValues: (shown["feeds"]?.arrayValue ?? []).map { ($0["scope"]?.stringValue ?? "", $0["tombstones"]) })
+            #expect(tombstones == ["u:bob": 1, "h:home": 0], "\(shown)")
 
             let exported = try await admin.executeRequest(uri: "/admin/v1/users/bob/export", method: .get, headers: [.authorization: "Bearer \(key)"], body: nil)
             let export = try #require(try? JSONParser().parse(Array(exported.body.readableBytesView)), "\(String(buffer: exported.body))")
@@ -261,7 +264,7 @@ import Yams
 
             let erased = try await Self.erase("bob", http: http, admin: admin, key: key)
             // The devices: d1, and the erase's own that left the household (its change there too).
-            #expect(erased["entities"]?.intValue == 1 && erased["devices"] == 2 && erased["household_changes_unattributed"] == 2, "\(erased)")
+            #expect(erased["entities"]?.intValue == 2 && erased["devices"] == 2 && erased["household_changes_unattributed"] == 2, "\(erased)")
             #expect((erased["jobs"]?.intValue ?? 0) >= 2 && (erased["idempotency_records"]?.intValue ?? 0) >= 2, "\(erased)")
             // The device's push address goes with it (docs/push.md).
             #expect(erased["push_registrations"] == 1, "\(erased)")

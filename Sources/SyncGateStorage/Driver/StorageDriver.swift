@@ -85,6 +85,8 @@ package protocol StorageDriver: Sendable {
     func jobDetail(id: Int64) async throws -> JobDetail?
     /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
     func deleteFinishedJob(id: Int64) async throws -> Bool
+    /// Of `scopes` that exist: head, floor, how far compaction has looked, and tombstones held.
+    func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)]
     /// Records a maintenance pass (its report as JSON text), keeping the last `keep`.
     func recordMaintenanceRun(finishedAt: Timestamp, milliseconds: Int64, report: String, keep: Int) async throws
     /// The last `limit` maintenance passes, newest first.

@@ -102,8 +102,11 @@ extension SyncStore {
             "user_id": .string(userID), "resync_epoch": .int(context.resyncEpoch),
             "devices": .array(devices.map(\.json)),
             "households": .array(households.map { Self.membershipJSON($0, of: userID) }),
-            "feeds": .array(context.feeds.keys.sorted { $0.key < $1.key }.map { scope in
-                ["scope": .string(scope.key), "head": .int(context.feeds[scope]?.head ?? 0), "floor": .int(context.feeds[scope]?.floor ?? 0)]
+            "feeds": .array(try await driver.feedDetails(Array(context.feeds.keys)).map { feed in
+                [
+                    "scope": .string(feed.scope), "head": .int(feed.head), "floor": .int(feed.floor), "compacted": .int(feed.compacted),
+                    "tombstones": .int(Int64(feed.tombstones)),
+                ]
             }),
             "recent_jobs": .array(jobs.map(\.summaryJSON)),
         ]
