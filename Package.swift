@@ -224,7 +224,8 @@ let package = Package(
                 .embedInCode("Resources/console/layout.mustache"), .embedInCode("Resources/console/login.mustache"),
                 .embedInCode("Resources/console/overview.mustache"), .embedInCode("Resources/console/jobs.mustache"),
                 .embedInCode("Resources/console/job.mustache"), .embedInCode("Resources/console/user.mustache"),
-                .embedInCode("Resources/console/households.mustache"), .embedInCode("Resources/console/console.css"),
+                .embedInCode("Resources/console/households.mustache"), .embedInCode("Resources/console/webhooks.mustache"),
+                .embedInCode("Resources/console/console.css"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -58,7 +58,7 @@ package func buildRouter(
     service.get("pull", use: services.pull)
     service.get("entity", use: services.entity)
     service.get("data", use: services.data)
-    if let webhooks { WebhookRoutes(administration: webhooks, sync: sync).add(to: service) }
+    if let webhooks { WebhookRoutes(administration: webhooks, readBody: sync.readBody).add(to: service) }
 
     let front = FrontRoutes(sync: sync, authenticator: authenticator)
     for plugin in plugins { plugin.addRoutes(to: router, front: front) }

@@ -122,7 +122,8 @@ package func buildApplication(
             maintain: {
                 guard let (report, duration) = try await MaintenanceTasks.runAndRecord(on: store, retention: retention) else { return ["ran": false] }
                 return report.json(milliseconds: Int64(duration / .milliseconds(1)))
-            }
+            },
+            webhooks: webhooks
         )
         app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
     }

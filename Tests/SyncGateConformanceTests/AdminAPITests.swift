@@ -8,6 +8,7 @@ import SyncGateHTTP
 import SyncGateServer
 import SyncGateStorage
 import SyncGateTestSupport
+import SyncGateWebhooks
 import SyncGateWire
 import Testing
 import Yams
@@ -21,7 +22,8 @@ import Yams
     ) async throws {
         try await HTTPHarness.with(driver, workers: workers) { http in
             let key = try await ServiceAPITests.key("ops", [.admin], in: http.store.store)
-            let router = try buildAdminRouter(store: http.store.store, authority: http.authority, configuration: HTTPHarness.testConfiguration)
+            let webhooks = StoreWebhookAdministration(store: http.store.store, allowPrivate: true)
+            let router = try buildAdminRouter(store: http.store.store, authority: http.authority, configuration: HTTPHarness.testConfiguration, webhooks: webhooks)
             try await Application(router: router).test(.router) { admin in
                 try await body(http, admin, key)
             }
@@ -321,6 +323,7 @@ import Yams
                 let response = try #require(answered)
                 #expect(response.status == 200 && response.json?["queue_depth"] == 0, "\(response)")
                 #expect(try await client.get("/admin/openapi.yaml", key: nil).status == 200)
+                #expect(try await client.get("/admin/v1/webhooks", key: key).json?["webhooks"] == [])
                 let pass = try await client.send(.post, "/admin/v1/maintenance", key: key)
                 #expect(pass.status == 200 && pass.json?["ran"] == true && pass.json?["deleted_jobs"] == 0, "\(pass)")
                 let runs = try await client.get("/admin/v1/maintenance", key: key).json?["runs"]?.arrayValue ?? []
@@ -332,11 +335,14 @@ import Yams
         }
     }
 
-    /// `GET /admin/openapi.yaml` lists exactly the admin router's routes.
-    @Test func theAdminDocumentListsExactlyTheRoutesServed() async throws {
+    /// `GET /admin/openapi.yaml` lists exactly the admin router's routes, with and without the
+    /// webhook routes (the service API's, under /admin/v1).
+    @Test(arguments: [false, true])
+    func theAdminDocumentListsExactlyTheRoutesServed(withWebhooks: Bool) async throws {
         try await StoreHarness.with(.sqlite) { harness in
             let authority = await TokenAuthority(secret: HTTPHarness.secret)
-            let router = try buildAdminRouter(store: harness.store, authority: authority, configuration: HTTPHarness.testConfiguration)
+            let webhooks = withWebhooks ? StoreWebhookAdministration(store: harness.store, allowPrivate: true) : nil
+            let router = try buildAdminRouter(store: harness.store, authority: authority, configuration: HTTPHarness.testConfiguration, webhooks: webhooks)
             // The console's pages are HTML for a browser, not part of the API (docs/admin.md#the-console).
             let served = RouterTests.served(router).filter { !$0.contains(" /admin/console") }
             try await Application(router: router).test(.router) { client in
@@ -345,6 +351,7 @@ import Yams
                 let document = try #require(try Yams.load(yaml: String(buffer: response.body)) as? [String: Any])
                 let documented = try RouterTests.documented(try #require(document["paths"] as? [String: Any]))
                 #expect(served == documented, "served \(served.sorted()), documented \(documented.sorted())")
+                #expect(served.contains("POST /admin/v1/webhooks/{}/pause") == withWebhooks)
             }
         }
     }

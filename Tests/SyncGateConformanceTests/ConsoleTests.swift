@@ -89,6 +89,16 @@ import Testing
             #expect(retried.status == 303)
             #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .queued)
 
+            // Webhook subscriptions: listed with their deliveries, paused and resumed from the page.
+            let created = try await AdminAPITests.post(admin, "/admin/v1/webhooks", key: key, body: #"{"name": "billing", "url": "http://127.0.0.1:9/hook"}"#)
+            #expect(created.status == 201, "\(created)")
+            let hooks = try await Self.request(admin, .get, "/admin/console/webhooks", cookie: key)
+            #expect(hooks.body.contains("billing") && hooks.body.contains("/admin/console/webhooks/billing/pause"), "\(hooks.body)")
+            #expect(try await Self.request(admin, .post, "/admin/console/webhooks/billing/pause", cookie: key, form: "").status == 403)
+            _ = try await Self.request(admin, .post, "/admin/console/webhooks/billing/pause", cookie: key, form: "csrf=\(token)")
+            let paused = try await AdminAPITests.send(admin, .get, "/admin/v1/webhooks", key: key)
+            #expect(paused.json?["webhooks"]?[0]?["paused_at"] != .null, "\(String(describing: paused.json))")
+
             // Erasing needs the user id typed again.
             let user = try await Self.request(admin, .get, "/admin/console/users/alice", cookie: key)
             #expect(user.body.contains(#"id="erase""#))

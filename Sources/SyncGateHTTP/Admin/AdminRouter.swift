@@ -11,16 +11,30 @@ package import SyncGateWire
 /// functions. `liveConnections` counts this front's long-polls and event streams.
 package func buildAdminRouter(
     store: SyncStore, authority: TokenAuthority, configuration: FrontConfiguration, settings: JSONValue = [],
-    liveConnections: @escaping @Sendable () -> Int = { 0 }, maintain: @escaping @Sendable () async throws -> JSONValue = { ["ran": false] }
+    liveConnections: @escaping @Sendable () -> Int = { 0 }, maintain: @escaping @Sendable () async throws -> JSONValue = { ["ran": false] },
+    webhooks: (any WebhookAdministration)? = nil
 ) throws -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
     let routes = RouteMethods()
     router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
-    router.get("/admin/openapi.yaml") { _, _ in Response.openAPI(AdminRoutes.document) }
     let verifier = ServiceKeyVerifier(store: store, cacheTime: configuration.serviceKeyCacheTime)
     let admin = router.group("admin/v1").add(middleware: ServiceKeyAuthenticator(verifier: verifier, authority: authority))
     AdminRoutes(store: store, settings: settings, maintain: maintain).add(to: admin)
-    try Console(store: store, verifier: verifier, liveConnections: liveConnections).add(to: router)
+    if let webhooks {
+        let limit = configuration.maximumBodyBytes
+        WebhookRoutes(administration: webhooks, readBody: { try await $0.body.collect(upTo: limit) }).add(to: admin)
+    }
+    try Console(store: store, verifier: verifier, liveConnections: liveConnections, webhooks: webhooks).add(to: router)
+    // The document lists the webhook routes (the service API's, under /admin/v1) when served.
+    var document = AdminRoutes.document
+    if webhooks != nil {
+        let served = Set(router.routes.map { "\($0.method.rawValue) \($0.path.description)" })
+        let merged = try OpenAPIDocument.merged(
+            base: String(decoding: document, as: UTF8.self), parts: [try OpenAPIDocument.adminWebhooksPart()], served: served
+        )
+        document = Array(merged.utf8)
+    }
+    router.get("/admin/openapi.yaml") { [document] _, _ in Response.openAPI(document) }
     routes.record(router.routes.map { ($0.path, $0.method) })
     return router
 }

@@ -20,20 +20,22 @@ struct Console: Sendable {
     let verifier: ServiceKeyVerifier
     /// Live connections (long-polls and event streams) open on this front.
     let liveConnections: @Sendable () -> Int
+    let webhooks: (any WebhookAdministration)?
     let library: MustacheLibrary
 
     static let cookie = "syncgate_admin"
     static let root = "/admin/console"
 
-    init(store: SyncStore, verifier: ServiceKeyVerifier, liveConnections: @escaping @Sendable () -> Int) throws {
+    init(store: SyncStore, verifier: ServiceKeyVerifier, liveConnections: @escaping @Sendable () -> Int, webhooks: (any WebhookAdministration)?) throws {
         self.store = store
         self.verifier = verifier
         self.liveConnections = liveConnections
+        self.webhooks = webhooks
         var templates: [String: MustacheTemplate] = [:]
         for (name, bytes) in [
             ("layout", PackageResources.layout_mustache), ("login", PackageResources.login_mustache), ("overview", PackageResources.overview_mustache),
             ("jobs", PackageResources.jobs_mustache), ("job", PackageResources.job_mustache), ("user", PackageResources.user_mustache),
-            ("households", PackageResources.households_mustache),
+            ("households", PackageResources.households_mustache), ("webhooks", PackageResources.webhooks_mustache),
         ] {
             templates[name] = try MustacheTemplate(string: String(decoding: bytes, as: UTF8.self))
         }
@@ -54,6 +56,8 @@ struct Console: Sendable {
         pages.get("jobs/:id", use: job)
         pages.post("jobs/:id/:action", use: jobAction)
         pages.get("households", use: households)
+        pages.get("webhooks", use: webhookPage)
+        pages.post("webhooks/:name/:action", use: webhookAction)
         pages.get("users", use: findUser)
         pages.get("users/:user", use: user)
         pages.get("users/:user/export", use: export)
@@ -191,6 +195,40 @@ struct Console: Sendable {
             },
         ]
         return page("households", values, context: context)
+    }
+
+    /// Webhook subscriptions with their deliveries, and the nudges pending.
+    func webhookPage(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let subscriptions = try await webhooks?.list() ?? []
+        let nudges = try await store.nudgeBacklog()
+        let values: [String: Any] = [
+            "enabled": webhooks != nil,
+            "subscriptions": subscriptions.map { subscription -> [String: Any] in
+                var values = Self.plain(subscription)
+                values["paused"] = subscription["paused_at"].map { $0 != .null } ?? false
+                return values
+            },
+            "nudgesPending": nudges.pending,
+            "oldestNudge": nudges.oldestPendingSince.map { Timestamp(millisecondsSinceEpoch: $0).rfc3339 } ?? "–",
+        ]
+        return page("webhooks", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
+    }
+
+    func webhookAction(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let admin = try checked(try await Self.form(request), context)
+        let name = try context.parameters.require("name")
+        let action = try context.parameters.require("action")
+        guard let webhooks else { throw ProtocolError(.notFound, "webhooks are not served here") }
+        let done: Bool
+        switch action {
+        case "pause": done = try await webhooks.pause(name: name)
+        case "resume": done = try await webhooks.resume(name: name)
+        default: throw ProtocolError(.notFound, "no such action")
+        }
+        if done {
+            context.logger.notice("webhook \(action)d by an operator", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(admin.name)", "syncgate.via": "console"])
+        }
+        return Self.redirect("\(Self.root)/webhooks?flash=\(Self.query(done ? "\(name): \(action)d." : "No subscription is named \(name)."))")
     }
 
     func findUser(_ request: Request, context: SyncRequestContext) async throws -> Response {

@@ -1,3 +1,4 @@
+import Foundation
 import Yams
 
 /// The OpenAPI document the front serves: `Resources/openapi.yaml`, and each plug-in's part
@@ -41,6 +42,59 @@ package enum OpenAPIDocument {
         }
         // No line wrapping: descriptions keep their lines.
         return try Yams.serialize(node: .mapping(document), width: -1, allowUnicode: true, sortKeys: false)
+    }
+
+    /// The service API's webhook operations as the admin listener serves them: their paths
+    /// under `/admin/v1/webhooks`, the admin key's security, and every component they refer to
+    /// (copied from the public document, so the two never disagree).
+    static func adminWebhooksPart() throws -> String {
+        guard let document = try Yams.compose(yaml: String(decoding: base, as: UTF8.self))?.mapping,
+            let paths = document["paths"]?.mapping, let components = document["components"]?.mapping
+        else { throw OpenAPIError("the base document has no paths or components") }
+        var kept: Node.Mapping = [:]
+        for (key, item) in paths {
+            guard let path = key.string, path.hasPrefix("/v1/service/webhooks"), var operations = item.mapping else { continue }
+            for method in operations.keys.compactMap(\.string) where methods.contains(method) {
+                guard var operation = operations[method]?.mapping else { continue }
+                operation["security"] = .sequence([.mapping(["adminKey": .sequence([])])])
+                operation["tags"] = .sequence(["webhooks"])
+                if let id = operation["operationId"]?.string { operation["operationId"] = .scalar(.init("admin" + id.prefix(1).uppercased() + id.dropFirst())) }
+                operations[method] = .mapping(operation)
+            }
+            kept[.scalar(.init("/admin/v1/webhooks" + path.dropFirst("/v1/service/webhooks".count)))] = .mapping(operations)
+        }
+        // The components the operations refer to, and those they refer to in turn.
+        var copied: Node.Mapping = [:]
+        var pending = try references(in: .mapping(kept))
+        var seen: Set<String> = []
+        while let reference = pending.popLast() {
+            guard seen.insert(reference).inserted else { continue }
+            let parts = reference.split(separator: "/").map(String.init)
+            guard parts.count == 2, let node = components[parts[0]]?.mapping?[parts[1]] else { continue }
+            var section: Node.Mapping = copied[parts[0]]?.mapping ?? [:]
+            section[parts[1]] = node
+            copied[parts[0]] = .mapping(section)
+            pending += try references(in: node)
+        }
+        let part: Node.Mapping = [
+            "tags": .sequence([.mapping(["name": "webhooks", "description": "Change webhook subscriptions (docs/webhooks.md), as the service API manages them."])]),
+            "paths": .mapping(kept), "components": .mapping(copied),
+        ]
+        return try Yams.serialize(node: .mapping(part), width: -1, allowUnicode: true, sortKeys: false)
+    }
+
+    /// `section/name` of every `#/components/section/name` reference in `node`.
+    static func references(in node: Node) throws -> [String] {
+        let text = try Yams.serialize(node: node, width: -1)
+        var found: [String] = []
+        var rest = Substring(text)
+        while let range = rest.range(of: "#/components/") {
+            let tail = rest[range.upperBound...]
+            let reference = tail.prefix { $0.isLetter || $0.isNumber || $0 == "/" || $0 == "_" }
+            found.append(String(reference))
+            rest = tail.dropFirst(reference.count)
+        }
+        return found
     }
 
     static func merge(_ base: Node.Mapping, _ part: Node.Mapping) -> Node.Mapping {

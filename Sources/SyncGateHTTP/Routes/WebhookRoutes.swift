@@ -1,11 +1,13 @@
 import HTTPTypes
 import Hummingbird
+import NIOCore
 import Logging
 import SyncGateStorage
 import SyncGateWire
 
 /// `/v1/service/webhooks` (`admin` scope): the backend manages its change webhook subscriptions
-/// (docs/webhooks.md), the same functions as `syncgate admin webhooks`.
+/// (docs/webhooks.md), the same functions as `syncgate admin webhooks`; the admin listener
+/// serves the same routes under `/admin/v1/webhooks`.
 ///
 /// - `GET /v1/service/webhooks`: every subscription with its backlog, never a secret.
 /// - `POST /v1/service/webhooks` `{"name", "url", "entity_types"?, "events"?}`: 201 with the
@@ -15,7 +17,8 @@ import SyncGateWire
 /// - `POST /v1/service/webhooks/{name}/replay` `{"from": RFC 3339}`: `{"replayed": n}`.
 struct WebhookRoutes: Sendable {
     let administration: any WebhookAdministration
-    let sync: SyncRoutes
+    /// Reads a request's body within the listener's size limit.
+    let readBody: @Sendable (Request) async throws -> ByteBuffer
 
     func add(to group: RouterGroup<SyncRequestContext>) {
         group.get("webhooks", use: list)
@@ -87,7 +90,7 @@ struct WebhookRoutes: Sendable {
     }
 
     func object(_ request: Request) async throws -> JSONObject {
-        let bytes = try await sync.readBody(request)
+        let bytes = try await readBody(request)
         guard let value = try? JSONParser().parse(Array(bytes.readableBytesView)), case .object(let object) = value else {
             throw ProtocolError(.validationError, "the body must be a JSON object")
         }
