@@ -227,6 +227,25 @@ extension PostgresDriver {
         ).isEmpty
     }
 
+    package func replicas() async throws -> [(name: String, state: String, replayLagMilliseconds: Int64?)] {
+        try await query(
+            "replicas", .maintenance,
+            "SELECT coalesce(application_name, ''), coalesce(state, ''), (extract(epoch FROM replay_lag) * 1000)::bigint FROM pg_stat_replication ORDER BY 1",
+            as: (String, String, Int64?).self
+        ).map { (name: $0.0, state: $0.1, replayLagMilliseconds: $0.2) }
+    }
+
+    package func liveDevicesPerFront(now: Timestamp) async throws -> [(front: String, devices: Int)] {
+        try await query(
+            "live devices per front", .maintenance,
+            """
+            SELECT f.front, count(p.user_id)::int FROM push_fronts f LEFT JOIN push_presence p ON p.front = f.front
+            WHERE f.expires_at > \(now.millisecondsSinceEpoch) GROUP BY f.front ORDER BY f.front
+            """,
+            as: (String, Int).self
+        ).map { (front: $0.0, devices: $0.1) }
+    }
+
     package func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)] {
         try await query(
             "feed details", .maintenance,

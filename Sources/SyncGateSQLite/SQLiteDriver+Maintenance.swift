@@ -173,6 +173,22 @@ extension SQLiteDriver {
         }
     }
 
+    /// One embedded database: no standbys.
+    package func replicas() async throws -> [(name: String, state: String, replayLagMilliseconds: Int64?)] { [] }
+
+    package func liveDevicesPerFront(now: Timestamp) async throws -> [(front: String, devices: Int)] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.front, count(p.user_id) AS devices FROM push_fronts f LEFT JOIN push_presence p ON p.front = f.front
+                    WHERE f.expires_at > ? GROUP BY f.front ORDER BY f.front
+                    """,
+                arguments: [now.millisecondsSinceEpoch]
+            ).map { (front: $0["front"], devices: $0["devices"]) }
+        }
+    }
+
     package func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)] {
         let keys = JSONValue.array(scopes.map { .string($0.key) }).serialized()
         return try await read { db in

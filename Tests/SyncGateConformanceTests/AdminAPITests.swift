@@ -183,6 +183,19 @@ import Yams
         }
     }
 
+    /// The overview counts the devices live on each front whose presence is fresh.
+    @Test(arguments: Driver.selected)
+    func theOverviewCountsLiveDevicesPerFront(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let devices = [DeviceKey(userID: "alice", deviceID: "d1"), DeviceKey(userID: "bob", deviceID: "d1")]
+            _ = try await harness.store.publishPresence(front: "front-a", added: devices, removed: [], lifetimeMilliseconds: 600_000)
+            // A front whose heartbeat has run out (it died) counts no longer.
+            _ = try await harness.store.publishPresence(front: "front-gone", added: devices, removed: [], lifetimeMilliseconds: -1000)
+            let fronts = try await harness.store.overview()["fronts"]
+            #expect(fronts == [["front": "front-a", "live_devices": 2]], "\(String(describing: fronts))")
+        }
+    }
+
     /// The last 50 maintenance passes are kept, newest first.
     @Test(arguments: Driver.selected)
     func theLastFiftyMaintenancePassesAreKept(_ driver: Driver) async throws {

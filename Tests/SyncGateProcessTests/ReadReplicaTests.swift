@@ -15,6 +15,24 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(10))) struct ReadReplicaTests {
     static let secret = HTTPHarness.secret
 
+    /// The admin overview lists the primary's standbys with their state and replay lag.
+    @Test func theAdminOverviewShowsEachStandby() async throws {
+        let primary = try await TemporaryPostgres.make()
+        defer { primary.destroyInBackground() }
+        let standby = try await primary.makeStandby()
+        defer { standby.destroyInBackground() }
+        let migrate = try SyncGateProcess(["migrate"], environment: ["SYNCGATE_DATABASE_URL": primary.location.urlString])
+        #expect(await migrate.waitForExit(timeout: hangGuard) == 0, "\(migrate.log)")
+        try await StoreHarness.withExisting(.postgres(primary.location)) { harness in
+            var replicas: [JSONValue] = []
+            try await eventually("the standby streaming") {
+                replicas = try await harness.store.overview()["replicas"]?.arrayValue ?? []
+                return replicas.first?["state"] == "streaming"
+            }
+            #expect(replicas.count == 1 && replicas.first?["name"]?.stringValue?.isEmpty == false, "\(replicas)")
+        }
+    }
+
     @Test func pullsReadTheStandbyAndNeverGoBackwardsWhileItLags() async throws {
         let primary = try await TemporaryPostgres.make()
         defer { primary.destroyInBackground() }

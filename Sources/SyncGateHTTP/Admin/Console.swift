@@ -104,6 +104,8 @@ struct Console: Sendable {
             "feeds": overview["feeds"]?.intValue ?? 0, "households": overview["households"]?.intValue ?? 0,
             "chart": Self.chart(try await store.finishedPerMinute(minutes: 60), now: Timestamp.now()),
             "webhooks": webhooks, "hasWebhooks": !webhooks.isEmpty,
+            "replicas": (overview["replicas"]?.arrayValue ?? []).map { Self.plain($0) }, "hasReplicas": overview["replicas"]?.arrayValue?.isEmpty == false,
+            "fronts": (overview["fronts"]?.arrayValue ?? []).map { Self.plain($0) }, "hasFronts": overview["fronts"]?.arrayValue?.isEmpty == false,
             "lastMaintenance": try await store.maintenanceRuns(limit: 1).first.map { run in
                 "\(run["finished_at"]?.stringValue ?? "") (\(run["milliseconds"]?.intValue ?? 0) ms): \(run["deleted_jobs"]?.intValue ?? 0) jobs, "
                     + "\(run["compacted_changes"]?.intValue ?? 0) compacted changes, \(run["purged_tombstones"]?.intValue ?? 0) tombstones removed"

@@ -85,6 +85,12 @@ package protocol StorageDriver: Sendable {
     func jobDetail(id: Int64) async throws -> JobDetail?
     /// Deletes a finished (`done` or `dead`) job; `false` when there is none by that id.
     func deleteFinishedJob(id: Int64) async throws -> Bool
+    /// The primary's streaming standbys: name, state and replay lag (PostgreSQL's
+    /// `pg_stat_replication`; none for SQLite).
+    func replicas() async throws -> [(name: String, state: String, replayLagMilliseconds: Int64?)]
+    /// Devices with a live connection per front, as the fronts publish them while nudging is
+    /// configured (fronts whose heartbeat is fresh at `now`).
+    func liveDevicesPerFront(now: Timestamp) async throws -> [(front: String, devices: Int)]
     /// Of `scopes` that exist: head, floor, how far compaction has looked, and tombstones held.
     func feedDetails(_ scopes: [Scope]) async throws -> [(scope: String, head: Int64, floor: Int64, compacted: Int64, tombstones: Int)]
     /// Records a maintenance pass (its report as JSON text), keeping the last `keep`.

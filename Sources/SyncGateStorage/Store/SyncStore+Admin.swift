@@ -5,7 +5,8 @@ package import SyncGateWire
 /// (docs/admin.md).
 extension SyncStore {
     /// The admin API's overview (`syncgate admin stats --json`): ``StoreStats/json``, pending
-    /// nudges, and webhook deliveries by subscription.
+    /// nudges, webhook deliveries by subscription, the standbys' replay lag and the devices
+    /// live on each front.
     package func overview() async throws -> JSONValue {
         guard case .object(var overview) = try await stats().json else { return try await stats().json }
         let nudges = try await nudgeBacklog()
@@ -16,6 +17,10 @@ extension SyncStore {
                 "delivered": .int(Int64(backlog.delivered)),
             ]
         })
+        overview["replicas"] = .array(try await driver.replicas().map { replica in
+            ["name": .string(replica.name), "state": .string(replica.state), "replay_lag_ms": replica.replayLagMilliseconds.map(JSONValue.int) ?? .null]
+        })
+        overview["fronts"] = .array(try await driver.liveDevicesPerFront(now: clock.wallNow()).map { ["front": .string($0.front), "live_devices": .int(Int64($0.devices))] })
         return .object(overview)
     }
 
