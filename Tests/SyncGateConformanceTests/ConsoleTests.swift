@@ -62,6 +62,7 @@ import Testing
             let job = try await Self.request(admin, .get, "/admin/console/jobs/\(id)", cookie: key)
             #expect(job.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !job.body.contains("<script>"), "\(job.body)")
             #expect(job.headers[HTTPField.Name("Content-Security-Policy")!]?.contains("script-src 'none'") == true)
+            #expect(job.headers[HTTPField.Name("Content-Security-Policy")!]?.contains("frame-ancestors 'none'") == true)
             let overview = try await Self.request(admin, .get, "/admin/console", cookie: key)
             #expect(overview.body.contains(#"<svg id="throughput""#) && overview.body.contains(#"class="done""#), "\(overview.body)")
         }

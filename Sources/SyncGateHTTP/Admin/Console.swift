@@ -347,7 +347,12 @@ struct Console: Sendable {
         let html = library.render(values, withTemplate: name) ?? ""
         return Response(
             status: .ok,
-            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store", HTTPField.Name("Content-Security-Policy")!: "default-src 'self'; script-src 'none'"],
+            // No script at all, and never inside another site's frame (a click there could act here).
+            headers: [
+                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                HTTPField.Name("Content-Security-Policy")!: "default-src 'self'; script-src 'none'; frame-ancestors 'none'",
+                HTTPField.Name("X-Frame-Options")!: "DENY",
+            ],
             body: ResponseBody(byteBuffer: ByteBuffer(string: html))
         )
     }
