@@ -12,10 +12,12 @@ import Synchronization
 import Glibc
 #endif
 
-/// A `syncgate` process started by a test.
+/// A `syncgate` process started by a test (``Spawn``: not Foundation's `Process`).
 package final class SyncGateProcess: @unchecked Sendable {
-    package let process: Process
+    package let pid: Int32
     package let logPath: String
+    /// The exit status once reaped (`waitpid`): the code, or 128 + the signal that ended it.
+    private let exit = Mutex<Int32?>(nil)
 
     /// The binary under test: `SYNCGATE_BINARY` (set by scripts/test) or the debug build.
     package static func binary() throws -> String {
@@ -34,19 +36,11 @@ package final class SyncGateProcess: @unchecked Sendable {
     /// - Parameter replaceEnvironment: use `environment` as the whole environment instead of
     ///   adding it to the test process's.
     package init(executable: String? = nil, _ arguments: [String], environment: [String: String], directory: String? = nil, replaceEnvironment: Bool = false) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable ?? Self.binary())
-        process.arguments = arguments
         var merged = replaceEnvironment ? [:] : ProcessInfo.processInfo.environment
         merged.merge(environment) { _, new in new }
-        process.environment = merged
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         logPath = NSTemporaryDirectory() + "syncgate-\(UUID().uuidString).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
+        pid = try Spawn.start(try executable ?? Self.binary(), arguments, environment: merged, directory: directory, output: logPath)
     }
 
     /// Runs a shell script (`bash`) with exactly `environment`, its output in ``log``.
@@ -79,31 +73,46 @@ package final class SyncGateProcess: @unchecked Sendable {
     }
 
     deinit {
-        // Never leak a server or worker past its test, nor its log.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        // Never leak a server or worker past its test, nor its log, nor a zombie.
+        if isRunning {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        }
         try? FileManager.default.removeItem(atPath: logPath)
     }
 
-    package var isRunning: Bool { process.isRunning }
-    package var pid: Int32 { process.processIdentifier }
+    /// Whether it has not exited; reaps it (once) when it has.
+    package var isRunning: Bool {
+        exit.withLock { exit in
+            guard exit == nil else { return false }
+            var status: Int32 = 0
+            let reaped = waitpid(pid, &status, WNOHANG)
+            guard reaped == pid else { return reaped == 0 }
+            exit = Spawn.exitCode(status)
+            return false
+        }
+    }
+
     package var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     package func signal(_ number: Int32) {
-        kill(process.processIdentifier, number)
+        if isRunning { kill(pid, number) }
     }
 
-    /// Waits for the process to exit; returns its status, or nil on timeout.
+    /// Waits for the process to exit; returns its status (the exit code, or 128 + the signal that
+    /// ended it), or nil on timeout.
     package func waitForExit(timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        while isRunning {
             if ContinuousClock.now > deadline { return nil }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return process.terminationStatus
+        return exit.withLock { $0 }
     }
 
     package func stop() async {
-        guard process.isRunning else { return }
+        guard isRunning else { return }
         signal(SIGKILL)
         _ = await waitForExit(timeout: .seconds(5))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SyncGateTestSupport
 import Testing
 
 /// The target graph docs/architecture.md draws, read from the manifest: each rule here is one a
@@ -9,17 +10,14 @@ import Testing
         let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let scratch = FileManager.default.temporaryDirectory.appending(path: "syncgate-dump-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let process = Process()
-        process.executableURL = URL(filePath: "/usr/bin/env")
         // A scratch path of its own: `swift test` holds the package's own .build.
-        process.arguments = ["swift", "package", "dump-package", "--package-path", root.path, "--scratch-path", scratch.path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        let manifest = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let (status, output) = try Spawn.run(
+            "/usr/bin/env", ["swift", "package", "dump-package", "--package-path", root.path, "--scratch-path", scratch.path]
+        )
+        #expect(status == 0, "\(output)")
+        // Standard error shares the file: the manifest is the JSON object from the first `{` line.
+        let json = output.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("{") }.joined(separator: "\n")
+        let manifest = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any], "\(output)")
         let targets = try #require(manifest["targets"] as? [[String: Any]])
         let names = Set(targets.compactMap { $0["name"] as? String })
         var graph: [String: (type: String, targets: Set<String>)] = [:]
