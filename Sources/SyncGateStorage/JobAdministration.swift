@@ -24,6 +24,38 @@ package struct JobDetail: Sendable, Hashable {
     }
 }
 
+/// An operator's action on one job (the admin API, the console and `syncgate admin job`).
+package enum JobAction: String, Sendable, CaseIterable {
+    case retry, cancel, delete
+
+    /// Whether it takes a job in `state`.
+    package func applies(to state: JobState) -> Bool {
+        switch self {
+        case .retry: state == .dead
+        case .cancel: state == .queued || state == .retrying
+        case .delete: state.isFinished
+        }
+    }
+
+    /// The states it takes, as an operator whose job is in another is told.
+    package var rule: String {
+        switch self {
+        case .retry: "only a dead job can be retried"
+        case .cancel: "only a queued or retrying job can be cancelled (a running one ends its attempt)"
+        case .delete: "only a finished (done or dead) job can be deleted"
+        }
+    }
+
+    /// What it did, after the job's id: "job 7 cancelled".
+    package var done: String {
+        switch self {
+        case .retry: "queued again"
+        case .cancel: "cancelled"
+        case .delete: "deleted"
+        }
+    }
+}
+
 /// What an operator's action on one job did.
 package enum JobActionOutcome: Sendable, Hashable {
     case applied

@@ -121,19 +121,14 @@ struct AdminCommand: AsyncParsableCommand {
             @OptionGroup var common: Common
             @Argument(help: "The job's id") var id: Int64
 
-            func run() async throws {
-                let id = self.id
-                try Self.report(
-                    try await common.withStore { try await $0.retryDeadJob(id: id) }, id: id, done: "queued again", rule: "only a dead job can be retried", common: common
-                )
-            }
+            func run() async throws { try await Self.perform(.retry, on: id, common: common) }
 
-            /// Prints what an action did, or refuses as the admin API does (404, 409).
-            static func report(_ outcome: JobActionOutcome, id: Int64, done: String, rule: String, common: Common) throws {
-                switch outcome {
-                case .applied: common.report("job \(id) \(done)", json: ["id": .int(id), "outcome": .string(done)])
+            /// Takes `action` and prints what it did, or refuses as the admin API does (404, 409).
+            static func perform(_ action: JobAction, on id: Int64, common: Common) async throws {
+                switch try await common.withStore({ try await $0.perform(action, onJob: id, by: "syncgate admin job \(action.rawValue)") }) {
+                case .applied: common.report("job \(id) \(action.done)", json: ["id": .int(id), "outcome": .string(action.done)])
                 case .notFound: throw ValidationError("no job \(id)")
-                case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(rule)")
+                case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(action.rule)")
                 }
             }
         }
@@ -145,13 +140,7 @@ struct AdminCommand: AsyncParsableCommand {
             @OptionGroup var common: Common
             @Argument(help: "The job's id") var id: Int64
 
-            func run() async throws {
-                let id = self.id
-                let outcome = try await common.withStore { try await $0.cancelJob(id: id, reason: "cancelled by an operator (syncgate admin job cancel)") }
-                try Retry.report(
-                    outcome, id: id, done: "cancelled", rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)", common: common
-                )
-            }
+            func run() async throws { try await Retry.perform(.cancel, on: id, common: common) }
         }
 
         struct Delete: AsyncParsableCommand {
@@ -159,11 +148,7 @@ struct AdminCommand: AsyncParsableCommand {
             @OptionGroup var common: Common
             @Argument(help: "The job's id") var id: Int64
 
-            func run() async throws {
-                let id = self.id
-                let outcome = try await common.withStore { try await $0.deleteFinishedJob(id: id) }
-                try Retry.report(outcome, id: id, done: "deleted", rule: "only a finished (done or dead) job can be deleted", common: common)
-            }
+            func run() async throws { try await Retry.perform(.delete, on: id, common: common) }
         }
     }
 

@@ -127,28 +127,28 @@ struct AdminRoutes: Sendable {
         return .json(try await detail(try Self.id(context)))
     }
 
-    func retry(_ request: Request, context: SyncRequestContext) async throws -> Response {
+    func act(_ action: JobAction, _ context: SyncRequestContext) async throws -> Int64 {
         let admin = try context.service(granting: .admin)
         let id = try Self.id(context)
-        try Self.check(try await store.retryDeadJob(id: id), id: id, rule: "only a dead job can be retried")
-        context.logger.notice("job retried by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
-        return .json(try await detail(id))
+        switch try await store.perform(action, onJob: id, by: "admin key '\(admin.name)'") {
+        case .applied: break
+        case .notFound: throw Self.unknown(id)
+        case .refused(let state): throw ProtocolError(.stateConflict, "job \(id) is \(state.rawValue): \(action.rule)")
+        }
+        context.logger.notice("job \(action.done) by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
+        return id
+    }
+
+    func retry(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        .json(try await detail(try await act(.retry, context)))
     }
 
     func cancel(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let admin = try context.service(granting: .admin)
-        let id = try Self.id(context)
-        let outcome = try await store.cancelJob(id: id, reason: "cancelled by an operator (admin key '\(admin.name)')")
-        try Self.check(outcome, id: id, rule: "only a queued or retrying job can be cancelled (a running one ends its attempt)")
-        context.logger.notice("job cancelled by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
-        return .json(try await detail(id))
+        .json(try await detail(try await act(.cancel, context)))
     }
 
     func delete(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let admin = try context.service(granting: .admin)
-        let id = try Self.id(context)
-        try Self.check(try await store.deleteFinishedJob(id: id), id: id, rule: "only a finished (done or dead) job can be deleted")
-        context.logger.notice("job deleted by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
+        _ = try await act(.delete, context)
         return Response(status: .noContent)
     }
 
@@ -267,15 +267,6 @@ struct AdminRoutes: Sendable {
         let text = try context.parameters.require("id")
         guard let id = Int64(text), id > 0 else { throw ProtocolError(.validationError, "a job id is a positive integer, got '\(text.prefix(64))'") }
         return id
-    }
-
-    static func check(_ outcome: JobActionOutcome, id: Int64, rule: String) throws(ProtocolError) {
-        switch outcome {
-        case .applied: return
-        case .notFound: throw unknown(id)
-        case .refused(let state):
-            throw ProtocolError(.stateConflict, "job \(id) is \(state.rawValue): \(rule)")
-        }
     }
 
     static func unknown(_ id: Int64) -> ProtocolError {

@@ -157,7 +157,8 @@ struct Console: Sendable {
             },
             "results": json["results"].flatMap { $0 == .null ? nil : $0.serialized() } ?? false,
             "errors": (json["errors"]?.arrayValue ?? []).map { Self.plain($0) }, "hasErrors": json["errors"]?.arrayValue?.isEmpty == false,
-            "canRetry": record.state == .dead, "canCancel": record.state == .queued || record.state == .retrying, "canDelete": record.state.isFinished,
+            "canRetry": JobAction.retry.applies(to: record.state), "canCancel": JobAction.cancel.applies(to: record.state),
+            "canDelete": JobAction.delete.applies(to: record.state),
         ]
         return page("job", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
     }
@@ -165,24 +166,17 @@ struct Console: Sendable {
     func jobAction(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let admin = try checked(try await Self.form(request), context)
         let id = try AdminRoutes.id(context)
-        let action = try context.parameters.require("action")
-        let outcome: JobActionOutcome
-        let done: String
-        switch action {
-        case "retry": (outcome, done) = (try await store.retryDeadJob(id: id), "queued again")
-        case "cancel": (outcome, done) = (try await store.cancelJob(id: id, reason: "cancelled by an operator (admin key '\(admin.name)', console)"), "cancelled")
-        case "delete": (outcome, done) = (try await store.deleteFinishedJob(id: id), "deleted")
-        default: throw ProtocolError(.notFound, "no such action")
-        }
+        guard let action = JobAction(rawValue: try context.parameters.require("action")) else { throw ProtocolError(.notFound, "no such action") }
+        let outcome = try await store.perform(action, onJob: id, by: "admin key '\(admin.name)', console")
         let message: String
         switch outcome {
         case .applied:
-            context.logger.notice("job \(done) by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)", "syncgate.via": "console"])
-            message = "Job \(id) \(done)."
+            context.logger.notice("job \(action.done) by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)", "syncgate.via": "console"])
+            message = "Job \(id) \(action.done)."
         case .notFound: message = "No job \(id)."
         case .refused(let state): message = "Job \(id) is \(state.rawValue): nothing done."
         }
-        let target = outcome == .applied && action == "delete" ? "\(Self.root)/jobs" : "\(Self.root)/jobs/\(id)"
+        let target = outcome == .applied && action == .delete ? "\(Self.root)/jobs" : "\(Self.root)/jobs/\(id)"
         return Self.redirect("\(target)?flash=\(Self.query(message))")
     }
 

@@ -49,6 +49,15 @@ extension SyncStore {
         try await driver.jobDetail(id: id)
     }
 
+    /// Takes `action` on job `id`; `by` names the operator in a cancelled job's error.
+    package func perform(_ action: JobAction, onJob id: Int64, by who: String) async throws -> JobActionOutcome {
+        switch action {
+        case .retry: try await retryDeadJob(id: id)
+        case .cancel: try await cancelJob(id: id, reason: "cancelled by an operator (\(who))")
+        case .delete: try await deleteFinishedJob(id: id)
+        }
+    }
+
     /// Finishes a job no worker has started (`queued` or `retrying`) as `dead`: every operation
     /// answers `INTERNAL`, retryable (none took effect; the device may push them again), its
     /// device's watermark advances and a client waiting for it is answered. A running job is
