@@ -9,15 +9,16 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "syncgate",
-    // iOS, tvOS, watchOS and visionOS for apps linking SyncGateClient (Mutex needs the 2024 releases).
-    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    // The server runs on Linux; macOS 15 for developing it there (Mutex). The client SDK is a
+    // package of its own, Sources/SyncGateSDK, with the platforms apps need.
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "syncgate", targets: ["syncgate"]),
-        // The client SDK apps link: a local GRDB store, the outbox and the sync engine. No server code.
-        .library(name: "SyncGateClient", targets: ["SyncGateClient"]),
         .executable(name: "syncgate-demo", targets: ["syncgate-demo"]),
     ],
     dependencies: [
+        // The SDK's package: the wire format, the async locks and the client, which the server shares.
+        .package(path: "Sources/SyncGateSDK"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
@@ -44,28 +45,17 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
-        // The wire format, once for the server and the SDK: the JSON value, its strict parser and
-        // writer, timestamps, and the protocol's models. No dependency at all: apps link it.
-        .target(
-            name: "SyncGateWire",
-            swiftSettings: swiftSettings
-        ),
-        // Locks for async code, shared by the server and the SDK: no dependency.
-        .target(
-            name: "SyncGateConcurrency",
-            swiftSettings: swiftSettings
-        ),
         // The process machinery of the server: a timer wheel on an event loop and the mailboxes
         // waiters sleep in.
         .target(
             name: "SyncGateRuntime",
-            dependencies: ["SyncGateConcurrency", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [.product(name: "SyncGateConcurrency", package: "SyncGateSDK"), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // The protocol's decisions (policies, cursors, validation, summaries): no I/O.
         .target(
             name: "SyncGateCore",
-            dependencies: ["SyncGateWire", .product(name: "Yams", package: "Yams")],
+            dependencies: [.product(name: "SyncGateWire", package: "SyncGateSDK"), .product(name: "Yams", package: "Yams")],
             resources: [.embedInCode("Resources/collections.yaml")],
             swiftSettings: swiftSettings
         ),
@@ -75,7 +65,7 @@ let package = Package(
             name: "SyncGateStorage",
             dependencies: [
                 "SyncGateCore",
-                "SyncGateConcurrency",
+                .product(name: "SyncGateConcurrency", package: "SyncGateSDK"),
                 "SyncGateRuntime",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -168,7 +158,7 @@ let package = Package(
             name: "SyncGateWebhooks",
             dependencies: [
                 "SyncGateStorage",
-                "SyncGateConcurrency",
+                .product(name: "SyncGateConcurrency", package: "SyncGateSDK"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -185,9 +175,9 @@ let package = Package(
         .target(
             name: "SyncGatePush",
             dependencies: [
-                "SyncGateWire",
+                .product(name: "SyncGateWire", package: "SyncGateSDK"),
                 "SyncGateStorage",
-                "SyncGateConcurrency",
+                .product(name: "SyncGateConcurrency", package: "SyncGateSDK"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -316,24 +306,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The client SDK: local store, outbox, push/pull/live sync. Apps ship it, so it depends on
-        // no server target: it speaks PROTOCOL.md with wire models of its own.
-        .target(
-            name: "SyncGateClient",
-            dependencies: [
-                "SyncGateWire",
-                "SyncGateConcurrency",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: swiftSettings
-        ),
         // A command-line pantry app: two simulated devices of one household against a running `syncgate serve`.
         .executableTarget(
             name: "syncgate-demo",
             dependencies: [
-                "SyncGateClient",
+                .product(name: "SyncGateClient", package: "SyncGateSDK"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "JWTKit", package: "jwt-kit"),
             ],
@@ -375,7 +352,7 @@ let package = Package(
         // The wire format: parser limits, writer, timestamps, the models' JSON both ways. No I/O.
         .testTarget(
             name: "SyncGateWireTests",
-            dependencies: ["SyncGateWire", "SyncGateCore"],
+            dependencies: [.product(name: "SyncGateWire", package: "SyncGateSDK"), "SyncGateCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -418,7 +395,7 @@ let package = Package(
                 "SyncGateServer",
                 "SyncGateDialects",
                 "SyncGateRuntime",
-                "SyncGateConcurrency",
+                .product(name: "SyncGateConcurrency", package: "SyncGateSDK"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -432,7 +409,7 @@ let package = Package(
         .testTarget(
             name: "SyncGateClientTests",
             dependencies: [
-                "SyncGateClient",
+                .product(name: "SyncGateClient", package: "SyncGateSDK"),
                 "SyncGateTestSupport",
                 "SyncGateStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),

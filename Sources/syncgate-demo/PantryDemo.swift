@@ -38,8 +38,9 @@ struct PantryDemo: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let pantry = household ?? "pantry-\(UUID().uuidString.prefix(4).lowercased())"
 
-        let alice = try PantryDevice(name: "alice-phone", user: "alice", household: pantry, server: server, folder: folder, tokens: tokens)
-        let bob = try PantryDevice(name: "bob-tablet", user: "bob", household: pantry, server: server, folder: folder, tokens: tokens)
+        guard let serverURL = URL(string: server), serverURL.scheme != nil else { throw ValidationError("--server: not a URL: \(server)") }
+        let alice = try PantryDevice(name: "alice-phone", user: "alice", household: pantry, server: serverURL, folder: folder, tokens: tokens)
+        let bob = try PantryDevice(name: "bob-tablet", user: "bob", household: pantry, server: serverURL, folder: folder, tokens: tokens)
         print("SyncGate pantry demo: \(server), household \(pantry), device databases in \(folder)")
 
         section("1. Alice sets up the pantry and invites Bob")

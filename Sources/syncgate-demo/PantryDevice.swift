@@ -8,7 +8,7 @@ struct PantryDevice: Sendable {
     let client: SyncClient
     let household: String
 
-    init(name: String, user: String, household: String, server: String, folder: String, tokens: DemoTokens) throws {
+    init(name: String, user: String, household: String, server: URL, folder: String, tokens: DemoTokens) throws {
         self.name = name
         self.household = household
         client = try SyncClient(

@@ -101,7 +101,15 @@ struct ClientServerTests {
                 let summary = try await device.read(type: "dailySummaries", id: "2026-01-15")
                 #expect(summary?.data["calories"]?.numberValue == 400)
             }
-            await #expect(throws: SyncGateClientError.self) { try await phone.write(type: "dailySummaries", id: "2026-01-15", data: ["calories": 1]) }
+            // Not declared read-only on this device: the write is local until the server refuses it.
+            try await phone.write(type: "dailySummaries", id: "2026-01-15", data: ["calories": 1])
+            let refused = try await phone.sync()
+            #expect(refused.settled.count == 1 && refused.settled[0].rejectionCode != nil)
+            #expect(try await phone.read(type: "dailySummaries", id: "2026-01-15")?.data["calories"]?.numberValue == 400)
+            // Declared read-only: refused at once, nothing recorded.
+            let watch = try devices.make("alice", "watch") { $0.readOnlyTypes = ["dailySummaries"] }
+            await #expect(throws: SyncGateClientError.self) { try await watch.write(type: "dailySummaries", id: "2026-01-15", data: ["calories": 1]) }
+            #expect(try await watch.pendingWriteCount() == 0)
         }
     }
 

@@ -285,7 +285,7 @@ struct SyncEngineTests {
 
     @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
     func localErrors() async throws {
-        let (client, _) = try scriptedClient { _ in ScriptedTransport.emptyPage() }
+        let (client, _) = try scriptedClient(configure: { $0.readOnlyTypes = ["dailySummaries"] }) { _ in ScriptedTransport.emptyPage() }
         await #expect(throws: SyncGateClientError.self) { try await client.write(type: "dailySummaries", id: "2026-01-15", data: [:]) }
         await #expect(throws: SyncGateClientError.self) { try await client.update(type: "weightLogs", id: "none", fields: ["kg": 1]) }
         #expect(try await client.delete(type: "weightLogs", id: "none").idempotencyKey == nil)

@@ -92,10 +92,10 @@ final class ConvergenceWorld {
                     delay: 0.05
                 )
                 let transport = FaultyTransport(
-                    base: HTTPClientTransport(baseURL: "http://127.0.0.1:\(port)"), seed: seed &* 1000 &+ UInt64(devices.count), rates: rates
+                    base: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!), seed: seed &* 1000 &+ UInt64(devices.count), rates: rates
                 )
                 var configuration = SyncClient.Configuration(
-                    serverURL: "http://127.0.0.1:\(port)", databasePath: "\(folder)/\(name).sqlite", deviceID: name,
+                    serverURL: URL(string: "http://127.0.0.1:\(port)")!, databasePath: "\(folder)/\(name).sqlite", deviceID: name,
                     token: { try await http.token(user) }
                 )
                 // Some devices never wait for a push: every batch is a 202 followed at /v1/jobs.

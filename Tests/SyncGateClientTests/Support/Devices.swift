@@ -13,10 +13,10 @@ struct Devices {
         folder = try temporaryFolder("devices")
     }
 
-    var serverURL: String {
+    var serverURL: URL {
         get throws {
             guard let port = http.client.port else { throw TestEnvironmentError(description: "the harness has no port: use setup .live") }
-            return "http://127.0.0.1:\(port)"
+            return URL(string: "http://127.0.0.1:\(port)")!
         }
     }
 
@@ -33,7 +33,7 @@ struct Devices {
         configuration.jobFollowWait = .seconds(5)
         configuration.backoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(500))
         configure(&configuration)
-        let base = HTTPClientTransport(baseURL: try serverURL)
+        let base = URLSessionTransport(baseURL: try serverURL)
         return try SyncClient(configuration, transport: transport?(base) ?? base)
     }
 }

@@ -70,7 +70,7 @@ func scriptedClient(
     _ handler: @escaping ScriptedTransport.Handler
 ) throws -> (SyncClient, ScriptedTransport) {
     let transport = ScriptedTransport(handler)
-    var configuration = SyncClient.Configuration(serverURL: "http://scripted", databasePath: try temporaryFolder("engine") + "/device.sqlite", deviceID: "phone", token: token)
+    var configuration = SyncClient.Configuration(serverURL: URL(string: "http://scripted")!, databasePath: try temporaryFolder("engine") + "/device.sqlite", deviceID: "phone", token: token)
     configuration.jobFollowWait = .milliseconds(10)
     configuration.jobFollowLimit = .seconds(5)
     configure(&configuration)

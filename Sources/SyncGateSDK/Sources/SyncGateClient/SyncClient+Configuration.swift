@@ -1,5 +1,6 @@
 import SyncGateWire
 public import Logging
+public import Foundation
 
 extension SyncClient {
     /// How a client connects, where it keeps its data, and how it paces sync.
@@ -8,7 +9,7 @@ extension SyncClient {
     /// defaults that suit a mobile app. Waits and sizes outside the protocol's ranges are clamped.
     public struct Configuration: Sendable {
         /// The server's base URL, e.g. `https://sync.example.com`.
-        public var serverURL: String
+        public var serverURL: URL
         /// The SQLite file of this device's data (created if missing). One file per signed-in user.
         public var databasePath: String
         /// Returns a bearer token for the signed-in user. Called when the client has none yet
@@ -17,8 +18,9 @@ extension SyncClient {
         /// The device id (`X-Device-Id`: 1–128 of `A-Za-z0-9._:-`); `nil` makes one the first
         /// time and keeps it in the database.
         public var deviceID: String?
-        /// Types the server derives and refuses writes to; writing one locally throws.
-        public var readOnlyTypes: Set<String> = ["dailySummaries"]
+        /// Types the server derives and refuses writes to (e.g. `dailySummaries`): writing one
+        /// locally throws at once instead of being rejected by the server later.
+        public var readOnlyTypes: Set<String> = []
         /// How long a push waits for its job (`wait`, at most 30 s); longer jobs are followed with ``jobFollowWait``.
         public var pushWait: Duration = .seconds(5)
         /// The `wait` of each job follow-up request (at most 30 s).
@@ -42,7 +44,7 @@ extension SyncClient {
         public var logger: Logger = Logger(label: "SyncGateClient")
 
         /// A configuration with defaults for everything but the server, the file and the token.
-        public init(serverURL: String, databasePath: String, deviceID: String? = nil, token: @escaping @Sendable () async throws -> String) {
+        public init(serverURL: URL, databasePath: String, deviceID: String? = nil, token: @escaping @Sendable () async throws -> String) {
             self.serverURL = serverURL
             self.databasePath = databasePath
             self.deviceID = deviceID

@@ -1,6 +1,6 @@
 import SyncGateWire
 import Logging
-import Synchronization
+import SyncGateConcurrency
 
 /// Live sync: a cycle whenever the server pokes (server-sent events) or, while the event stream
 /// is down, whenever a long-poll returns; and whenever the app writes. Failures back off with
@@ -8,11 +8,11 @@ import Synchronization
 final class LiveSync: Sendable {
     let engine: SyncEngine
     let wakeup: Wakeup
-    /// Where the event stream stands (a ``StreamState`` raw value).
-    private let streamState: Atomic<UInt8>
+    /// Where the event stream stands.
+    private let streamState: Locked<StreamState>
 
     /// The event stream: opening (wait for it), open (pokes arrive), or down (long-poll instead).
-    enum StreamState: UInt8 {
+    enum StreamState {
         case connecting
         case open
         case down
@@ -22,12 +22,12 @@ final class LiveSync: Sendable {
         self.engine = engine
         self.wakeup = wakeup
         let initial: StreamState = engine.configuration.live.mode == .serverSentEvents ? .connecting : .down
-        streamState = Atomic(initial.rawValue)
+        streamState = Locked(initial)
     }
 
     private var stream: StreamState {
-        get { StreamState(rawValue: streamState.load(ordering: .acquiring)) ?? .down }
-        set { streamState.store(newValue.rawValue, ordering: .releasing) }
+        get { streamState.value }
+        set { streamState.update { $0 = newValue } }
     }
 
     private var options: SyncClient.LiveOptions { engine.configuration.live }
@@ -154,13 +154,13 @@ final class LiveSync: Sendable {
 
 /// When a stream last delivered bytes.
 private final class LastActivity: Sendable {
-    private let instant = Mutex(ContinuousClock.now)
+    private let instant = Locked(ContinuousClock.now)
 
     func touch() {
-        instant.withLock { $0 = .now }
+        instant.update { $0 = .now }
     }
 
     var silence: Duration {
-        ContinuousClock.now - instant.withLock { $0 }
+        ContinuousClock.now - instant.update { $0 }
     }
 }

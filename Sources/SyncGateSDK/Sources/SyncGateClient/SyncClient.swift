@@ -1,14 +1,14 @@
 import SyncGateWire
+import SyncGateConcurrency
 import Foundation
 import Logging
-import Synchronization
 
 /// An offline-first client of a SyncGate server: a local store the app reads and writes at
 /// once, an outbox of writes that ``sync()`` pushes, and pulls that bring the other devices'
 /// changes — on demand, or continuously with ``startLive()``.
 ///
 /// ```swift
-/// let client = try SyncClient(.init(serverURL: "http://127.0.0.1:8080", databasePath: path) { try await auth.token() })
+/// let client = try SyncClient(.init(serverURL: URL(string: "https://sync.example.com")!, databasePath: path) { try await auth.token() })
 /// try await client.write(type: "inventory", id: "milk", data: ["name": "Milk", "quantity": 2], household: "home")
 /// try await client.sync()
 /// for try await items in client.observe(type: "inventory") { render(items) }
@@ -26,12 +26,12 @@ public final class SyncClient: Sendable {
     let engine: SyncEngine
     let hub = EventHub()
     let wakeup = Wakeup()
-    private let live = Mutex<Task<Void, Never>?>(nil)
-    private let closed = Atomic<Bool>(false)
+    private let live = Locked<Task<Void, Never>?>(nil)
+    private let closed = Locked(false)
 
     /// Opens the device's database (creating it if needed).
     ///
-    /// - Parameter transport: how requests reach the server; by default AsyncHTTPClient to
+    /// - Parameter transport: how requests reach the server; by default ``URLSessionTransport`` to
     ///   ``Configuration/serverURL``.
     public init(_ configuration: Configuration, transport: (any SyncTransport)? = nil) throws {
         self.configuration = configuration
@@ -44,7 +44,7 @@ public final class SyncClient: Sendable {
             throw SyncGateClientError(.localStore, "cannot open \(configuration.databasePath): \(error)")
         }
         let api = SyncAPI(
-            transport: transport ?? HTTPClientTransport(baseURL: configuration.serverURL),
+            transport: transport ?? URLSessionTransport(baseURL: configuration.serverURL),
             deviceID: deviceID,
             tokens: TokenCache(provider: configuration.token),
             requestTimeout: configuration.requestTimeout,
@@ -81,8 +81,8 @@ public final class SyncClient: Sendable {
     /// whenever the app writes. Failures are retried with backoff and reported as
     /// ``SyncEvent/liveSyncFailed(_:retryIn:)``. Calling it while live does nothing.
     public func startLive() {
-        guard !closed.load(ordering: .acquiring) else { return }
-        live.withLock { task in
+        guard !closed.value else { return }
+        live.update { task in
             guard task == nil else { return }
             let live = LiveSync(engine: engine, wakeup: wakeup)
             task = Task { await live.run() }
@@ -91,7 +91,7 @@ public final class SyncClient: Sendable {
 
     /// Stops live sync and waits until its cycle has ended.
     public func stopLive() async {
-        let task = live.withLock { task -> Task<Void, Never>? in
+        let task = live.update { task -> Task<Void, Never>? in
             defer { task = nil }
             return task
         }
@@ -107,7 +107,7 @@ public final class SyncClient: Sendable {
 
     /// Stops live sync and ends event subscriptions. The client cannot be used afterwards.
     public func close() async {
-        closed.store(true, ordering: .releasing)
+        closed.update { $0 = true }
         await stopLive()
         hub.finish()
         store.close()
@@ -172,7 +172,7 @@ public final class SyncClient: Sendable {
     }
 
     func checkOpen() throws {
-        if closed.load(ordering: .acquiring) { throw SyncGateClientError(.closed, "the client was closed") }
+        if closed.value { throw SyncGateClientError(.closed, "the client was closed") }
     }
 
     /// Runs a local database call, its failures as ``SyncGateClientError/Code/localStore``.

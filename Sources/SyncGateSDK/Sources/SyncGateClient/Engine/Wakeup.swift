@@ -1,6 +1,6 @@
 import SyncGateWire
+import SyncGateConcurrency
 import Foundation
-import Synchronization
 
 /// A sticky signal: ``signal()`` before anyone waits is not lost. Live sync waits on it for a
 /// poke, a local write or a reconnection.
@@ -10,10 +10,10 @@ final class Wakeup: Sendable {
         var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func signal() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.update { state -> [CheckedContinuation<Void, Never>] in
             state.signalled = true
             defer { state.waiters = [:] }
             return Array(state.waiters.values)
@@ -23,7 +23,7 @@ final class Wakeup: Sendable {
 
     /// Forgets signals so far (their cause is about to be handled).
     func reset() {
-        state.withLock { $0.signalled = false }
+        state.update { $0.signalled = false }
     }
 
     /// Returns once signalled (at once if it already is), or when the task is cancelled.
@@ -31,7 +31,7 @@ final class Wakeup: Sendable {
         let id = UUID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { state -> Bool in
+                let resumeNow = state.update { state -> Bool in
                     if state.signalled || Task.isCancelled { return true }
                     state.waiters[id] = continuation
                     return false
@@ -39,7 +39,7 @@ final class Wakeup: Sendable {
                 if resumeNow { continuation.resume() }
             }
         } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+            state.update { $0.waiters.removeValue(forKey: id) }?.resume()
         }
     }
 

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// First-come, first-served mutual exclusion for async code: a holder may suspend while it
 /// holds the lock (the SQLite driver's write transaction across several accesses, the SDK's one
 /// sync cycle at a time). A waiter whose task is cancelled leaves the queue and throws
@@ -12,7 +10,7 @@ public final class AsyncLock: Sendable {
         var waiters = ParkedWaiters()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 
@@ -34,7 +32,7 @@ public final class AsyncLock: Sendable {
 
     /// Hands the lock to the next waiter (it stays held), or frees it.
     private func release() {
-        let next = state.withLock { state -> ParkedWaiters.Continuation? in
+        let next = state.update { state -> ParkedWaiters.Continuation? in
             guard let next = state.waiters.removeFirst() else {
                 state.held = false
                 return nil

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Tasks parked until a condition holds, each leaving by its ticket when its task is cancelled:
 /// the waiting half of ``AsyncLock`` and ``Latch``, kept inside their own state's mutex.
 struct ParkedWaiters: Sendable {
@@ -25,16 +23,16 @@ struct ParkedWaiters: Sendable {
     /// parked task is resumed; throws `CancellationError` if the task is cancelled first (then it
     /// has left the queue, and `goesOn` did not run or said no).
     static func wait<State>(
-        in mutex: borrowing Mutex<State>, at waiters: any WritableKeyPath<State, ParkedWaiters> & Sendable,
+        in mutex: Locked<State>, at waiters: any WritableKeyPath<State, ParkedWaiters> & Sendable,
         goesOn: (inout State) -> Bool
     ) async throws {
-        let ticket = mutex.withLock { state -> Int in
+        let ticket = mutex.update { state -> Int in
             state[keyPath: waiters].lastTicket += 1
             return state[keyPath: waiters].lastTicket
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Continuation) in
-                let decision = mutex.withLock { state -> Decision in
+                let decision = mutex.update { state -> Decision in
                     // Cancelled before it could park: the cancellation handler found nothing to remove.
                     if Task.isCancelled { return .cancelled }
                     if goesOn(&state) { return .goOn }
@@ -48,7 +46,7 @@ struct ParkedWaiters: Sendable {
                 }
             }
         } onCancel: {
-            let parked = mutex.withLock { state -> Continuation? in
+            let parked = mutex.update { state -> Continuation? in
                 guard let index = state[keyPath: waiters].parked.firstIndex(where: { $0.ticket == ticket }) else { return nil }
                 return state[keyPath: waiters].parked.remove(at: index).continuation
             }

@@ -1,6 +1,6 @@
 extension Duration {
     /// Whole milliseconds, rounded toward zero: what settings, leases and SQL bounds count in.
-    package var wholeMilliseconds: Int64 {
+    public var wholeMilliseconds: Int64 {
         components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }

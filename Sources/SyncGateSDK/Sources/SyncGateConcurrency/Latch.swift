@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A one-way gate for async code: tasks wait until it is opened once, and then never again.
 /// `serve` opens one when its migrations are applied, so the in-process workers and the live
 /// waiters start reading the store then, and not before.
@@ -12,18 +10,18 @@ public final class Latch: Sendable {
         var waiters = ParkedWaiters()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 
-    public var isOpen: Bool { state.withLock { $0.isOpen } }
+    public var isOpen: Bool { state.update { $0.isOpen } }
 
     /// How many tasks wait now (tests wait for a task to reach the gate).
-    public var waiting: Int { state.withLock { $0.waiters.count } }
+    public var waiting: Int { state.update { $0.waiters.count } }
 
     /// Opens the gate: every waiter, and every later one, goes on. Opening twice is harmless.
     public func open() {
-        let waiters = state.withLock { state -> [ParkedWaiters.Continuation] in
+        let waiters = state.update { state -> [ParkedWaiters.Continuation] in
             state.isOpen = true
             return state.waiters.removeAll()
         }

@@ -2,7 +2,7 @@ import SyncGateWire
 /// The HTTP exchange the client needs, as a seam: the client speaks the protocol through it, so
 /// an app can bring its own networking and tests can drop, repeat or delay exchanges.
 ///
-/// ``HTTPClientTransport`` is the implementation on AsyncHTTPClient. An implementation sends
+/// ``URLSessionTransport`` is the implementation on `URLSession`, the default. An implementation sends
 /// what it is given and reports what came back, including error statuses; it throws only when
 /// no answer arrived.
 public protocol SyncTransport: Sendable {
