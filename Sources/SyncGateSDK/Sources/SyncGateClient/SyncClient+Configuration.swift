@@ -12,15 +12,21 @@ extension SyncClient {
         public var serverURL: URL
         /// The SQLite file of this device's data (created if missing). One file per signed-in user.
         public var databasePath: String
-        /// Returns a bearer token for the signed-in user. Called when the client has none yet
-        /// and again when the server refuses the one it has (401): return a fresh token then.
+        /// Returns a bearer token for the signed-in user. Called when the client has none yet,
+        /// when the one it has (a JWT) expires within ``tokenRefreshMargin``, and when the server
+        /// refuses it (401): return a fresh token then.
         public var token: @Sendable () async throws -> String
+        /// How long before a JWT's `exp` the client asks for a fresh one, so that no request
+        /// goes out with a token about to expire. Tokens that are not JWTs are kept until refused.
+        public var tokenRefreshMargin: Duration = .seconds(60)
         /// The device id (`X-Device-Id`: 1–128 of `A-Za-z0-9._:-`); `nil` makes one the first
         /// time and keeps it in the database.
         public var deviceID: String?
         /// Types the server derives and refuses writes to (e.g. `dailySummaries`): writing one
         /// locally throws at once instead of being rejected by the server later.
         public var readOnlyTypes: Set<String> = []
+        /// SQLite indexes on fields of documents, for the queries the app runs (``EntityQuery``).
+        public var indexes: [LocalIndex] = []
         /// How long a push waits for its job (`wait`, at most 30 s); longer jobs are followed with ``jobFollowWait``.
         public var pushWait: Duration = .seconds(5)
         /// The `wait` of each job follow-up request (at most 30 s).

@@ -60,10 +60,23 @@ extension SyncClient {
         return try await local { try await store.entities(.init(entityType: type, household: scope.selection)) }
     }
 
-    /// One entity, or `nil` if the device does not have it.
-    public func read(type: String, id: String, household: String? = nil) async throws -> SyncEntity? {
+    /// One entity of one household (`nil`: the user's own), or `nil` if the device does not have it.
+    public func read(type: String, id: String, household: String?) async throws -> SyncEntity? {
         try checkOpen()
         return try await local { try await store.entity(EntityKey(entityType: type, entityID: id, householdID: household)) }
+    }
+
+    /// One entity wherever it is (the user's own or a household's), or `nil` if the device does
+    /// not have it.
+    /// - Throws: ``SyncGateClientError/Code/ambiguous`` when households hold entities of this type
+    ///   and id each: read with the household then.
+    public func read(type: String, id: String) async throws -> SyncEntity? {
+        try checkOpen()
+        let found = try await local { try await store.entities(type: type, id: id) }
+        guard found.count <= 1 else {
+            throw SyncGateClientError(.ambiguous, "\(type)/\(id) is in \(found.map { $0.householdID ?? "the user's own" }.joined(separator: ", ")): name the household")
+        }
+        return found.first
     }
 
     /// The entities of a type (every type when `nil`) now, and again after every change to
@@ -86,6 +99,8 @@ extension SyncClient {
             try await store.record(change, on: key, at: now, newKey: { UUID().uuidString.lowercased() })
         }
         if effect.idempotencyKey != nil { wakeup.signal() }
+        let pending = try await local { try await store.pendingCount() }
+        statusCenter.update { $0.pendingWrites = pending }
         return LocalWrite(key: key, idempotencyKey: effect.idempotencyKey)
     }
 }

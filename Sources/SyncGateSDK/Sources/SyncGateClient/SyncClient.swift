@@ -26,6 +26,8 @@ public final class SyncClient: Sendable {
     let engine: SyncEngine
     let hub = EventHub()
     let wakeup = Wakeup()
+    let statusCenter: StatusCenter
+    let tokens: TokenCache
     private let live = Locked<Task<Void, Never>?>(nil)
     private let closed = Locked(false)
 
@@ -38,17 +40,21 @@ public final class SyncClient: Sendable {
         do {
             store = try LocalStore(path: configuration.databasePath)
             deviceID = try store.deviceID(preferring: configuration.deviceID)
+            try store.declare(indexes: configuration.indexes)
+            statusCenter = StatusCenter(try store.openingStatus())
         } catch let error as SyncGateClientError {
             throw error
         } catch {
             throw SyncGateClientError(.localStore, "cannot open \(configuration.databasePath): \(error)")
         }
+        tokens = TokenCache(provider: configuration.token, refreshMargin: configuration.tokenRefreshMargin)
         let api = SyncAPI(
             transport: transport ?? URLSessionTransport(baseURL: configuration.serverURL),
             deviceID: deviceID,
-            tokens: TokenCache(provider: configuration.token),
+            tokens: tokens,
             requestTimeout: configuration.requestTimeout,
-            logger: configuration.logger
+            logger: configuration.logger,
+            status: statusCenter
         )
         engine = SyncEngine(store: store, api: api, events: hub, configuration: configuration)
     }
@@ -86,6 +92,7 @@ public final class SyncClient: Sendable {
             guard task == nil else { return }
             let live = LiveSync(engine: engine, wakeup: wakeup)
             task = Task { await live.run() }
+            statusCenter.update { $0.isLive = true }
         }
     }
 
@@ -97,6 +104,7 @@ public final class SyncClient: Sendable {
         }
         task?.cancel()
         await task?.value
+        statusCenter.update { $0.isLive = false }
     }
 
     /// Events from now on: settled writes (rejections among them), resyncs, household changes,
@@ -105,11 +113,66 @@ public final class SyncClient: Sendable {
         hub.subscribe()
     }
 
-    /// Stops live sync and ends event subscriptions. The client cannot be used afterwards.
+    /// One sync for a background task (`BGAppRefreshTask`, `BGProcessingTask`, a nudge): what
+    /// ``sync()`` does, given up at `deadline`. Writes pushed before the deadline stay pushed and
+    /// are followed by the next sync; pages pulled stay applied.
+    ///
+    /// ```swift
+    /// BGTaskScheduler.shared.register(forTaskWithIdentifier: "com.example.sync", using: nil) { task in
+    ///     let work = Task { try await client.syncOnce(deadline: .now + .seconds(25)) }
+    ///     task.expirationHandler = { work.cancel() }
+    ///     Task { task.setTaskCompleted(success: (try? await work.value) != nil) }
+    /// }
+    /// ```
+    /// - Throws: ``SyncGateClientError/Code/deadlineExceeded`` when the deadline came first; what
+    ///   ``sync()`` throws otherwise.
+    @discardableResult
+    public func syncOnce(deadline: ContinuousClock.Instant) async throws -> SyncReport {
+        try checkOpen()
+        return try await withThrowingTaskGroup(of: SyncReport?.self) { group in
+            group.addTask { try await self.sync() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let report = try await group.next() ?? nil else {
+                throw SyncGateClientError(.deadlineExceeded, "the sync did not finish by its deadline")
+            }
+            return report
+        }
+    }
+
+    /// Stops live sync and ends event and status subscriptions. The client cannot be used afterwards.
     public func close() async {
         closed.update { $0 = true }
         await stopLive()
         hub.finish()
+        statusCenter.finish()
+        store.close()
+    }
+
+    /// Signs the user out of this device: stops live sync, stops push nudges to the device (if
+    /// the server can be reached; `unregisteringPush: false` skips it), erases the local
+    /// database (documents, unsent writes, cursor, device id) and forgets the token. The client
+    /// is closed afterwards; open a new one for the next user. Unsent writes are lost: check
+    /// ``SyncStatus/pendingWrites`` (and sync) first if they matter.
+    public func signOut(unregisteringPush: Bool = true) async throws {
+        try checkOpen()
+        await stopLive()
+        if unregisteringPush {
+            do {
+                try await engine.api.unregisterPush()
+            } catch {
+                configuration.logger.debug("sign-out: could not unregister push: \(error)", metadata: ["syncgate.device": "\(deviceID)"])
+            }
+        }
+        closed.update { $0 = true }
+        // Under the engine's lock: a sync the app started waits or finishes before the data goes.
+        try await engine.exclusively { try await local { try store.erase() } }
+        tokens.forget()
+        hub.finish()
+        statusCenter.finish()
         store.close()
     }
 
@@ -163,6 +226,15 @@ public final class SyncClient: Sendable {
     public func households() async throws -> [String] {
         try checkOpen()
         return try await local { try await store.households() }
+    }
+
+    /// Where sync stands now.
+    public var status: SyncStatus { statusCenter.status }
+
+    /// The status now, then each time it changes (a subscriber that reads slowly gets the newest
+    /// value, not every one), until the loop stops or the client closes.
+    public func statusUpdates() -> AsyncStream<SyncStatus> {
+        statusCenter.subscribe()
     }
 
     /// Writes not yet decided by the server.

@@ -9,6 +9,7 @@ final class SyncEngine: Sendable {
     let api: SyncAPI
     let events: EventHub
     let configuration: SyncClient.Configuration
+    var status: StatusCenter { api.status }
     private let lock = AsyncLock()
 
     /// Resyncs one cycle may start before giving up (a server that keeps asking is broken).
@@ -36,12 +37,41 @@ final class SyncEngine: Sendable {
     /// One cycle; waits for a cycle already running to finish first.
     func sync() async throws -> SyncReport {
         try await lock.withLock {
-            var report = SyncReport()
-            try await push(into: &report)
-            try await pull(into: &report)
-            report.pending = try await store.pendingCount()
-            return report
+            do {
+                var report = SyncReport()
+                try await push(into: &report)
+                status.update { $0.isUploading = false }
+                try await pull(into: &report)
+                report.pending = try await store.pendingCount()
+                let finished = try await store.recordSynced()
+                status.update { status in
+                    status.isUploading = false
+                    status.isDownloading = false
+                    status.download = nil
+                    status.pendingWrites = report.pending
+                    status.lastSyncedAt = finished
+                    status.lastError = nil
+                }
+                return report
+            } catch {
+                let pending = try? await store.pendingCount()
+                status.update { status in
+                    status.isUploading = false
+                    status.isDownloading = false
+                    status.download = nil
+                    if let pending { status.pendingWrites = pending }
+                    if !(error is CancellationError) {
+                        status.lastError = error as? SyncGateClientError ?? SyncGateClientError(.localStore, "\(error)")
+                    }
+                }
+                throw error
+            }
         }
+    }
+
+    /// Runs `body` while no cycle runs (sign-out erasing the store).
+    func exclusively<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+        try await lock.withLock(body)
     }
 
     // MARK: - Push
@@ -57,6 +87,7 @@ final class SyncEngine: Sendable {
             case .idle:
                 return
             case .follow(let jobID):
+                status.update { $0.isUploading = true }
                 let keys = try await store.entries(ofJob: jobID)
                 guard let answer = try await follow(jobID) else {
                     logger.debug("job unknown to the server; pushing its writes again", metadata: ["syncgate.job": "\(jobID)"])
@@ -66,6 +97,7 @@ final class SyncEngine: Sendable {
                 guard let results = answer.results else { return }
                 if try await settle(keys, results, into: &report) { return }
             case .push(let batch):
+                status.update { $0.isUploading = true }
                 let keys = batch.map(\.idempotencyKey)
                 let answer: JobAnswer
                 do {
@@ -135,6 +167,7 @@ final class SyncEngine: Sendable {
         // A pull from no cursor (a first sync, a resync) brings history, not news, to its last
         // page; so does a household joined since the cursor.
         var fromTheBeginning = cursor == nil
+        status.update { $0.isDownloading = true; $0.download = DownloadProgress(isBootstrap: start.cursor == nil) }
         var resyncs = 0
         while true {
             try Task.checkCancellation()
@@ -147,6 +180,7 @@ final class SyncEngine: Sendable {
             case .page(let page):
                 let effect = try await store.apply(page, epoch: start.epoch)
                 report.pulledChanges += page.changes.count
+                status.update { $0.download?.changes += page.changes.count }
                 if !effect.joined.isEmpty || !effect.left.isEmpty {
                     events.emit(.householdsChanged(joined: effect.joined, left: effect.left))
                 }
@@ -174,6 +208,7 @@ final class SyncEngine: Sendable {
             events.emit(.resynced(reason))
             cursor = nil
             fromTheBeginning = true
+            status.update { $0.download = DownloadProgress(isBootstrap: true) }
         }
     }
 

@@ -9,8 +9,7 @@ public struct SyncGateClientError: Error, Sendable, Hashable, CustomStringConver
         private let name: String
         private init(_ name: String) { self.name = name }
         /// The code's name.
-        /// The code, the message and the HTTP status.
-    public var description: String { name }
+        public var description: String { name }
 
         /// The server could not be reached, or the connection failed before an answer arrived.
         public static let transport = Code("transport")
@@ -34,8 +33,12 @@ public struct SyncGateClientError: Error, Sendable, Hashable, CustomStringConver
         public static let resyncLoop = Code("resyncLoop")
         /// The local database failed.
         public static let localStore = Code("localStore")
-        /// The client was closed.
+        /// The client was closed (or signed out).
         public static let closed = Code("closed")
+        /// ``SyncClient/syncOnce(deadline:)`` ran out of time; what it had pushed stays pushed.
+        public static let deadlineExceeded = Code("deadlineExceeded")
+        /// A read by id found the entity in more than one household: name the household.
+        public static let ambiguous = Code("ambiguous")
     }
 
     /// What went wrong.
@@ -68,6 +71,7 @@ public struct SyncGateClientError: Error, Sendable, Hashable, CustomStringConver
         }
     }
 
+    /// The code, the message and the HTTP status.
     public var description: String {
         var text = "SyncGateClientError.\(code): \(message)"
         if let httpStatus { text += " (HTTP \(httpStatus)\(serverCode.map { " \($0)" } ?? ""))" }

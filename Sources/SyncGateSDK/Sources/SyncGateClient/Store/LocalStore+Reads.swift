@@ -55,15 +55,22 @@ extension LocalStore {
 
     /// The entities of a selection now and after every change, until the sequence is no longer iterated.
     func observe(_ selection: Selection) -> AsyncThrowingStream<[SyncEntity], any Error> {
+        observe { db in try Self.entities(db, selection) }
+    }
+
+    /// What `fetch` reads now, and again whenever a transaction changes it (GRDB re-reads after
+    /// each commit that touches the tables read, and duplicates are dropped), until the sequence is
+    /// no longer iterated.
+    func observe<Value: Sendable & Equatable>(_ fetch: @escaping @Sendable (Database) throws -> Value) -> AsyncThrowingStream<Value, any Error> {
         let observation = ValueObservation
-            .tracking { db in try Self.entities(db, selection) }
+            .tracking(fetch)
             .removeDuplicates()
             .values(in: database)
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SyncEntity].self, throwing: (any Error).self)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Value.self, throwing: (any Error).self)
         let task = Task {
             do {
-                for try await entities in observation {
-                    continuation.yield(entities)
+                for try await value in observation {
+                    continuation.yield(value)
                 }
                 continuation.finish()
             } catch {
@@ -72,6 +79,16 @@ extension LocalStore {
         }
         continuation.onTermination = { _ in task.cancel() }
         return stream
+    }
+
+    /// The entities of a type with this id, in whichever households (or the user's own) the device has them.
+    func entities(type: String, id: String) async throws -> [SyncEntity] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM local_entity WHERE entity_type = ? AND entity_id = ? ORDER BY household_id",
+                arguments: [type, id]
+            ).map(Self.entity)
+        }
     }
 
     static func entity(_ row: Row) throws -> SyncEntity {

@@ -92,7 +92,51 @@ final class LocalStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v2") { db in
+            // When a sync last finished without error, for SyncStatus.lastSyncedAt across launches.
+            try db.execute(sql: "ALTER TABLE sync_state ADD COLUMN last_synced_at REAL")
+        }
         return migrator
+    }
+
+    /// Records that a sync finished now; returns the time recorded.
+    func recordSynced() async throws -> Date {
+        let now = Date()
+        try await database.write { db in
+            try db.execute(sql: "UPDATE sync_state SET last_synced_at = ? WHERE id = 1", arguments: [now.timeIntervalSince1970])
+        }
+        return now
+    }
+
+    /// What the status starts from when the client opens: the undecided writes and the last sync.
+    func openingStatus() throws -> SyncStatus {
+        try database.read { db in
+            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE state != 'acknowledged'") ?? 0
+            let synced = try Double.fetchOne(db, sql: "SELECT last_synced_at FROM sync_state WHERE id = 1")
+            return SyncStatus(pendingWrites: pending, lastSyncedAt: synced.map(Date.init(timeIntervalSince1970:)))
+        }
+    }
+
+    /// Removes everything the device holds: documents, the outbox, households, the cursor, the
+    /// device id (sign-out). The schema stays, so the file can be opened again.
+    func erase() throws {
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM server_entity;
+                    DELETE FROM outbox;
+                    DELETE FROM local_entity;
+                    DELETE FROM household;
+                    DELETE FROM sync_state;
+                    INSERT INTO sync_state (id) VALUES (1);
+                    """
+            )
+        }
+        // Give the deleted pages back to the file system and leave no deleted data in the WAL.
+        try database.writeWithoutTransaction { db in
+            try db.execute(sql: "VACUUM")
+            try db.checkpoint(.truncate)
+        }
     }
 
     // MARK: - Sync state

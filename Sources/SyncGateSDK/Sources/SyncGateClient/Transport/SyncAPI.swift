@@ -11,6 +11,8 @@ struct SyncAPI: Sendable {
     /// Extra time beyond a request's `wait` before the client gives up on the answer.
     let requestTimeout: Duration
     let logger: Logger
+    /// Where each exchange reports whether the server answered.
+    let status: StatusCenter
 
     /// `POST /v1/sync/push?wait=`: the job, finished (200) or not yet (202).
     func push(_ entries: [OutboxEntry], waitMilliseconds: Int) async throws -> JobAnswer {
@@ -55,6 +57,7 @@ struct SyncAPI: Sendable {
         if let cursor { query.append("cursor=\(Self.percentEncoded(cursor))") }
         if waitMilliseconds > 0 { query.append("wait=\(waitMilliseconds)") }
         let response = try await send(method: "GET", path: "/v1/sync/pull?" + query.joined(separator: "&"), body: nil, waitMilliseconds: waitMilliseconds)
+        status.update { $0.download?.bytes += response.body.count }
         return try Self.pullAnswer(response)
     }
 
@@ -71,12 +74,7 @@ struct SyncAPI: Sendable {
     func events() async throws -> TransportStream {
         try await authorized { token in
             let request = TransportRequest(method: "GET", path: "/v1/sync/events", headers: headers(token: token), timeout: requestTimeout)
-            let stream: TransportStream
-            do {
-                stream = try await transport.stream(request)
-            } catch {
-                throw Self.transportError(error)
-            }
+            let stream = try await reaching { try await transport.stream(request) }
             if stream.status == 200 { return (stream.status, stream) }
             var body: [UInt8] = []
             for try await chunk in stream.body where body.count < 65_536 { body += chunk }
@@ -93,12 +91,24 @@ struct SyncAPI: Sendable {
             let request = TransportRequest(
                 method: method, path: path, headers: headers, body: body, timeout: requestTimeout + .milliseconds(waitMilliseconds)
             )
-            do {
-                let response = try await transport.send(request)
-                return (response.status, response)
-            } catch {
-                throw Self.transportError(error)
-            }
+            let response = try await reaching { try await transport.send(request) }
+            return (response.status, response)
+        }
+    }
+
+    /// Runs one exchange with the transport, reporting the connection: connecting (after being
+    /// offline), connected when an answer arrives, offline when none does.
+    private func reaching<Answer>(_ exchange: () async throws -> Answer) async throws -> Answer {
+        status.update { if $0.connection == .offline { $0.connection = .connecting } }
+        do {
+            let answer = try await exchange()
+            status.update { $0.connection = .connected }
+            return answer
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            status.update { $0.connection = .offline }
+            throw Self.transportError(error)
         }
     }
 

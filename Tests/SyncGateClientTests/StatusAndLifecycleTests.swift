@@ -1,0 +1,248 @@
+import Foundation
+#if canImport(Observation)
+import Observation
+#endif
+import Synchronization
+import SyncGateTestSupport
+import Testing
+
+@testable import SyncGateClient
+
+/// Sync status as a value and a stream, and the client's lifecycle: tokens refreshed before they
+/// expire, sign-out, and one sync with a deadline.
+@Suite("Status and lifecycle", .timeLimit(.minutes(10)))
+struct StatusAndLifecycleTests {
+    @Test("the status follows a sync: pending writes, uploading, a bootstrap download in changes and bytes, then synced and connected")
+    func statusThroughASync() async throws {
+        let seen = Mutex<[String: SyncStatus]>([:])
+        let clientBox = Mutex<SyncClient?>(nil)
+        let page: JSONValue = [
+            "changes": [
+                ["entity_type": "weightLogs", "entity_id": "w0", "version": 1, "operation": "upsert", "data": ["kg": 71], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"],
+            ],
+            "cursor": "c1", "has_more": false, "force_resync": false, "scopes": ["added": [], "removed": []], "device_watermark": "0",
+        ]
+        let (client, _) = try scriptedClient { request in
+            let status = clientBox.withLock { $0 }!.status
+            seen.withLock { $0[request.route] = status }
+            switch request.route {
+            case "/v1/sync/push": return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            default: return ScriptedTransport.json(page)
+            }
+        }
+        clientBox.withLock { $0 = client }
+        #expect(client.status == SyncStatus())
+        var updates = client.statusUpdates().makeAsyncIterator()
+        #expect(await updates.next() == SyncStatus())
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        #expect(client.status.pendingWrites == 1)
+        #expect(await updates.next()?.pendingWrites == 1)
+
+        try await client.sync()
+        let atPush = try #require(seen.withLock { $0["/v1/sync/push"] })
+        #expect(atPush.isUploading && !atPush.isDownloading && atPush.connection == .connecting)
+        let atPull = try #require(seen.withLock { $0["/v1/sync/pull"] })
+        #expect(!atPull.isUploading && atPull.isDownloading && atPull.connection == .connected)
+        #expect(atPull.download == DownloadProgress(isBootstrap: true, changes: 0, bytes: 0))
+        let after = client.status
+        #expect(after.connection == .connected && !after.isUploading && !after.isDownloading && after.download == nil)
+        #expect(after.pendingWrites == 0 && after.lastError == nil)
+        #expect(try #require(after.lastSyncedAt).timeIntervalSinceNow > -600)
+        // A slow reader gets the newest status, not every step.
+        #expect(await updates.next() == after)
+    }
+
+    @Test("download progress counts each page's changes and bytes while the pull runs")
+    func downloadProgress() async throws {
+        let progress = Mutex<[DownloadProgress?]>([])
+        let clientBox = Mutex<SyncClient?>(nil)
+        let (client, _) = try scriptedClient { request in
+            progress.withLock { $0.append(clientBox.withLock { $0 }!.status.download) }
+            let cursor = request.query("cursor")
+            let id = cursor == nil ? "a" : "b"
+            return ScriptedTransport.json([
+                "changes": [["entity_type": "notes", "entity_id": .string(id), "version": 1, "operation": "upsert", "data": ["t": "x"], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"]],
+                "cursor": .string(cursor == nil ? "c1" : "c2"), "has_more": .bool(cursor == nil), "force_resync": false,
+                "scopes": ["added": [], "removed": []], "device_watermark": "0",
+            ])
+        }
+        clientBox.withLock { $0 = client }
+        try await client.sync()
+        let seen = progress.withLock { $0 }
+        #expect(seen.count == 2)
+        #expect(seen[0] == DownloadProgress(isBootstrap: true))
+        #expect(seen[1]?.changes == 1 && seen[1]?.isBootstrap == true && (seen[1]?.bytes ?? 0) > 100)
+        // The next sync continues from a cursor: not a bootstrap.
+        try await client.sync()
+        #expect(progress.withLock { $0 }.last??.isBootstrap == false)
+    }
+
+    @Test("no answer makes the status offline with the error; the next answer clears it; lastSyncedAt survives a restart")
+    func offlineAndBack() async throws {
+        let folder = try temporaryFolder("status")
+        let down = Atomic<Bool>(true)
+        let (client, _) = try scriptedClient(configure: { $0.databasePath = folder + "/device.sqlite" }) { _ in
+            if down.load(ordering: .relaxed) { throw URLError(.notConnectedToInternet) }
+            return ScriptedTransport.emptyPage()
+        }
+        await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+        #expect(client.status.connection == .offline)
+        #expect(client.status.lastError?.code == .transport)
+        #expect(client.status.lastSyncedAt == nil)
+        down.store(false, ordering: .relaxed)
+        try await client.sync()
+        #expect(client.status.connection == .connected && client.status.lastError == nil)
+        let synced = try #require(client.status.lastSyncedAt)
+        await client.close()
+        let (reopened, _) = try scriptedClient(configure: { $0.databasePath = folder + "/device.sqlite" }) { _ in ScriptedTransport.emptyPage() }
+        #expect(abs(try #require(reopened.status.lastSyncedAt).timeIntervalSince(synced)) < 0.001)
+        #expect(reopened.status.connection == .offline)
+        // Closing ends status subscriptions.
+        let updates = reopened.statusUpdates()
+        await reopened.close()
+        var count = 0
+        for await _ in updates { count += 1 }
+        #expect(count <= 1)
+    }
+
+    @Test("live sync shows in the status while it runs")
+    func liveInStatus() async throws {
+        let (client, _) = try scriptedClient(configure: { $0.live.mode = .longPoll; $0.live.longPollWait = .seconds(1) }) { _ in ScriptedTransport.emptyPage() }
+        client.startLive()
+        #expect(client.status.isLive)
+        await client.stopLive()
+        #expect(!client.status.isLive)
+        await client.close()
+    }
+
+    #if canImport(Observation)
+    @Test("the Observable model follows the status on the main actor")
+    @MainActor
+    func observableModel() async throws {
+        let (client, _) = try scriptedClient { _ in ScriptedTransport.emptyPage() }
+        let model = SyncStatusModel(client: client)
+        #expect(model.status.pendingWrites == 0)
+        let changed = AsyncStream.makeStream(of: Void.self)
+        withObservationTracking { _ = model.status } onChange: { changed.continuation.yield() }
+        try await client.write(type: "notes", id: "n1", data: ["t": "x"])
+        var iterator = changed.stream.makeAsyncIterator()
+        await iterator.next()
+        // onChange fires before the value is set: wait for the main actor's turn after it.
+        while model.status.pendingWrites != 1 { await Task.yield() }
+        #expect(model.status.pendingWrites == 1)
+        await client.close()
+    }
+    #endif
+
+    // MARK: - Tokens
+
+    static func jwt(exp: Double) -> String {
+        func part(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        return part(#"{"alg":"HS256","typ":"JWT"}"#) + "." + part(#"{"sub":"alice","exp":\#(exp)}"#) + ".c2ln"
+    }
+
+    @Test("a JWT is refreshed before its exp, within the margin; other tokens are kept until refused")
+    func tokenRefresh() async throws {
+        let now = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let issued = Atomic<Int>(0)
+        let cache = TokenCache(
+            provider: {
+                let count = issued.add(1, ordering: .relaxed).newValue
+                return Self.jwt(exp: 1_000_000 + 300 * Double(count))
+            },
+            refreshMargin: .seconds(60), now: { now.withLock { $0 } }
+        )
+        let first = try await cache.current()
+        #expect(TokenCache.expiry(of: first) == Date(timeIntervalSince1970: 1_000_300))
+        now.withLock { $0 += 239 }
+        #expect(try await cache.current() == first)
+        #expect(issued.load(ordering: .relaxed) == 1)
+        now.withLock { $0 += 1 }  // 60 s before exp: time for a fresh one
+        let second = try await cache.current()
+        #expect(second != first && issued.load(ordering: .relaxed) == 2)
+        #expect(try await cache.refresh(replacing: first) == second)
+        cache.forget()
+        _ = try await cache.current()
+        #expect(issued.load(ordering: .relaxed) == 3)
+
+        let noExp = Self.jwt(exp: 1).split(separator: ".")[0] + "." + Data(#"{"sub":"alice"}"#.utf8).base64EncodedString() + ".c2ln"
+        for opaque in ["opaque-token", "a.b", "a.!!!.c", String(noExp)] {
+            #expect(TokenCache.expiry(of: opaque) == nil)
+        }
+        let plain = TokenCache(provider: { "opaque" }, refreshMargin: .seconds(60))
+        #expect(try await plain.current() == "opaque")
+    }
+
+    @Test("requests carry a token refreshed ahead of its expiry")
+    func clientRefreshesAhead() async throws {
+        let issued = Atomic<Int>(0)
+        let (client, transport) = try scriptedClient(token: {
+            // Each token expires 30 s from now: inside the 60 s margin, so each request asks again.
+            let count = issued.add(1, ordering: .relaxed).newValue
+            return Self.jwt(exp: Date().timeIntervalSince1970 + 30) + "\(count)"
+        }) { _ in ScriptedTransport.emptyPage() }
+        try await client.sync()
+        try await client.sync()
+        #expect(issued.load(ordering: .relaxed) == 2)
+        #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }).count == 2)
+    }
+
+    // MARK: - Sign-out and one sync
+
+    @Test("sign-out unregisters push, erases the database and closes the client")
+    func signOut() async throws {
+        let folder = try temporaryFolder("signout")
+        let (client, transport) = try scriptedClient(configure: { $0.databasePath = folder + "/device.sqlite"; $0.deviceID = nil }) { request in
+            request.method == "DELETE" ? TransportResponse(status: 204) : ScriptedTransport.emptyPage()
+        }
+        try await client.write(type: "notes", id: "n1", data: ["t": "secret"])
+        try await client.signOut()
+        #expect(transport.requests.map { "\($0.method) \($0.route)" } == ["DELETE /v1/devices/current/push"])
+        await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+        await #expect(throws: SyncGateClientError.self) { try await client.read(type: "notes") }
+        let bytes = try Data(contentsOf: URL(filePath: folder + "/device.sqlite"))
+        #expect(bytes.range(of: Data("secret".utf8)) == nil)
+        let (next, _) = try scriptedClient(configure: { $0.databasePath = folder + "/device.sqlite"; $0.deviceID = nil }) { _ in ScriptedTransport.emptyPage() }
+        #expect(try await next.read(type: "notes").isEmpty)
+        #expect(try await next.pendingWriteCount() == 0)
+        #expect(next.deviceID != client.deviceID)
+        await next.close()
+    }
+
+    @Test("sign-out offline still erases; unregistering can be skipped")
+    func signOutOffline() async throws {
+        let (client, transport) = try scriptedClient { _ in throw URLError(.notConnectedToInternet) }
+        try await client.write(type: "notes", id: "n1", data: ["t": "x"])
+        try await client.signOut()
+        let (other, quiet) = try scriptedClient { _ in ScriptedTransport.emptyPage() }
+        try await other.signOut(unregisteringPush: false)
+        #expect(transport.requests.count == 1)
+        #expect(quiet.requests.isEmpty)
+    }
+
+    @Test("one sync with a deadline: finished before it, or given up at it with deadlineExceeded")
+    func syncOnce() async throws {
+        let hold = AsyncStream.makeStream(of: Void.self)
+        let (client, transport) = try scriptedClient { request in
+            if request.route == "/v1/sync/pull", request.query("cursor") == "c1" {
+                // The second sync's pull never answers until cancelled.
+                for await _ in hold.stream {}
+                try Task.checkCancellation()
+            }
+            return ScriptedTransport.emptyPage()
+        }
+        let report = try await client.syncOnce(deadline: .now + .seconds(600))
+        #expect(report.pulledChanges == 0)
+        let started = ContinuousClock.now
+        await #expect(throws: SyncGateClientError.self) { try await client.syncOnce(deadline: .now + .milliseconds(200)) }
+        #expect(ContinuousClock.now - started < .seconds(120))
+        #expect(transport.requests.count == 2)
+        // The client stays usable.
+        hold.continuation.finish()
+        #expect(client.status.lastError == nil || client.status.lastError?.code != .deadlineExceeded)
+        await client.close()
+    }
+}
