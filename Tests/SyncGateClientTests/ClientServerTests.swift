@@ -72,6 +72,70 @@ struct ClientServerTests {
         }
     }
 
+    @Test("queries on a declared index, sync status and a bootstrap's progress, tokens refreshed ahead, sign-out", arguments: Driver.selected)
+    func queriesStatusLifecycle(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, setup: .live) { http in
+            let devices = try Devices(http)
+            let index = LocalIndex(type: "weightLogs", fields: ["date"])
+            let phone = try devices.make("alice", "phone") { $0.indexes = [index] }
+            for day in 1...12 {
+                try await phone.write(type: "weightLogs", id: "w\(day)", data: ["kg": .double(70 + Double(day) / 10), "date": .string("2026-01-\(day < 10 ? "0" : "")\(day)")])
+            }
+            #expect(phone.status.pendingWrites == 12)
+            try await phone.sync()
+            #expect(phone.status.pendingWrites == 0 && phone.status.connection == .connected && phone.status.lastSyncedAt != nil)
+
+            // The tablet bootstraps in pages of 5, with tokens that expire within the refresh margin.
+            let issued = Atomic<Int>(0)
+            let progress = Mutex<[DownloadProgress?]>([])
+            let tabletBox = Mutex<SyncClient?>(nil)
+            let tablet = try devices.make("alice", "tablet") {
+                $0.indexes = [index]
+                $0.pullPageSize = 5
+                $0.token = {
+                    issued.add(1, ordering: .relaxed)
+                    return try await http.token("alice", ttl: 30)
+                }
+            } transport: { base in
+                ProbeTransport(base: base) { request in
+                    if request.path.hasPrefix("/v1/sync/pull") { progress.withLock { $0.append(tabletBox.withLock { $0 }?.status.download) } }
+                }
+            }
+            tabletBox.withLock { $0 = tablet }
+            let report = try await tablet.sync()
+            #expect(report.pulledChanges == 12)
+            let seen = progress.withLock { $0 }
+            #expect(seen.count == 3)
+            #expect(seen.first == DownloadProgress(isBootstrap: true))
+            #expect(seen.last??.isBootstrap == true && seen.last??.changes == 10 && (seen.last??.bytes ?? 0) > 500)
+            #expect(tablet.status.download == nil && tablet.status.lastError == nil)
+            // Each request asked for a fresh token (each expires within the 60 s margin).
+            #expect(issued.load(ordering: .relaxed) == 3)
+
+            let lastWeek = EntityQuery("weightLogs").filter(.between("date", "2026-01-06", "2026-01-12")).sorted(by: "date", .descending).limit(3)
+            #expect(try await tablet.read(lastWeek).map(\.entityID) == ["w12", "w11", "w10"])
+            var results = tablet.observe(lastWeek).makeAsyncIterator()
+            #expect(try await results.next()?.map(\.entityID) == ["w12", "w11", "w10"])
+            try await phone.write(type: "weightLogs", id: "w13", data: ["kg": 72, "date": "2026-01-13"])
+            try await phone.update(type: "weightLogs", id: "w11", fields: ["date": "2026-01-05"])
+            try await phone.sync()
+            try await tablet.sync()
+            #expect(try await results.next()?.map(\.entityID) == ["w12", "w10", "w9"])
+            #expect(try await tablet.read(type: "weightLogs", id: "w11")?.data["date"] == "2026-01-05")
+
+            // Sign-out: the server forgets the device's push address; the device forgets the user.
+            try await tablet.registerPushToken(.fcm(token: "fcm-token-tablet"))
+            #expect(try await http.store.store.pushRegistration(DeviceKey(userID: "alice", deviceID: "tablet")) != nil)
+            try await tablet.signOut()
+            #expect(try await http.store.store.pushRegistration(DeviceKey(userID: "alice", deviceID: "tablet")) == nil)
+            let again = try devices.make("alice", "tablet")
+            #expect(try await again.read(type: "weightLogs").isEmpty)
+            #expect(again.status.lastSyncedAt == nil)
+            try await again.sync()
+            #expect(try await again.read(EntityQuery("weightLogs")).count == 13)
+        }
+    }
+
     @Test("field_merge keeps both devices' fields; items_merge merges items; summaries are derived and read-only", arguments: Driver.selected)
     func merges(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, setup: .live) { http in

@@ -24,6 +24,7 @@ import SyncGateTestSupport
 extension ConvergenceWorld {
     func check() async throws {
         try await checkConvergence()
+        try await checkQueriesAndStatus()
         var results: [String: [ServerTruth.Result]] = [:]
         var resultsByUser: [String: [String: [ServerTruth.Result]]] = [:]
         for user in Self.users {
@@ -69,6 +70,38 @@ extension ConvergenceWorld {
             let outbox = try await device.client.store.outbox()
             if !outbox.isEmpty {
                 problems.append("\(device.name): \(outbox.count) entries left in the outbox: \(outbox.map { "\($0.key) \($0.state)" })")
+            }
+        }
+    }
+
+    /// At rest, on every device: the watched query's fresh result is what filtering and ordering
+    /// every entity of its type gives, its observation settles on that result, and the status
+    /// says synced with nothing pending.
+    private func checkQueriesAndStatus() async throws {
+        for device in devices {
+            let everything = try await device.client.read(type: Self.watchedQuery.type)
+            let expected = everything
+                .filter { ($0.data["quantity"]?.numberValue ?? -1) >= 6 }
+                .sorted {
+                    let (left, right) = ($0.data["quantity"]!.numberValue!, $1.data["quantity"]!.numberValue!)
+                    return left != right ? left > right : $0.key < $1.key
+                }
+            let fresh = try await device.client.read(Self.watchedQuery)
+            if fresh != expected {
+                problems.append("\(device.name): the query reads \(fresh.map(\.key)); filtering every entity gives \(expected.map(\.key))")
+            }
+            do {
+                try await eventually("\(device.name)'s observed query to settle", every: .milliseconds(10)) {
+                    device.watched.value == fresh
+                }
+            } catch {
+                problems.append("\(device.name): the observed query ended at \(device.watched.value?.map(\.key) ?? []); a fresh read gives \(fresh.map(\.key))")
+            }
+            let status = device.client.status
+            if status.pendingWrites != 0 || status.lastError != nil || status.connection != .connected || status.isUploading || status.isDownloading
+                || status.download != nil || status.lastSyncedAt == nil
+            {
+                problems.append("\(device.name): at rest the status is \(status)")
             }
         }
     }

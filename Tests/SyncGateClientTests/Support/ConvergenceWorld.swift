@@ -17,6 +17,8 @@ final class ConvergenceWorld {
     static let household = "home"
     /// Types whose every applied write makes exactly one new version (no merges, no server writes).
     static let oneVersionPerWrite: Set<String> = ["weightLogs", "inventory", "recentFoods"]
+    /// The query every device observes through the run (half of them on a declared index).
+    static let watchedQuery = EntityQuery("inventory").filter(.greaterThanOrEqual("quantity", 6)).sorted(by: "quantity", .descending)
 
     struct Device {
         let name: String
@@ -25,6 +27,9 @@ final class ConvergenceWorld {
         let transport: FaultyTransport
         let events: EventLog
         let collector: Task<Void, Never>
+        /// The latest result of ``ConvergenceWorld/watchedQuery`` as the device's observation emitted it.
+        let watched: QueryResultBox
+        let watcher: Task<Void, Never>
         var offlineUntil = -1
         var live = false
     }
@@ -105,13 +110,25 @@ final class ConvergenceWorld {
                 configuration.pullPageSize = [3, 50, 500].randomElement(using: &random)!
                 configuration.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(200))
                 configuration.live.longPollWait = .seconds(2)
+                configuration.indexes = Bool.random(using: &random) ? [LocalIndex(type: "inventory", fields: ["quantity"])] : []
                 let client = try SyncClient(configuration, transport: transport)
                 let events = EventLog()
                 let stream = client.events()
                 let collector = Task {
                     for await event in stream { events.append(event) }
                 }
-                devices.append(Device(name: name, user: user, client: client, transport: transport, events: events, collector: collector))
+                let watched = QueryResultBox()
+                let results = client.observe(Self.watchedQuery)
+                let watcher = Task {
+                    do {
+                        for try await result in results { watched.value = result }
+                    } catch {
+                        watched.value = nil
+                    }
+                }
+                devices.append(
+                    Device(name: name, user: user, client: client, transport: transport, events: events, collector: collector, watched: watched, watcher: watcher)
+                )
             }
         }
     }
@@ -318,8 +335,20 @@ final class ConvergenceWorld {
         for device in devices {
             await device.client.close()
             await device.collector.value
+            device.watcher.cancel()
+            await device.watcher.value
         }
         try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// The latest result an observed query emitted.
+final class QueryResultBox: Sendable {
+    private let latest = Mutex<[SyncEntity]?>(nil)
+
+    var value: [SyncEntity]? {
+        get { latest.withLock { $0 } }
+        set { latest.withLock { $0 = newValue } }
     }
 }
 

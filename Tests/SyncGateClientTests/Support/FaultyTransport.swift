@@ -154,3 +154,20 @@ struct NoEventStreamTransport: SyncTransport {
         throw FaultyTransport.InjectedFailure(description: "no event streams here")
     }
 }
+
+/// A transport that calls `probe` with each request before sending it: tests read the client's
+/// status at that moment.
+struct ProbeTransport: SyncTransport {
+    let base: any SyncTransport
+    let probe: @Sendable (TransportRequest) -> Void
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        probe(request)
+        return try await base.send(request)
+    }
+
+    func stream(_ request: TransportRequest) async throws -> TransportStream {
+        probe(request)
+        return try await base.stream(request)
+    }
+}
