@@ -316,6 +316,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // `scripts/bench-sdk`: the SDK's bootstrap and queries over a local store, from memory.
+        .executableTarget(
+            name: "syncgate-sdk-bench",
+            dependencies: [.product(name: "SyncGateClient", package: "SyncGateSDK")],
+            swiftSettings: swiftSettings
+        ),
         // Tests: unit (Core, pure), conformance (the store, worker and HTTP front, once per driver),
         // process (the real binary), and the support they share.
         .target(

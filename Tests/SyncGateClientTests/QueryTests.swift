@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import SyncGateTestSupport
 import Testing
 
@@ -127,6 +128,37 @@ struct QueryTests {
         #expect(names == ["app_index:foods:meal,calories"])
         #expect(Self.ids(try await client.read(query)) == ["soup", "rice", "steak"])
         await client.close()
+    }
+
+    @Test("a first sync fills the store without the declared indexes and makes them at its end, also when it fails")
+    func bootstrapRemakesIndexes() async throws {
+        let indexNames = Mutex<[[String]]>([])
+        let failSecondPage = Atomic<Bool>(true)
+        let box = Mutex<SyncClient?>(nil)
+        let (client, _) = try scriptedClient(configure: { $0.indexes = [LocalIndex(type: "foods", fields: ["calories"])] }) { request in
+            let names = try await box.withLock { $0 }!.readDatabase { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
+            }
+            indexNames.withLock { $0.append(names) }
+            let second = request.query("cursor") == "c1"
+            if second, failSecondPage.load(ordering: .relaxed) { throw URLError(.networkConnectionLost) }
+            return ScriptedTransport.json([
+                "changes": [["entity_type": "foods", "entity_id": .string(second ? "b" : "a"), "version": 1, "operation": "upsert", "data": ["calories": 5], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"]],
+                "cursor": .string(second ? "c2" : "c1"), "has_more": .bool(!second), "force_resync": false, "scopes": ["added": [], "removed": []], "device_watermark": "0",
+            ])
+        }
+        box.withLock { $0 = client }
+        await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+        let indexed = try await client.readDatabase { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
+        }
+        #expect(indexed == ["app_index:foods:calories"])
+        #expect(indexNames.withLock { $0 } == [[], []])
+        // Not empty any more: the next sync keeps its indexes.
+        failSecondPage.store(false, ordering: .relaxed)
+        try await client.sync()
+        #expect(indexNames.withLock { $0 }.last == ["app_index:foods:calories"])
+        #expect(Self.ids(try await client.read(EntityQuery("foods").filter(.equals("calories", 5)))) == ["a", "b"])
     }
 
     @Test("read-only SQL reads the view and cannot write")

@@ -1,4 +1,4 @@
-public import SyncGateWire
+import SyncGateWire
 public import GRDB
 
 extension SyncClient {

@@ -162,6 +162,22 @@ final class SyncEngine: Sendable {
     /// Pulls until `has_more` is false, starting over when the server asks. Part of ``sync()``,
     /// which holds the lock; tests call it alone.
     func pull(into report: inout SyncReport) async throws {
+        // A first sync fills an empty store without its declared indexes and makes them at the end.
+        let indexes = configuration.indexes
+        guard !indexes.isEmpty, try await store.pullState().cursor == nil, try await store.isEmpty() else {
+            return try await pullPages(into: &report)
+        }
+        try await store.dropDeclaredIndexes()
+        do {
+            try await pullPages(into: &report)
+        } catch {
+            try? await store.remake(indexes: indexes)
+            throw error
+        }
+        try await store.remake(indexes: indexes)
+    }
+
+    private func pullPages(into report: inout SyncReport) async throws {
         let start = try await store.beginPull()
         var cursor = start.cursor
         // A pull from no cursor (a first sync, a resync) brings history, not news, to its last

@@ -14,15 +14,40 @@ extension LocalStore {
     func declare(indexes: [LocalIndex]) throws {
         let wanted = try indexes.map(QuerySQL.index)
         try database.write { db in
-            let existing = try String.fetchAll(
-                db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'local_entity' AND substr(name, 1, ?) = ?",
-                arguments: [QuerySQL.indexPrefix.count, QuerySQL.indexPrefix]
-            )
+            let existing = try Self.declaredIndexNames(db)
             for name in Set(existing).subtracting(wanted.map(\.name)) {
                 try db.execute(sql: "DROP INDEX \(QuerySQL.quoted(name))")
             }
             for index in wanted { try db.execute(sql: index.sql) }
         }
+    }
+
+    /// Whether the view holds nothing: a first sync is about to fill it.
+    func isEmpty() async throws -> Bool {
+        try await database.read { db in try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM local_entity)")! }
+    }
+
+    /// Drops the declared indexes (a bootstrap makes them again once the store is filled: one
+    /// sort of every row is cheaper than keeping the index up to date row by row).
+    func dropDeclaredIndexes() async throws {
+        try await database.write { db in
+            for name in try Self.declaredIndexNames(db) { try db.execute(sql: "DROP INDEX \(QuerySQL.quoted(name))") }
+        }
+    }
+
+    /// Makes the declared indexes again after ``dropDeclaredIndexes()``.
+    func remake(indexes: [LocalIndex]) async throws {
+        let wanted = try indexes.map(QuerySQL.index)
+        try await database.write { db in
+            for index in wanted { try db.execute(sql: index.sql) }
+        }
+    }
+
+    private static func declaredIndexNames(_ db: Database) throws -> [String] {
+        try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'local_entity' AND substr(name, 1, ?) = ?",
+            arguments: [QuerySQL.indexPrefix.count, QuerySQL.indexPrefix]
+        )
     }
 
     /// Runs `body` in a read-only transaction of the database.
