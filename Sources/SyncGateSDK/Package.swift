@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 // The SyncGate client SDK: what an app links, and the wire format the server shares with it.
@@ -12,6 +13,15 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+var dependencies: [Package.Dependency] = [
+    .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+    .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+]
+// The DocC plugin only when documentation is built (scripts/sdk-docs), so that apps never resolve it.
+if ProcessInfo.processInfo.environment["SYNCGATE_DOCC"] == "1" {
+    dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"))
+}
+
 let package = Package(
     name: "SyncGateSDK",
     platforms: [.iOS(.v16), .macOS(.v13), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
@@ -23,10 +33,7 @@ let package = Package(
         // Locks for async code, shared with the server.
         .library(name: "SyncGateConcurrency", targets: ["SyncGateConcurrency"]),
     ],
-    dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-    ],
+    dependencies: dependencies,
     targets: [
         // The JSON value, its strict parser and writer, timestamps, and the protocol's models. No dependency at all.
         .target(name: "SyncGateWire", swiftSettings: swiftSettings),

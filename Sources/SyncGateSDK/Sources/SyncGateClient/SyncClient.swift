@@ -33,8 +33,10 @@ public final class SyncClient: Sendable {
 
     /// Opens the device's database (creating it if needed).
     ///
-    /// - Parameter transport: how requests reach the server; by default ``URLSessionTransport`` to
-    ///   ``Configuration/serverURL``.
+    /// - Parameters:
+    ///   - configuration: the server, the database file, the token provider and the rest.
+    ///   - transport: how requests reach the server; by default ``URLSessionTransport`` to
+    ///     ``Configuration/serverURL``.
     public init(_ configuration: Configuration, transport: (any SyncTransport)? = nil) throws {
         self.configuration = configuration
         do {
@@ -189,6 +191,7 @@ public final class SyncClient: Sendable {
     /// Registers an APNs device token as the OS hands it to the app
     /// (`application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`).
     /// - Parameters:
+    ///   - apnsToken: the token's bytes.
     ///   - topic: the app's bundle id.
     ///   - environment: `.sandbox` for builds run from Xcode, `.production` for TestFlight and the App Store.
     public func registerPushToken(apnsToken: some Sequence<UInt8>, topic: String, environment: PushRegistration.Environment) async throws {
