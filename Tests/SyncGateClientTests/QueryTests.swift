@@ -142,10 +142,7 @@ struct QueryTests {
             indexNames.withLock { $0.append(names) }
             let second = request.query("cursor") == "c1"
             if second, failSecondPage.load(ordering: .relaxed) { throw URLError(.networkConnectionLost) }
-            return ScriptedTransport.json([
-                "changes": [["entity_type": "foods", "entity_id": .string(second ? "b" : "a"), "version": 1, "operation": "upsert", "data": ["calories": 5], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"]],
-                "cursor": .string(second ? "c2" : "c1"), "has_more": .bool(!second), "force_resync": false, "scopes": ["added": [], "removed": []], "device_watermark": "0",
-            ])
+            return ScriptedTransport.page([ScriptedTransport.change("foods", second ? "b" : "a", ["calories": 5])], cursor: second ? "c2" : "c1", hasMore: !second)
         }
         box.withLock { $0 = client }
         await #expect(throws: SyncGateClientError.self) { try await client.sync() }

@@ -16,18 +16,12 @@ struct StatusAndLifecycleTests {
     func statusThroughASync() async throws {
         let seen = Mutex<[String: SyncStatus]>([:])
         let clientBox = Mutex<SyncClient?>(nil)
-        let page: JSONValue = [
-            "changes": [
-                ["entity_type": "weightLogs", "entity_id": "w0", "version": 1, "operation": "upsert", "data": ["kg": 71], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"],
-            ],
-            "cursor": "c1", "has_more": false, "force_resync": false, "scopes": ["added": [], "removed": []], "device_watermark": "0",
-        ]
         let (client, _) = try scriptedClient { request in
             let status = clientBox.withLock { $0 }!.status
             seen.withLock { $0[request.route] = status }
             switch request.route {
             case "/v1/sync/push": return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
-            default: return ScriptedTransport.json(page)
+            default: return ScriptedTransport.page([ScriptedTransport.change("weightLogs", "w0", ["kg": 71])], cursor: "c1")
             }
         }
         clientBox.withLock { $0 = client }
@@ -60,11 +54,7 @@ struct StatusAndLifecycleTests {
             progress.withLock { $0.append(clientBox.withLock { $0 }!.status.download) }
             let cursor = request.query("cursor")
             let id = cursor == nil ? "a" : "b"
-            return ScriptedTransport.json([
-                "changes": [["entity_type": "notes", "entity_id": .string(id), "version": 1, "operation": "upsert", "data": ["t": "x"], "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z"]],
-                "cursor": .string(cursor == nil ? "c1" : "c2"), "has_more": .bool(cursor == nil), "force_resync": false,
-                "scopes": ["added": [], "removed": []], "device_watermark": "0",
-            ])
+            return ScriptedTransport.page([ScriptedTransport.change("notes", id, ["t": "x"])], cursor: cursor == nil ? "c1" : "c2", hasMore: cursor == nil)
         }
         clientBox.withLock { $0 = client }
         try await client.sync()

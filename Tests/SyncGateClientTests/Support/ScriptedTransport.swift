@@ -35,7 +35,23 @@ final class ScriptedTransport: SyncTransport {
     }
 
     static func emptyPage(cursor: String = "c1") -> TransportResponse {
-        json(["changes": [], "cursor": .string(cursor), "has_more": false, "force_resync": false, "scopes": ["added": [], "removed": []], "device_watermark": "0"])
+        page([], cursor: cursor)
+    }
+
+    /// A pull page of `changes` (see ``change(_:_:_:)``).
+    static func page(_ changes: [JSONValue], cursor: String, hasMore: Bool = false) -> TransportResponse {
+        json([
+            "changes": .array(changes), "cursor": .string(cursor), "has_more": .bool(hasMore), "force_resync": false,
+            "scopes": ["added": [], "removed": []], "device_watermark": "0",
+        ])
+    }
+
+    /// A change of the user's own entity at version 1.
+    static func change(_ type: String, _ id: String, _ data: JSONObject) -> JSONValue {
+        [
+            "entity_type": .string(type), "entity_id": .string(id), "version": 1, "operation": "upsert", "data": .object(data),
+            "household_id": .null, "updated_at": "2026-01-15T10:00:00.000Z",
+        ]
     }
 
     /// `applied` results for the operations of a push body, versions from `version`.
