@@ -13,9 +13,11 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// Low floors, so that an app's older toolchain can pick releases it reads (GRDB 7.10 needs Swift
+// 6.1, swift-log 1.16 Swift 6.2); the SDK uses nothing newer than GRDB 7.0 and swift-log 1.5 offer.
 var dependencies: [Package.Dependency] = [
-    .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
-    .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+    .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
 ]
 // The DocC plugin only when documentation is built (scripts/sdk-docs), so that apps never resolve it.
 if ProcessInfo.processInfo.environment["SYNCGATE_DOCC"] == "1" {

@@ -32,7 +32,7 @@ struct QueryTests {
             AND json_extract(data, '$.done') IS NOT ? \
             AND json_type(data, '$.name') = 'text' AND instr(json_extract(data, '$.name'), ?) > 0 \
             AND json_type(data, '$.tags') = 'array' AND EXISTS (SELECT 1 FROM json_each(data, '$.tags') WHERE value = ?) \
-            ORDER BY json_extract(data, '$.loggedDate') DESC, household_id, entity_id LIMIT ?
+            ORDER BY json_extract(data, '$.loggedDate') DESC, household_id DESC, entity_id DESC LIMIT ?
             """)
         #expect(sql.arguments == [
             .text("foodLogs"), .text("home"), .text("lunch"), .integer(100), .real(500.5), .text("mon"), .text("tue"), .integer(1),
@@ -45,6 +45,11 @@ struct QueryTests {
         }
         #expect(throws: SyncGateClientError.self) { try QuerySQL(EntityQuery("a").filter(.equals("x", ["y": 1]))) }
         #expect(throws: SyncGateClientError.self) { try QuerySQL(EntityQuery("a").filter(.in("x", [[1]]))) }
+        // A comparison with null would match nothing: only equals and notEquals take it.
+        for filter in [QueryFilter.in("x", [1, .null]), .hasElement("x", .null), .lessThan("x", .null), .between("x", .null, 1)] {
+            #expect(throws: SyncGateClientError.self, "\(filter)") { try QuerySQL(EntityQuery("a").filter(filter)) }
+        }
+        #expect(try QuerySQL(EntityQuery("a").sorted(by: "x", .descending).sorted(by: "y")).sql.hasSuffix("ORDER BY json_extract(data, '$.x') DESC, json_extract(data, '$.y') ASC, household_id, entity_id"))
         #expect(throws: SyncGateClientError.self) { try QuerySQL(EntityQuery("a").limit(-1)) }
         #expect(throws: SyncGateClientError.self) { try QuerySQL.index(LocalIndex(type: "a", fields: [])) }
         let index = try QuerySQL.index(LocalIndex(type: "food\"Logs", fields: ["loggedDate", "totals.calories"]))
@@ -119,6 +124,13 @@ struct QueryTests {
         #expect(plan.contains("app_index:foods:calories"), "\(plan)")
         #expect(!plan.contains("TEMP B-TREE"), "\(plan)")
         #expect(Self.ids(try await client.read(query)) == ["soup", "rice", "steak"])
+        // Backwards too: the ties follow the last key's direction, so the index serves the whole order.
+        let descending = try QuerySQL(EntityQuery("foods").filter(.greaterThan("calories", 100)).sorted(by: "calories", .descending))
+        let backwards = try await client.readDatabase { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + descending.sql, arguments: StatementArguments(descending.arguments.map(\.databaseValue)))
+                .map { $0["detail"] as String }.joined(separator: "\n")
+        }
+        #expect(backwards.contains("app_index:foods:calories") && !backwards.contains("TEMP B-TREE"), "\(backwards)")
         await client.close()
 
         client = try Self.client(indexes: [LocalIndex(type: "foods", fields: ["meal", "calories"])], path: path)
@@ -156,6 +168,27 @@ struct QueryTests {
         try await client.sync()
         #expect(indexNames.withLock { $0 }.last == ["app_index:foods:calories"])
         #expect(Self.ids(try await client.read(EntityQuery("foods").filter(.equals("calories", 5)))) == ["a", "b"])
+    }
+
+    @Test("a first sync cancelled midway still leaves the declared indexes")
+    func cancelledBootstrapKeepsIndexes() async throws {
+        let (client, transport) = try scriptedClient(configure: { $0.indexes = [LocalIndex(type: "foods", fields: ["calories"])] }) { request in
+            if request.query("cursor") == "c1" {
+                // The second page never comes: the sync is cancelled while it waits.
+                try await Task.sleep(for: .seconds(3600))
+            }
+            return ScriptedTransport.page([ScriptedTransport.change("foods", "a", ["calories": 5])], cursor: "c1", hasMore: true)
+        }
+        let sync = Task { try await client.sync() }
+        try await eventually("the second page asked for", every: .milliseconds(5)) { transport.requests.count == 2 }
+        sync.cancel()
+        await #expect(throws: CancellationError.self) { try await sync.value }
+        let indexed = try await client.readDatabase { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
+        }
+        #expect(indexed == ["app_index:foods:calories"])
+        #expect(client.status.connection == .connected && client.status.lastError == nil && !client.status.isDownloading)
+        await client.close()
     }
 
     @Test("read-only SQL reads the view and cannot write")

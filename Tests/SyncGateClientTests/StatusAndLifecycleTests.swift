@@ -164,6 +164,23 @@ struct StatusAndLifecycleTests {
         }
         let plain = TokenCache(provider: { "opaque" }, refreshMargin: .seconds(60))
         #expect(try await plain.current() == "opaque")
+
+        // Asked early, a provider that fails leaves the token held in use until its exp.
+        let failing = Atomic<Bool>(false)
+        let early = TokenCache(
+            provider: {
+                if failing.load(ordering: .relaxed) { throw URLError(.notConnectedToInternet) }
+                return Self.jwt(exp: 1_000_300)
+            },
+            refreshMargin: .seconds(60), now: { now.withLock { $0 } }
+        )
+        now.withLock { $0 = Date(timeIntervalSince1970: 1_000_000) }
+        let held = try await early.current()
+        failing.store(true, ordering: .relaxed)
+        now.withLock { $0 = Date(timeIntervalSince1970: 1_000_299) }
+        #expect(try await early.current() == held)
+        now.withLock { $0 = Date(timeIntervalSince1970: 1_000_300) }
+        await #expect(throws: SyncGateClientError.self) { try await early.current() }
     }
 
     @Test("requests carry a token refreshed ahead of its expiry")
@@ -211,6 +228,20 @@ struct StatusAndLifecycleTests {
         try await other.signOut(unregisteringPush: false)
         #expect(transport.requests.count == 1)
         #expect(quiet.requests.isEmpty)
+    }
+
+    @Test("an exchange cancelled while connecting leaves the status offline; after sign-out nothing starts")
+    func cancelledWhileConnecting() async throws {
+        let (client, _) = try scriptedClient { _ in
+            try await Task.sleep(for: .seconds(3600))
+            return ScriptedTransport.emptyPage()
+        }
+        await #expect(throws: SyncGateClientError.self) { try await client.syncOnce(deadline: .now + .milliseconds(100)) }
+        #expect(client.status.connection == .offline)
+        try await client.signOut(unregisteringPush: false)
+        client.startLive()
+        #expect(!client.status.isLive)
+        await #expect(throws: SyncGateClientError.self) { try await client.signOut() }
     }
 
     @Test("one sync with a deadline: finished before it, or given up at it with deadlineExceeded")

@@ -99,8 +99,7 @@ extension SyncClient {
             try await store.record(change, on: key, at: now, newKey: { UUID().uuidString.lowercased() })
         }
         if effect.idempotencyKey != nil { wakeup.signal() }
-        let pending = try await local { try await store.pendingCount() }
-        statusCenter.update { $0.pendingWrites = pending }
+        await engine.refreshPendingWrites()
         return LocalWrite(key: key, idempotencyKey: effect.idempotencyKey)
     }
 }

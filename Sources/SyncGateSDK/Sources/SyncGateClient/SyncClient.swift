@@ -28,8 +28,9 @@ public final class SyncClient: Sendable {
     let wakeup = Wakeup()
     let statusCenter: StatusCenter
     let tokens: TokenCache
-    private let live = Locked<Task<Void, Never>?>(nil)
-    private let closed = Locked(false)
+    /// Whether the client is closed, and the live sync task: one lock, so that a client closing
+    /// and ``startLive()`` never both win.
+    private let lifecycle = Locked<(closed: Bool, live: Task<Void, Never>?)>((false, nil))
 
     /// Opens the device's database (creating it if needed).
     ///
@@ -89,24 +90,34 @@ public final class SyncClient: Sendable {
     /// whenever the app writes. Failures are retried with backoff and reported as
     /// ``SyncEvent/liveSyncFailed(_:retryIn:)``. Calling it while live does nothing.
     public func startLive() {
-        guard !closed.value else { return }
-        live.update { task in
-            guard task == nil else { return }
+        lifecycle.update { state in
+            guard !state.closed, state.live == nil else { return }
             let live = LiveSync(engine: engine, wakeup: wakeup)
-            task = Task { await live.run() }
+            state.live = Task { await live.run() }
             statusCenter.update { $0.isLive = true }
         }
     }
 
     /// Stops live sync and waits until its cycle has ended.
     public func stopLive() async {
-        let task = live.update { task -> Task<Void, Never>? in
-            defer { task = nil }
-            return task
+        await stopLive(closing: false)
+    }
+
+    /// Stops live sync; with `closing`, in the same step marks the client closed, so that no
+    /// ``startLive()`` or ``sync()`` begins afterwards. Returns whether it was open.
+    @discardableResult
+    private func stopLive(closing: Bool) async -> Bool {
+        let (wasOpen, task) = lifecycle.update { state -> (Bool, Task<Void, Never>?) in
+            defer {
+                state.live = nil
+                if closing { state.closed = true }
+            }
+            return (!state.closed, state.live)
         }
         task?.cancel()
         await task?.value
         statusCenter.update { $0.isLive = false }
+        return wasOpen
     }
 
     /// Events from now on: settled writes (rejections among them), resyncs, household changes,
@@ -147,8 +158,9 @@ public final class SyncClient: Sendable {
 
     /// Stops live sync and ends event and status subscriptions. The client cannot be used afterwards.
     public func close() async {
-        closed.update { $0 = true }
-        await stopLive()
+        await stopLive(closing: true)
+        // After a cycle still running ends; none starts afterwards.
+        _ = try? await engine.terminate {}
         hub.finish()
         statusCenter.finish()
         store.close()
@@ -160,8 +172,12 @@ public final class SyncClient: Sendable {
     /// is closed afterwards; open a new one for the next user. Unsent writes are lost: check
     /// ``SyncStatus/pendingWrites`` (and sync) first if they matter.
     public func signOut(unregisteringPush: Bool = true) async throws {
-        try checkOpen()
-        await stopLive()
+        guard await stopLive(closing: true) else { throw SyncGateClientError(.closed, "the client was closed") }
+        defer {
+            hub.finish()
+            statusCenter.finish()
+            store.close()
+        }
         if unregisteringPush {
             do {
                 try await engine.api.unregisterPush()
@@ -169,13 +185,9 @@ public final class SyncClient: Sendable {
                 configuration.logger.debug("sign-out: could not unregister push: \(error)", metadata: ["syncgate.device": "\(deviceID)"])
             }
         }
-        closed.update { $0 = true }
-        // Under the engine's lock: a sync the app started waits or finishes before the data goes.
-        try await engine.exclusively { try await local { try store.erase() } }
         tokens.forget()
-        hub.finish()
-        statusCenter.finish()
-        store.close()
+        // Once a sync the app started has ended; none runs afterwards.
+        try await engine.terminate { try await local { try await store.erase() } }
     }
 
     // MARK: - Push nudges
@@ -247,7 +259,7 @@ public final class SyncClient: Sendable {
     }
 
     func checkOpen() throws {
-        if closed.value { throw SyncGateClientError(.closed, "the client was closed") }
+        if lifecycle.value.closed { throw SyncGateClientError(.closed, "the client was closed") }
     }
 
     /// Runs a local database call, its failures as ``SyncGateClientError/Code/localStore``.

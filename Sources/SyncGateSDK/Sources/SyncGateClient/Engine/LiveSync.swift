@@ -104,7 +104,7 @@ final class LiveSync: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let events = try await engine.api.events()
+                let events = try await engine.api.events(idleTimeout: options.eventStreamIdleTimeout)
                 failures = 0
                 stream = .open
                 // Changes may have happened while no stream was open.

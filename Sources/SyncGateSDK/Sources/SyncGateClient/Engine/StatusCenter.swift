@@ -18,14 +18,16 @@ final class StatusCenter: Sendable {
     var status: SyncStatus { state.value.status }
 
     /// Changes the status; subscribers hear of it if it differs.
-    func update(_ change: (inout SyncStatus) -> Void) {
+    @discardableResult
+    func update<Result>(_ change: (inout SyncStatus) -> Result) -> Result {
         state.update { state in
             var status = state.status
-            change(&status)
-            guard status != state.status else { return }
+            let result = change(&status)
+            guard status != state.status else { return result }
             state.status = status
             // Yielded under the lock, so that every subscriber sees the updates in order.
             for subscriber in state.subscribers.values { subscriber.yield(status) }
+            return result
         }
     }
 

@@ -11,6 +11,11 @@ final class SyncEngine: Sendable {
     let configuration: SyncClient.Configuration
     var status: StatusCenter { api.status }
     private let lock = AsyncLock()
+    /// Set under ``lock`` by ``terminate(_:)``: a cycle that was waiting for the lock does not run.
+    private let terminated = Locked(false)
+    /// Serializes reading the outbox's count with publishing it, so the last count published is
+    /// the newest read.
+    private let pendingLock = AsyncLock()
 
     /// Resyncs one cycle may start before giving up (a server that keeps asking is broken).
     static let maximumResyncsPerCycle = 3
@@ -37,6 +42,7 @@ final class SyncEngine: Sendable {
     /// One cycle; waits for a cycle already running to finish first.
     func sync() async throws -> SyncReport {
         try await lock.withLock {
+            if terminated.value { throw SyncGateClientError(.closed, "the client was closed") }
             do {
                 var report = SyncReport()
                 try await push(into: &report)
@@ -48,18 +54,17 @@ final class SyncEngine: Sendable {
                     status.isUploading = false
                     status.isDownloading = false
                     status.download = nil
-                    status.pendingWrites = report.pending
                     status.lastSyncedAt = finished
                     status.lastError = nil
                 }
+                await refreshPendingWrites()
                 return report
             } catch {
-                let pending = try? await store.pendingCount()
+                await refreshPendingWrites()
                 status.update { status in
                     status.isUploading = false
                     status.isDownloading = false
                     status.download = nil
-                    if let pending { status.pendingWrites = pending }
                     if !(error is CancellationError) {
                         status.lastError = error as? SyncGateClientError ?? SyncGateClientError(.localStore, "\(error)")
                     }
@@ -69,9 +74,21 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// Runs `body` while no cycle runs (sign-out erasing the store).
-    func exclusively<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
-        try await lock.withLock(body)
+    /// Runs `body` once no cycle runs, and lets none run after it (sign-out erasing the store).
+    func terminate<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+        try await lock.withLock {
+            terminated.update { $0 = true }
+            return try await body()
+        }
+    }
+
+    /// Publishes the outbox's count of undecided writes in the status. Never throws: the count is
+    /// informational, and a write that committed must not look failed because of it.
+    func refreshPendingWrites() async {
+        try? await pendingLock.withLock {
+            let pending = try await store.pendingCount()
+            status.update { $0.pendingWrites = pending }
+        }
     }
 
     // MARK: - Push
@@ -168,13 +185,17 @@ final class SyncEngine: Sendable {
             return try await pullPages(into: &report)
         }
         try await store.dropDeclaredIndexes()
+        // Made again in a task of its own: a cancelled sync (a deadline, stopLive) must not leave
+        // the store without them (GRDB refuses a database access in a cancelled task).
+        let store = self.store
+        let remake = { try await Task { try await store.remake(indexes: indexes) }.value }
         do {
             try await pullPages(into: &report)
         } catch {
-            try? await store.remake(indexes: indexes)
+            try? await remake()
             throw error
         }
-        try await store.remake(indexes: indexes)
+        try await remake()
     }
 
     private func pullPages(into report: inout SyncReport) async throws {

@@ -24,7 +24,7 @@ public struct EntityQuery: Sendable, Hashable {
     public var scope: ReadScope
     /// Conditions every result meets.
     public var filters: [QueryFilter] = []
-    /// The order, most significant first; ties go by household and id.
+    /// The order, most significant first; ties go by household and id, in the direction of the last key.
     public var order: [QuerySort] = []
     /// At most this many results.
     public var limit: Int?
@@ -87,7 +87,7 @@ public struct QueryFilter: Sendable, Hashable {
     public static func greaterThanOrEqual(_ field: String, _ value: JSONValue) -> QueryFilter { .init(field: field, condition: .greater(value, orEqual: true)) }
     /// The field is within `lower...upper`.
     public static func between(_ field: String, _ lower: JSONValue, _ upper: JSONValue) -> QueryFilter { .init(field: field, condition: .between(lower, upper)) }
-    /// The field equals one of `values`.
+    /// The field equals one of `values` (strings, numbers or booleans).
     public static func `in`(_ field: String, _ values: [JSONValue]) -> QueryFilter { .init(field: field, condition: .oneOf(values)) }
     /// The field is a string containing `text` (case-sensitive).
     public static func contains(_ field: String, _ text: String) -> QueryFilter { .init(field: field, condition: .contains(text)) }

@@ -8,7 +8,6 @@ struct QuerySQL: Sendable, Hashable {
 
     /// A value bound to a statement.
     enum SQLArgument: Sendable, Hashable {
-        case null
         case integer(Int64)
         case real(Double)
         case text(String)
@@ -67,7 +66,10 @@ struct QuerySQL: Sendable, Hashable {
             }
         }
         var order = try query.order.map { "\(try Self.expression($0.field)) \($0.direction == .ascending ? "ASC" : "DESC")" }
-        order += ["household_id", "entity_id"]
+        // Ties go the way of the last key, so that an index ending in the tie-breakers serves the
+        // whole order, read forwards or backwards.
+        let ties = query.order.last?.direction == .descending ? " DESC" : ""
+        order += ["household_id\(ties)", "entity_id\(ties)"]
         var sql = "SELECT * FROM local_entity WHERE \(conditions.joined(separator: " AND ")) ORDER BY \(order.joined(separator: ", "))"
         if let limit = query.limit {
             guard limit >= 0 else { throw SyncGateClientError(.invalidArgument, "a query's limit cannot be negative (got \(limit))") }
@@ -118,9 +120,12 @@ struct QuerySQL: Sendable, Hashable {
         return "'$.\(field)'"
     }
 
+    /// A value compared with a field. Not null: a comparison with NULL matches nothing in SQL, so
+    /// null is asked for only with equals and notEquals, which test IS NULL.
     static func argument(_ value: JSONValue, _ filter: QueryFilter) throws -> SQLArgument {
         switch value {
-        case .null: return .null
+        case .null:
+            throw SyncGateClientError(.invalidArgument, "'\(filter.field)': compare with null only by equals or notEquals")
         case .bool(let bool): return .integer(bool ? 1 : 0)
         case .int(let int): return .integer(int)
         case .double(let double): return .real(double)

@@ -59,7 +59,6 @@ extension LocalStore {
 extension QuerySQL.SQLArgument {
     var databaseValue: DatabaseValue {
         switch self {
-        case .null: return .null
         case .integer(let value): return value.databaseValue
         case .real(let value): return value.databaseValue
         case .text(let value): return value.databaseValue

@@ -119,8 +119,8 @@ final class LocalStore: Sendable {
 
     /// Removes everything the device holds: documents, the outbox, households, the cursor, the
     /// device id (sign-out). The schema stays, so the file can be opened again.
-    func erase() throws {
-        try database.write { db in
+    func erase() async throws {
+        try await database.write { db in
             try db.execute(
                 sql: """
                     DELETE FROM server_entity;
@@ -132,8 +132,9 @@ final class LocalStore: Sendable {
                     """
             )
         }
-        // Give the deleted pages back to the file system and leave no deleted data in the WAL.
-        try database.writeWithoutTransaction { db in
+        // Best effort: give the deleted pages back to the file system and leave no deleted data in
+        // the WAL. VACUUM needs free space about the database's size; the rows are gone without it.
+        try? await database.writeWithoutTransaction { db in
             try db.execute(sql: "VACUUM")
             try db.checkpoint(.truncate)
         }

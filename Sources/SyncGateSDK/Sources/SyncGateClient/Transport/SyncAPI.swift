@@ -70,10 +70,13 @@ struct SyncAPI: Sendable {
         return .page(try PullPage(json: try json(response)))
     }
 
-    /// `GET /v1/sync/events`: the open stream, or an error for a refused one.
-    func events() async throws -> TransportStream {
+    /// `GET /v1/sync/events`: the open stream, or an error for a refused one. The stream may stay
+    /// silent for `idleTimeout` (the server sends a comment every 15 s) before the transport gives up.
+    func events(idleTimeout: Duration) async throws -> TransportStream {
         try await authorized { token in
-            let request = TransportRequest(method: "GET", path: "/v1/sync/events", headers: headers(token: token), timeout: requestTimeout)
+            let request = TransportRequest(
+                method: "GET", path: "/v1/sync/events", headers: headers(token: token), timeout: max(requestTimeout, idleTimeout)
+            )
             let stream = try await reaching { try await transport.stream(request) }
             if stream.status == 200 { return (stream.status, stream) }
             var body: [UInt8] = []
@@ -99,12 +102,18 @@ struct SyncAPI: Sendable {
     /// Runs one exchange with the transport, reporting the connection: connecting (after being
     /// offline), connected when an answer arrives, offline when none does.
     private func reaching<Answer>(_ exchange: () async throws -> Answer) async throws -> Answer {
-        status.update { if $0.connection == .offline { $0.connection = .connecting } }
+        let connecting = status.update { status -> Bool in
+            guard status.connection == .offline else { return false }
+            status.connection = .connecting
+            return true
+        }
         do {
             let answer = try await exchange()
             status.update { $0.connection = .connected }
             return answer
         } catch is CancellationError {
+            // Nothing was learnt about the server: back to offline if this exchange left it.
+            if connecting { status.update { if $0.connection == .connecting { $0.connection = .offline } } }
             throw CancellationError()
         } catch {
             status.update { $0.connection = .offline }

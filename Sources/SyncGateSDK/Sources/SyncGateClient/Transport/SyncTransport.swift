@@ -23,7 +23,8 @@ public struct TransportRequest: Sendable, Hashable {
     public var headers: [String: String]
     /// The body, for `POST`.
     public var body: [UInt8]?
-    /// How long the exchange may take in all (streams: until the answer starts).
+    /// How long the exchange may go without progress: for a request, until its answer (the
+    /// server sends nothing before answering a long-poll); for a stream, between two chunks.
     public var timeout: Duration
 
     /// Makes a request.

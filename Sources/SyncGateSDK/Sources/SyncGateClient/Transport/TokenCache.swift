@@ -17,8 +17,15 @@ final class TokenCache: Sendable {
     }
 
     func current() async throws -> String {
-        if let cached = token.value, !expiresSoon(cached.expires) { return cached.value }
-        return try await fetch()
+        guard let cached = token.value else { return try await fetch() }
+        if !expiresSoon(cached.expires) { return cached.value }
+        do {
+            return try await fetch()
+        } catch let error as SyncGateClientError {
+            // Asked early, the provider failed: the token held is still good until its exp.
+            guard let expires = cached.expires, now() < expires else { throw error }
+            return cached.value
+        }
     }
 
     /// A fresh token instead of `refused`, unless another request already replaced it.

@@ -9,15 +9,20 @@ import SyncGateConcurrency
 public final class URLSessionTransport: SyncTransport {
     /// The server, e.g. `https://sync.example.com`.
     public let baseURL: URL
-    /// The session's settings (every request and stream is made with them).
-    public let configuration: URLSessionConfiguration
+    private let configuration: URLSessionConfiguration
     private let session: URLSession
     private let base: String
 
-    /// A transport to `baseURL` with `configuration` (by default `.default`; the client's own
-    /// timeouts apply per request).
+    /// A transport to `baseURL` with a copy of `configuration` (by default `.default`) that keeps
+    /// no answers and no cookies: a user's documents must not outlive sign-out in `URLCache`. The
+    /// client's own timeouts apply per request.
     public init(baseURL: URL, configuration: URLSessionConfiguration = .default) {
         self.baseURL = baseURL
+        let configuration = configuration.copy() as! URLSessionConfiguration
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
         self.configuration = configuration
         let text = baseURL.absoluteString
         base = text.hasSuffix("/") ? String(text.dropLast()) : text
@@ -28,29 +33,26 @@ public final class URLSessionTransport: SyncTransport {
         session.finishTasksAndInvalidate()
     }
 
-    /// Sends the request and collects the whole answer.
+    /// Sends the request and collects the whole answer. A cancelled call returns at once with
+    /// `CancellationError`.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let outgoing = try makeRequest(request)
-        // A data task with a completion handler, cancelled with the calling task: `data(for:)`
-        // does not stop on cancellation in every Foundation.
-        let task = Locked<URLSessionDataTask?>(nil)
+        let exchange = Exchange()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
-                let dataTask = session.dataTask(with: outgoing) { data, response, error in
+                let task = session.dataTask(with: outgoing) { data, response, error in
                     if let error {
-                        continuation.resume(throwing: Self.failure(error))
+                        exchange.finish(.failure(error))
                     } else if let response = response as? HTTPURLResponse {
-                        continuation.resume(returning: TransportResponse(status: response.statusCode, headers: Self.headers(response), body: Array(data ?? Data())))
+                        exchange.finish(.success(TransportResponse(status: response.statusCode, headers: Self.headers(response), body: Array(data ?? Data()))))
                     } else {
-                        continuation.resume(throwing: URLError(.badServerResponse))
+                        exchange.finish(.failure(URLError(.badServerResponse)))
                     }
                 }
-                task.update { $0 = dataTask }
-                dataTask.resume()
-                if Task.isCancelled { dataTask.cancel() }
+                if exchange.start(continuation, task: task) { task.resume() }
             }
         } onCancel: {
-            task.value?.cancel()
+            exchange.cancel()
         }
     }
 
@@ -62,13 +64,18 @@ public final class URLSessionTransport: SyncTransport {
         // A session of its own per stream: its delegate gets the body as it arrives.
         let streaming = URLSession(configuration: configuration, delegate: reader, delegateQueue: nil)
         let task = streaming.dataTask(with: outgoing)
-        let head = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPURLResponse, any Error>) in
-                reader.start(head: continuation)
-                task.resume()
+        let head: HTTPURLResponse
+        do {
+            head = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPURLResponse, any Error>) in
+                    reader.start(head: continuation)
+                    task.resume()
+                }
+            } onCancel: {
+                task.cancel()
             }
-        } onCancel: {
-            task.cancel()
+        } catch let error as URLError where error.code == .cancelled && Task.isCancelled {
+            throw CancellationError()
         }
         reader.continuation.onTermination = { _ in
             task.cancel()
@@ -99,10 +106,46 @@ public final class URLSessionTransport: SyncTransport {
         }
         return fields
     }
+}
 
-    private static func failure(_ error: any Error) -> any Error {
-        if let error = error as? URLError, error.code == .cancelled { return CancellationError() }
-        return error
+/// One request's continuation, resumed once: by the answer, or at once by cancellation.
+private final class Exchange: Sendable {
+    private let state = Locked<(continuation: CheckedContinuation<TransportResponse, any Error>?, task: URLSessionDataTask?, cancelled: Bool)>(
+        (nil, nil, false)
+    )
+
+    /// Whether to start the task: not if the call was cancelled already (then it has thrown).
+    func start(_ continuation: CheckedContinuation<TransportResponse, any Error>, task: URLSessionDataTask) -> Bool {
+        let cancelled = state.update { state -> Bool in
+            if !state.cancelled { state = (continuation, task, false) }
+            return state.cancelled
+        }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
+        return !cancelled
+    }
+
+    func finish(_ result: Result<TransportResponse, any Error>) {
+        let continuation = state.update { state in
+            defer { state.continuation = nil; state.task = nil }
+            return state.continuation
+        }
+        continuation?.resume(with: result)
+    }
+
+    func cancel() {
+        let (continuation, task) = state.update { state in
+            defer { state = (nil, nil, true) }
+            return (state.continuation, state.task)
+        }
+        continuation?.resume(throwing: CancellationError())
+        #if canImport(FoundationNetworking)
+        // Not cancelled on Linux: FoundationNetworking traps when a task is cancelled as it
+        // completes ("a task that is not in the registry"). The request runs to its answer (a
+        // long-poll's wait at most) and the answer is dropped.
+        _ = task
+        #else
+        task?.cancel()
+        #endif
     }
 }
 
@@ -140,10 +183,9 @@ private final class StreamReader: NSObject, URLSessionDataDelegate, @unchecked S
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let waiting = head.update { head in defer { head = nil }; return head }
-        let failure: any Error = error.map { ($0 as? URLError)?.code == .cancelled ? CancellationError() : $0 } ?? URLError(.networkConnectionLost)
-        waiting?.resume(throwing: failure)
+        waiting?.resume(throwing: error ?? URLError(.networkConnectionLost))
         if let error {
-            continuation.finish(throwing: (error as? URLError)?.code == .cancelled ? CancellationError() : error)
+            continuation.finish(throwing: error)
         } else {
             continuation.finish()
         }
