@@ -84,7 +84,8 @@ extension ConvergenceWorld {
                 .filter { ($0.data["quantity"]?.numberValue ?? -1) >= 6 }
                 .sorted {
                     let (left, right) = ($0.data["quantity"]!.numberValue!, $1.data["quantity"]!.numberValue!)
-                    return left != right ? left > right : $0.key < $1.key
+                    // Ties follow the last sort key's direction: descending.
+                    return left != right ? left > right : $1.key < $0.key
                 }
             let fresh = try await device.client.read(Self.watchedQuery)
             if fresh != expected {

@@ -64,23 +64,18 @@ public final class URLSessionTransport: SyncTransport {
         // A session of its own per stream: its delegate gets the body as it arrives.
         let streaming = URLSession(configuration: configuration, delegate: reader, delegateQueue: nil)
         let task = streaming.dataTask(with: outgoing)
-        let head: HTTPURLResponse
-        do {
-            head = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPURLResponse, any Error>) in
-                    reader.start(head: continuation)
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPURLResponse, any Error>) in
+                if reader.start(head: continuation, task: task) {
                     task.resume()
+                } else {
+                    streaming.finishTasksAndInvalidate()
                 }
-            } onCancel: {
-                task.cancel()
             }
-        } catch let error as URLError where error.code == .cancelled && Task.isCancelled {
-            throw CancellationError()
+        } onCancel: {
+            reader.cancel()
         }
-        reader.continuation.onTermination = { _ in
-            task.cancel()
-            streaming.invalidateAndCancel()
-        }
+        reader.continuation.onTermination = { _ in reader.cancel() }
         return TransportStream(status: head.statusCode, headers: Self.headers(head), body: reader.body)
     }
 
@@ -150,29 +145,59 @@ private final class Exchange: Sendable {
 }
 
 /// The delegate of one streamed answer: the head resumes the caller, the body goes to a stream.
+///
+/// Cancelled by the caller (before the head, or by ending the body), it returns or ends at once
+/// and cancels the task, unless the task completed (FoundationNetworking traps when a task is
+/// cancelled as it completes; an event stream that opened does not complete by itself).
 private final class StreamReader: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private struct State {
+        var head: CheckedContinuation<HTTPURLResponse, any Error>?
+        /// The running task; `nil` before it starts and once it completed.
+        var task: URLSessionDataTask?
+        var cancelled = false
+    }
+
     let body: AsyncThrowingStream<[UInt8], any Error>
     let continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation
-    private let head = Locked<CheckedContinuation<HTTPURLResponse, any Error>?>(nil)
+    private let state = Locked(State())
 
     override init() {
         (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
     }
 
-    func start(head continuation: CheckedContinuation<HTTPURLResponse, any Error>) {
-        head.update { $0 = continuation }
+    /// Whether to start the task: not if the caller was cancelled already (then it has thrown).
+    func start(head: CheckedContinuation<HTTPURLResponse, any Error>, task: URLSessionDataTask) -> Bool {
+        let cancelled = state.update { state -> Bool in
+            if !state.cancelled { state = State(head: head, task: task) }
+            return state.cancelled
+        }
+        if cancelled { head.resume(throwing: CancellationError()) }
+        return !cancelled
+    }
+
+    func cancel() {
+        let (head, task) = state.update { state in
+            defer { state.head = nil; state.cancelled = true }
+            return (state.head, state.task)
+        }
+        head?.resume(throwing: CancellationError())
+        continuation.finish()
+        task?.cancel()
     }
 
     func urlSession(
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        let waiting = head.update { head in defer { head = nil }; return head }
-        if let response = response as? HTTPURLResponse {
+        let (waiting, cancelled) = state.update { state in
+            defer { state.head = nil }
+            return (state.head, state.cancelled)
+        }
+        if let response = response as? HTTPURLResponse, !cancelled {
             waiting?.resume(returning: response)
             completionHandler(.allow)
         } else {
-            waiting?.resume(throwing: URLError(.badServerResponse))
+            waiting?.resume(throwing: cancelled ? CancellationError() : URLError(.badServerResponse))
             completionHandler(.cancel)
         }
     }
@@ -182,7 +207,10 @@ private final class StreamReader: NSObject, URLSessionDataDelegate, @unchecked S
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let waiting = head.update { head in defer { head = nil }; return head }
+        let waiting = state.update { state in
+            defer { state.head = nil; state.task = nil }
+            return state.head
+        }
         waiting?.resume(throwing: error ?? URLError(.networkConnectionLost))
         if let error {
             continuation.finish(throwing: error)
