@@ -206,7 +206,14 @@ extension ConvergenceWorld {
                     lifetimes.append((tombstone, writes.filter { $0.jobID > after && $0.jobID <= purge.lastJobID }))
                     after = purge.lastJobID
                 }
-                lifetimes.append((records[entity]?.version ?? 0, writes.filter { $0.jobID > after }))
+                let current = writes.filter { $0.jobID > after }
+                // No record, and the lifetime's last write a delete: a purge took the tombstone after
+                // its snapshot (a push the client gave up on can still be applied meanwhile, as one
+                // whose answer was lost): the lifetime ended at that delete.
+                let purgedSince = records[entity] == nil
+                    ? current.max { $0.version < $1.version }.flatMap { operations[$0.key]?["intent"] == "delete" ? $0.version : nil }
+                    : nil
+                lifetimes.append((records[entity]?.version ?? purgedSince ?? 0, current))
                 for (end, lifetime) in lifetimes {
                     let versions = lifetime.map(\.version).sorted()
                     if versions != Array(stride(from: 1, through: end, by: 1)) {

@@ -316,8 +316,11 @@ final class ConvergenceWorld {
     private func purgeTombstones() async throws {
         let live = devices.indices.filter { devices[$0].live }
         for index in live { await devices[index].client.stopLive() }
-        try await eventually("the job queue to be idle", every: .milliseconds(20)) {
-            try await ServerTruth.unfinishedJobs(http) == 0
+        // Requests the stopped devices gave up on still reach the server: wait for their answers too.
+        let transports = devices.map(\.transport)
+        try await eventually("no request in flight and the job queue idle", every: .milliseconds(20)) {
+            guard transports.allSatisfy({ $0.inFlight == 0 }) else { return false }
+            return try await ServerTruth.unfinishedJobs(http) == 0
         }
         var snapshot = PurgeSnapshot(tombstones: [:], tombstonesOfUser: [:], lastJobID: try await ServerTruth.lastJobID(http, users: Self.users))
         for user in Self.users {

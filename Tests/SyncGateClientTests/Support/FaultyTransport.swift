@@ -32,6 +32,7 @@ final class FaultyTransport: SyncTransport {
         var pushed: [String: JSONValue] = [:]
         var faults: [String: Int] = [:]
         var requests: [String: Int] = [:]
+        var inFlight = 0
     }
 
     private let base: any SyncTransport
@@ -57,6 +58,9 @@ final class FaultyTransport: SyncTransport {
 
     /// How many faults of each kind were injected.
     var faults: [String: Int] { state.withLock { $0.faults } }
+
+    /// Requests sent to the server and not yet answered, including those whose caller gave up.
+    var inFlight: Int { state.withLock { $0.inFlight } }
 
     /// Requests forwarded, by kind: `push`, `job`, `pull`, `long-poll`, `events`.
     var requests: [String: Int] { state.withLock { $0.requests } }
@@ -116,20 +120,43 @@ final class FaultyTransport: SyncTransport {
         }
         switch fault {
         case .none:
-            return try await base.send(request)
+            return try await forward(request)
         case .dropAnswer:
             count("dropAnswer")
-            _ = try await base.send(request)
+            _ = try await forward(request)
             throw InjectedFailure(description: "answer lost")
         case .sendTwice:
             count("sendTwice")
-            _ = try? await base.send(request)
-            return try await base.send(request)
+            _ = try? await forward(request)
+            return try await forward(request)
         case .delay(let duration):
             count("delay")
             try await Task.sleep(for: duration)
-            return try await base.send(request)
+            return try await forward(request)
         }
+    }
+
+    /// Sends a request as a network does: once sent, it reaches the server whether or not its
+    /// caller still waits (a cancelled caller returns at once). ``inFlight`` counts it until the
+    /// server has answered.
+    private func forward(_ request: TransportRequest) async throws -> TransportResponse {
+        state.withLock { $0.inFlight += 1 }
+        let (answer, delivered) = AsyncThrowingStream.makeStream(of: TransportResponse.self)
+        Task { [base, state = self] in
+            do {
+                delivered.yield(try await base.send(request))
+                delivered.finish()
+            } catch {
+                delivered.finish(throwing: error)
+            }
+            state.finished()
+        }
+        for try await response in answer { return response }
+        throw CancellationError()
+    }
+
+    private func finished() {
+        state.withLock { $0.inFlight -= 1 }
     }
 
     func stream(_ request: TransportRequest) async throws -> TransportStream {
