@@ -297,6 +297,8 @@ import Glibc
         guard isFolder.boolValue else {
             let file = destination.hasSuffix("/") ? target.appendingPathComponent(from.lastPathComponent) : target
             try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // COPY replaces what an earlier COPY put there.
+            try? manager.removeItem(at: file)
             try manager.copyItem(at: from, to: file)
             return
         }
@@ -306,6 +308,7 @@ import Glibc
             guard manager.fileExists(atPath: path, isDirectory: &isSubfolder), !isSubfolder.boolValue, !isIgnored(source + "/" + relative) else { continue }
             let file = target.appendingPathComponent(relative)
             try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try? manager.removeItem(at: file)
             try manager.copyItem(atPath: path, toPath: file.path)
         }
     }
