@@ -78,6 +78,22 @@ struct QueryTests {
 
     static func ids(_ entities: [SyncEntity]) -> [String] { entities.map(\.entityID) }
 
+    /// The declared indexes the client's database holds, by name.
+    static func indexNames(_ client: SyncClient) async throws -> [String] {
+        try await client.readDatabase { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%' ORDER BY name")
+        }
+    }
+
+    /// SQLite's plan for a query, one step per line.
+    static func plan(_ query: EntityQuery, on client: SyncClient) async throws -> String {
+        let sql = try QuerySQL(query)
+        return try await client.readDatabase { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.sql, arguments: StatementArguments(sql.arguments.map(\.databaseValue)))
+                .map { $0["detail"] as String }.joined(separator: "\n")
+        }
+    }
+
     @Test("filters, order and limit select what a filter over every entity selects")
     func results() async throws {
         let client = try Self.client()
@@ -116,27 +132,17 @@ struct QueryTests {
         var client = try Self.client(indexes: [LocalIndex(type: "foods", fields: ["calories"])], path: path)
         for (id, data) in Self.foods { try await client.write(type: "foods", id: id, data: data) }
         let query = EntityQuery("foods").filter(.greaterThan("calories", 100)).sorted(by: "calories")
-        let sql = try QuerySQL(query)
-        let plan = try await client.readDatabase { db in
-            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.sql, arguments: StatementArguments(sql.arguments.map(\.databaseValue)))
-                .map { $0["detail"] as String }.joined(separator: "\n")
-        }
+        let plan = try await Self.plan(query, on: client)
         #expect(plan.contains("app_index:foods:calories"), "\(plan)")
         #expect(!plan.contains("TEMP B-TREE"), "\(plan)")
         #expect(Self.ids(try await client.read(query)) == ["soup", "rice", "steak"])
         // Backwards too: the ties follow the last key's direction, so the index serves the whole order.
-        let descending = try QuerySQL(EntityQuery("foods").filter(.greaterThan("calories", 100)).sorted(by: "calories", .descending))
-        let backwards = try await client.readDatabase { db in
-            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + descending.sql, arguments: StatementArguments(descending.arguments.map(\.databaseValue)))
-                .map { $0["detail"] as String }.joined(separator: "\n")
-        }
+        let backwards = try await Self.plan(EntityQuery("foods").filter(.greaterThan("calories", 100)).sorted(by: "calories", .descending), on: client)
         #expect(backwards.contains("app_index:foods:calories") && !backwards.contains("TEMP B-TREE"), "\(backwards)")
         await client.close()
 
         client = try Self.client(indexes: [LocalIndex(type: "foods", fields: ["meal", "calories"])], path: path)
-        let names = try await client.readDatabase { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%' ORDER BY name")
-        }
+        let names = try await Self.indexNames(client)
         #expect(names == ["app_index:foods:meal,calories"])
         #expect(Self.ids(try await client.read(query)) == ["soup", "rice", "steak"])
         await client.close()
@@ -148,9 +154,7 @@ struct QueryTests {
         let failSecondPage = Atomic<Bool>(true)
         let box = Mutex<SyncClient?>(nil)
         let (client, _) = try scriptedClient(configure: { $0.indexes = [LocalIndex(type: "foods", fields: ["calories"])] }) { request in
-            let names = try await box.withLock { $0 }!.readDatabase { db in
-                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
-            }
+            let names = try await Self.indexNames(box.withLock { $0 }!)
             indexNames.withLock { $0.append(names) }
             let second = request.query("cursor") == "c1"
             if second, failSecondPage.load(ordering: .relaxed) { throw URLError(.networkConnectionLost) }
@@ -158,9 +162,7 @@ struct QueryTests {
         }
         box.withLock { $0 = client }
         await #expect(throws: SyncGateClientError.self) { try await client.sync() }
-        let indexed = try await client.readDatabase { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
-        }
+        let indexed = try await Self.indexNames(client)
         #expect(indexed == ["app_index:foods:calories"])
         #expect(indexNames.withLock { $0 } == [[], []])
         // Not empty any more: the next sync keeps its indexes.
@@ -183,9 +185,7 @@ struct QueryTests {
         try await eventually("the second page asked for", every: .milliseconds(5)) { transport.requests.count == 2 }
         sync.cancel()
         await #expect(throws: CancellationError.self) { try await sync.value }
-        let indexed = try await client.readDatabase { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'app_index:%'")
-        }
+        let indexed = try await Self.indexNames(client)
         #expect(indexed == ["app_index:foods:calories"])
         #expect(client.status.connection == .connected && client.status.lastError == nil && !client.status.isDownloading)
         await client.close()

@@ -1,4 +1,5 @@
 import SyncGateWire
+import SyncGateConcurrency
 /// How long to wait before trying again after a failure: exponential, jittered, and never
 /// sooner than the server's `Retry-After`.
 public struct Backoff: Sendable, Hashable {
@@ -25,11 +26,11 @@ public struct Backoff: Sendable, Hashable {
     /// breathing room gets it and its clients do not return in lockstep.
     public func delay(afterFailures failures: Int, retryAfter: Duration? = nil, using random: inout some RandomNumberGenerator) -> Duration {
         let exponent = min(max(failures - 1, 0), 62)
-        let cap = seconds(maximum)
-        let exponential = min(seconds(initial) * pow2(exponent), cap)
+        let cap = maximum.timeInterval
+        let exponential = min(initial.timeInterval * pow2(exponent), cap)
         let jittered = exponential * (1 - jitter * Double.random(in: 0..<1, using: &random))
         guard let retryAfter else { return .seconds(jittered) }
-        let floor = seconds(retryAfter)
+        let floor = retryAfter.timeInterval
         let spread = min(floor * jitter, 1)
         let honoured = floor + spread * Double.random(in: 0..<1, using: &random)
         return .seconds(max(jittered, honoured))
@@ -39,11 +40,6 @@ public struct Backoff: Sendable, Hashable {
     public func delay(afterFailures failures: Int, retryAfter: Duration? = nil) -> Duration {
         var random = SystemRandomNumberGenerator()
         return delay(afterFailures: failures, retryAfter: retryAfter, using: &random)
-    }
-
-    private func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     private func pow2(_ exponent: Int) -> Double {

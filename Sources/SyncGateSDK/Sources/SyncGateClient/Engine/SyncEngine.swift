@@ -48,7 +48,7 @@ final class SyncEngine: Sendable {
                 try await push(into: &report)
                 status.update { $0.isUploading = false }
                 try await pull(into: &report)
-                report.pending = try await store.pendingCount()
+                report.pending = try await publishPendingWrites()
                 let finished = try await store.recordSynced()
                 status.update { status in
                     status.isUploading = false
@@ -57,7 +57,6 @@ final class SyncEngine: Sendable {
                     status.lastSyncedAt = finished
                     status.lastError = nil
                 }
-                await refreshPendingWrites()
                 return report
             } catch {
                 await refreshPendingWrites()
@@ -82,13 +81,19 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// Publishes the outbox's count of undecided writes in the status. Never throws: the count is
-    /// informational, and a write that committed must not look failed because of it.
-    func refreshPendingWrites() async {
-        try? await pendingLock.withLock {
+    /// Publishes the outbox's count of undecided writes in the status, and returns it.
+    func publishPendingWrites() async throws -> Int {
+        try await pendingLock.withLock {
             let pending = try await store.pendingCount()
             status.update { $0.pendingWrites = pending }
+            return pending
         }
+    }
+
+    /// ``publishPendingWrites()`` where its failure must not fail the caller: the count is
+    /// informational, and a write that committed must not look failed because of it.
+    func refreshPendingWrites() async {
+        _ = try? await publishPendingWrites()
     }
 
     // MARK: - Push

@@ -89,9 +89,11 @@ extension LocalStore {
 
     /// Entries that still wait to be pushed or answered (acknowledged ones excluded).
     func pendingCount() async throws -> Int {
-        try await database.read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE state != 'acknowledged'") ?? 0
-        }
+        try await database.read(Self.pendingCount)
+    }
+
+    static func pendingCount(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE state != 'acknowledged'") ?? 0
     }
 
     /// The whole outbox, in order.

@@ -111,7 +111,7 @@ final class LocalStore: Sendable {
     /// What the status starts from when the client opens: the undecided writes and the last sync.
     func openingStatus() throws -> SyncStatus {
         try database.read { db in
-            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE state != 'acknowledged'") ?? 0
+            let pending = try Self.pendingCount(db)
             let synced = try Double.fetchOne(db, sql: "SELECT last_synced_at FROM sync_state WHERE id = 1")
             return SyncStatus(pendingWrites: pending, lastSyncedAt: synced.map(Date.init(timeIntervalSince1970:)))
         }

@@ -42,8 +42,7 @@ final class TokenCache: Sendable {
 
     private func expiresSoon(_ expires: Date?) -> Bool {
         guard let expires else { return false }
-        let margin = Double(refreshMargin.components.seconds) + Double(refreshMargin.components.attoseconds) / 1e18
-        return now().addingTimeInterval(margin) >= expires
+        return now().addingTimeInterval(refreshMargin.timeInterval) >= expires
     }
 
     private func fetch() async throws -> String {

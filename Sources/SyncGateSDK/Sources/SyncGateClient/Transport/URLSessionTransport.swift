@@ -89,7 +89,7 @@ public final class URLSessionTransport: SyncTransport {
             outgoing.setValue(value, forHTTPHeaderField: name)
         }
         outgoing.httpBody = request.body.map { Data($0) }
-        outgoing.timeoutInterval = max(1, Double(request.timeout.components.seconds) + Double(request.timeout.components.attoseconds) / 1e18)
+        outgoing.timeoutInterval = max(1, request.timeout.timeInterval)
         outgoing.cachePolicy = .reloadIgnoringLocalCacheData
         return outgoing
     }
