@@ -141,6 +141,39 @@ struct LocalStoreTests {
         #expect(try await store.pullState().resyncing == false)
     }
 
+    /// Seed 737 of the convergence run: a device learned w1 v1 from a push answer before it had
+    /// ever pulled, then deleted it (acknowledged at v2); the tombstone was purged and another
+    /// device created w1 again, at v1. The first pull brought that v1, which lost to the record
+    /// from the answer (same version), and the device kept the old document for good.
+    @Test("a first pull is the truth: records learned from push answers before it are replaced or dropped")
+    func firstPullAfterAnswers() async throws {
+        let other = EntityKey(entityType: "weightLogs", entityID: "w2")
+        try await _ = write(.put(["kg": 70]), .weight)
+        try await _ = write(.put(["kg": 71]), other)
+        _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
+        _ = try await store.settle(
+            batch: ["k1", "k2"],
+            results: [
+                result("k1", .weight, .conflict(.serverWins), version: 1, serverData: ["kg": 60]),
+                result("k2", other, .conflict(.serverWins), version: 3, serverData: ["kg": 65]),
+            ]
+        )
+        try await _ = write(.delete, .weight)
+        _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
+        _ = try await store.settle(batch: ["k3"], results: [result("k3", .weight, .applied, version: 2)])
+        #expect(try await store.entity(.weight) == nil)
+
+        // The server purged both tombstones, and w1 was created again at version 1.
+        let start = try await store.beginPull()
+        _ = try await store.apply(page([], cursor: "p1", hasMore: true), epoch: start.epoch)
+        _ = try await store.apply(page([PulledChange(key: .weight, data: ["kg": 76], version: 1)], cursor: "p2"), epoch: start.epoch)
+        #expect(try await store.entity(.weight) == SyncEntity(key: .weight, data: ["kg": 76], version: 1, hasPendingWrites: false))
+        #expect(try await store.entity(other) == nil)
+        #expect(try await store.serverRecords() == [.weight: ServerRecord(version: 1, data: ["kg": 76])])
+        #expect(try await store.outbox().isEmpty)
+        #expect(try await store.pullState().resyncing == false)
+    }
+
     @Test("a completed pull drops acknowledgements from before it began, not ones made during it")
     func epochs() async throws {
         try await _ = write(.put(["q": 1]), .milk)

@@ -164,10 +164,19 @@ final class LocalStore: Sendable {
     }
 
     /// Starts a pull: returns the state to pull from; acknowledgements from now on belong to the new epoch.
+    ///
+    /// A pull from no cursor is the truth from the beginning of the feeds, like a resync: records
+    /// learned from push answers before it become stale. Versions start again at 1 after a purge,
+    /// so a pulled change may carry the version of an older record it must replace.
     func beginPull() async throws -> PullState {
         try await database.write { db in
             try db.execute(sql: "UPDATE sync_state SET pull_epoch = pull_epoch + 1 WHERE id = 1")
-            return try Self.pullState(db)
+            let state = try Self.pullState(db)
+            if state.cursor == nil, !state.resyncing {
+                try Self.markStale(db)
+                return try Self.pullState(db)
+            }
+            return state
         }
     }
 
@@ -175,15 +184,17 @@ final class LocalStore: Sendable {
     /// becomes stale (replaced by what the pull brings, removed at its end if it brings nothing).
     /// The outbox stays.
     func beginResync() async throws {
-        try await database.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE server_entity SET stale = 1;
-                    UPDATE household SET stale = 1;
-                    UPDATE sync_state SET cursor = NULL, resyncing = 1 WHERE id = 1;
-                    """
-            )
-        }
+        try await database.write { db in try Self.markStale(db) }
+    }
+
+    private static func markStale(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE server_entity SET stale = 1;
+                UPDATE household SET stale = 1;
+                UPDATE sync_state SET cursor = NULL, resyncing = 1 WHERE id = 1;
+                """
+        )
     }
 
     /// The households the user belongs to, as the last pulls reported them.
