@@ -65,6 +65,37 @@ extension PostgresDriver {
         return page
     }
 
+    package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedRows] {
+        var read = Array(repeating: FeedRows(rows: [], floor: 0), count: requests.count)
+        // One statement per set of types asked for (nearly always one: all types).
+        let groups = Dictionary(grouping: requests.indices, by: { requests[$0].types })
+        for (types, indices) in groups {
+            if try await isCitus() {
+                for index in indices {
+                    let request = requests[index]
+                    let feed = PullPlan.FeedRead(scope: request.scope, after: request.after, resumes: true)
+                    let page = try await citusReadChanges([feed], types: types, limit: request.limit)
+                    read[index] = FeedRows(rows: page.rows[request.scope] ?? [], floor: page.floors[request.scope] ?? 0)
+                }
+                continue
+            }
+            let rows = try await run("read feeds", .request, ReadFeedsStatement(requests: indices.map { requests[$0] }, types: types?.sorted()))
+            for (part, ordinal, sequence, type, id, version, data, number, origin) in rows {
+                guard (1...Int64(indices.count)).contains(ordinal) else { continue }
+                let index = indices[Int(ordinal) - 1]
+                if part == 0 {
+                    read[index].floor = number ?? 0
+                } else if let sequence, let type, let id, let version, let updatedAt = number {
+                    read[index].rows.append(ChangeRow(
+                        sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt, origin: origin
+                    ))
+                }
+            }
+        }
+        for index in read.indices { read[index].rows.sort { $0.sequence < $1.sequence } }
+        return read
+    }
+
     package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         if try await isCitus() { return try await citusWatchState(feeds: feeds, users: users) }
         // One statement: the heads, the versions and the epoch share a snapshot.

@@ -496,6 +496,40 @@ struct ReadChangesStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
+/// The feed reads of live waiters: each request's rows after its position (its own limit), and
+/// its feed's floor, by the request's ordinal; one statement for the waiters a commit woke.
+struct ReadFeedsStatement: PostgresPreparedStatement {
+    static let name = "sg_read_feeds"
+    static let sql = """
+        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor, NULL::text
+        FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
+        UNION ALL
+        SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.origin
+        FROM unnest($1::text[], $2::bigint[], $4::bigint[]) WITH ORDINALITY AS r(scope, after, lim, ord)
+        CROSS JOIN LATERAL (
+            SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes c
+            WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
+            ORDER BY c.seq LIMIT r.lim
+        ) c
+        """
+    typealias Row = ReadChangesStatement.Row
+
+    /// Requests of the same types (one statement per distinct set).
+    var requests: [FeedReadRequest]
+    var types: [String]?
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(requests.map(\.scope.key))
+        bindings.append(requests.map(\.after))
+        bindings.append(types)
+        bindings.append(requests.map { Int64($0.limit) + 1 })
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
 /// The live waiters' safety net: heads, scopes versions and the resync epoch in one snapshot.
 struct WatchStateStatement: PostgresPreparedStatement {
     static let name = "sg_watch_state"

@@ -115,6 +115,27 @@ extension SQLiteDriver {
         }
     }
 
+    package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedRows] {
+        try await read { db in
+            try requests.map { request in
+                let typeList = request.types.map { JSONValue.strings($0.sorted()) }
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
+                        WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
+                        ORDER BY seq LIMIT ?
+                        """,
+                    arguments: [request.scope.key, request.after, typeList, typeList ?? "[]", request.limit + 1]
+                ).map { row in
+                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
+                }
+                let floor = try Int64.fetchOne(db, sql: "SELECT floor FROM feeds WHERE scope = ?", arguments: [request.scope.key]) ?? 0
+                return FeedRows(rows: rows, floor: floor)
+            }
+        }
+    }
+
     package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {
         let feedList = JSONValue.strings(feeds.map(\.key))
         let userList = JSONValue.strings(users)

@@ -212,6 +212,22 @@ package struct FeedSlice: Sendable, Hashable {
     package var floor: Int64
 }
 
+/// One feed read for live waiters: the changes of `scope` after `after` (of `types` only, when
+/// given), at most `limit` and one more, which tells the page is not the last.
+package struct FeedReadRequest: Sendable, Hashable {
+    package var scope: Scope
+    package var after: Int64
+    package var types: Set<String>?
+    package var limit: Int
+
+    package init(scope: Scope, after: Int64, types: Set<String>?, limit: Int) {
+        self.scope = scope
+        self.after = after
+        self.types = types
+        self.limit = limit
+    }
+}
+
 /// A storage failure the front reports as `503 UNAVAILABLE`.
 package struct StoreUnavailableError: Error, Sendable, CustomStringConvertible {
     package var reason: String

@@ -118,8 +118,8 @@ package final class ReplicatedFrontStore: FrontStore {
         try await primary.watchState(feeds: feeds, users: users)
     }
 
-    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
-        try await primary.readFeed(scope, after: position, types: types, limit: limit)
+    package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedSlice] {
+        try await primary.readFeeds(requests)
     }
 
     package func schemaStatus() async throws -> SchemaStatus {

@@ -27,9 +27,10 @@ package protocol FrontStore: Sendable {
     /// The heads of `feeds`, the scopes versions of `users` and the global resync epoch, in one
     /// read (the live waiters' safety net: one call per process, however many wait).
     func watchState(feeds: [Scope], users: [String]) async throws -> WatchState
-    /// One feed's changes after `position` (at most `limit`), with its floor: what a waiting pull
-    /// needs when only that feed advanced, shared by every waiter at the same position.
-    func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice
+    /// Feeds' changes after positions, with their floors, in request order: what waiting pulls
+    /// need when only those feeds advanced (one read for every waiter at the same position, and
+    /// the reads asked for together in one statement).
+    func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedSlice]
     /// The applied and the known schema versions, for readiness.
     func schemaStatus() async throws -> SchemaStatus
     /// The service key whose SHA-256 is `hash`, revoked or not (always from the primary: a

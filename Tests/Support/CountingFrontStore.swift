@@ -12,6 +12,8 @@ package final class CountingFrontStore: FrontStore {
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
     private let pullsFail = Locked(false)
     private let keyLookupGate = Locked<TestGate?>(nil)
+    private let feedReadGate = Locked<TestGate?>(nil)
+    private let feedReadCalls = Locked<[[FeedReadRequest]]>([])
 
     /// - Parameter deaf: the front hears no notification at all: only the safety net wakes it.
     package init(_ base: any FrontStore, deaf: Bool = false) {
@@ -69,9 +71,17 @@ package final class CountingFrontStore: FrontStore {
         return try await base.watchState(feeds: feeds, users: users)
     }
 
-    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
-        record("readFeed")
-        return try await base.readFeed(scope, after: position, types: types, limit: limit)
+    /// Each `readFeeds` call's requests, in call order.
+    package var feedReads: [[FeedReadRequest]] { feedReadCalls.value }
+
+    /// Holds the next `readFeeds` call (and only it) until `gate` opens.
+    package func holdNextFeedRead(until gate: TestGate) { feedReadGate.update { $0 = gate } }
+
+    package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedSlice] {
+        record("readFeeds")
+        feedReadCalls.update { $0.append(requests) }
+        if let gate = feedReadGate.update({ gate in defer { gate = nil }; return gate }) { try await gate.wait() }
+        return try await base.readFeeds(requests)
     }
 
     package func schemaStatus() async throws -> SchemaStatus {

@@ -84,7 +84,7 @@ import SyncGateConcurrency
                 }
                 #expect(answered == 20)
                 #expect(store.count("pull") == 0, "woken waiters read only the feed that advanced: \(store.counts)")
-                #expect(store.count("readFeed") <= 2, "20 waiters at one position share their read: \(store.counts)")
+                #expect(store.count("readFeeds") <= 2, "20 waiters at one position share their read: \(store.counts)")
                 // Carol's long-polls never woke; the streams poked and sleep again.
                 try await eventually("carol's 10 long-polls and 3 streams asleep") { http.watcher.armedCount == 13 }
                 group.cancelAll()
@@ -413,7 +413,7 @@ import SyncGateConcurrency
                 }
                 #expect(woken == 100)
             }
-            #expect(store.count("pull") == 0 && store.count("readFeed") <= 2, "\(store.counts)")
+            #expect(store.count("pull") == 0 && store.count("readFeeds") <= 2, "\(store.counts)")
         }
     }
 }

@@ -4,18 +4,14 @@ import SyncGateWire
 import SyncGateStorage
 
 /// Feed reads shared by the waiters a change wakes together: when a household's members all wait
-/// at the same position, one store read answers all of them.
+/// at the same position, one store read answers all of them; and the reads of different feeds
+/// asked for while others are on their way go to the store together, in one call.
 ///
 /// A read that started once the watcher knew head `h` holds every change up to `h` (heads are
 /// announced after their changes commit, and a feed's changes commit in sequence order), so it
 /// serves any waiter that needs no more than `h`, in flight or for a short while after.
 final class SharedFeedReads: Sendable {
-    struct Key: Hashable, Sendable {
-        var scope: Scope
-        var after: Int64
-        var types: Set<String>?
-        var limit: Int
-    }
+    typealias Key = FeedReadRequest
 
     private struct Entry {
         var read: Task<FeedSlice, any Error>
@@ -24,20 +20,20 @@ final class SharedFeedReads: Sendable {
         var started: ContinuousClock.Instant
     }
 
-    private let store: any FrontStore
     private let entries = Mutex<[Key: Entry]>([:])
+    private let batches: FeedReadBatches
 
     init(store: any FrontStore) {
-        self.store = store
+        batches = FeedReadBatches(store: store)
     }
 
     /// The changes of `key.scope` after `key.after`, from a read that includes everything up to
     /// `head` (a committed head the caller learned before calling).
     func read(_ key: Key, covering head: Int64) async throws -> FeedSlice {
-        let store = self.store
+        let batches = self.batches
         let read = entries.withLock { entries -> Task<FeedSlice, any Error> in
             if let entry = entries[key], entry.covers >= head { return entry.read }
-            let read = Task { try await store.readFeed(key.scope, after: key.after, types: key.types, limit: key.limit) }
+            let read = Task { try await batches.read(key) }
             entries[key] = Entry(read: read, covers: head, started: .now)
             return read
         }
@@ -61,4 +57,70 @@ final class SharedFeedReads: Sendable {
     }
 
     var count: Int { entries.withLock { $0.count } }
+}
+
+/// Store reads of feeds, batched as a database batches commits: a read goes at once when fewer
+/// than `slots` calls are on their way, and otherwise waits for one to end and goes with every
+/// read asked for meanwhile. So an idle front reads as before, and the ~16 waiters one commit
+/// of a busy worker wakes cost a store call or two instead of 16 (each call costs a pool lease,
+/// a statement's round trip and the tasks around it, whatever it reads).
+final class FeedReadBatches: Sendable {
+    private struct Waiting {
+        var requests: [FeedReadRequest] = []
+        var continuations: [CheckedContinuation<FeedSlice, any Error>] = []
+    }
+
+    private struct State {
+        var running = 0
+        var waiting = Waiting()
+    }
+
+    private let store: any FrontStore
+    private let slots: Int
+    private let state = Mutex(State())
+
+    init(store: any FrontStore, slots: Int = 2) {
+        self.store = store
+        self.slots = slots
+    }
+
+    func read(_ request: FeedReadRequest) async throws -> FeedSlice {
+        try await withCheckedThrowingContinuation { continuation in
+            let starts = state.withLock { state -> Bool in
+                state.waiting.requests.append(request)
+                state.waiting.continuations.append(continuation)
+                guard state.running < slots else { return false }
+                state.running += 1
+                return true
+            }
+            if starts { Task { await self.drain() } }
+        }
+    }
+
+    /// Reads waiting for a call (tests).
+    var waitingCount: Int { state.withLock { $0.waiting.requests.count } }
+
+    /// Reads what is waiting, call after call, until nothing is; then frees its slot.
+    private func drain() async {
+        while true {
+            let batch = state.withLock { state -> Waiting? in
+                guard !state.waiting.requests.isEmpty else {
+                    state.running -= 1
+                    return nil
+                }
+                defer { state.waiting = Waiting() }
+                return state.waiting
+            }
+            guard let batch else { return }
+            do {
+                let slices = try await store.readFeeds(batch.requests)
+                guard slices.count == batch.requests.count else {
+                    throw StoreUnavailableError("read feeds: \(slices.count) answers to \(batch.requests.count) reads")
+                }
+                for (continuation, slice) in zip(batch.continuations, slices) { continuation.resume(returning: slice) }
+            } catch {
+                for continuation in batch.continuations { continuation.resume(throwing: error) }
+            }
+        }
+    }
 }

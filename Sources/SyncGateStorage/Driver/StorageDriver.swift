@@ -52,6 +52,10 @@ package protocol StorageDriver: Sendable {
     /// Reads the feeds in order, each after its position, `limit` rows in all at most (fewer feeds
     /// once it is reached), with the feeds' current floors.
     func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage
+    /// Each request's rows (at most its limit and one more, in sequence order) and its feed's
+    /// floor as of the same snapshot, in request order: the reads of the live waiters a commit
+    /// woke, in as few statements as the driver can.
+    func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedRows]
     /// The ids of the households `userID` is an active member of, sorted.
     func activeHouseholds(userID: String) async throws -> [String]
     /// The heads of `feeds` and the scopes versions of `users` (absent: never written), in one read.
@@ -421,6 +425,17 @@ package struct ChangeRow: Sendable, Hashable {
         self.data = data
         self.updatedAt = updatedAt
         self.origin = origin
+    }
+}
+
+/// One feed's rows of a ``StorageDriver/readFeeds(_:)`` request, and its floor as of that read.
+package struct FeedRows: Sendable, Hashable {
+    package var rows: [ChangeRow]
+    package var floor: Int64
+
+    package init(rows: [ChangeRow], floor: Int64) {
+        self.rows = rows
+        self.floor = floor
     }
 }
 

@@ -38,9 +38,11 @@ extension SyncStore {
         return try await driver.watchState(feeds: feeds, users: users)
     }
 
-    package func readFeed(_ scope: Scope, after position: Int64, types: Set<String>?, limit: Int) async throws -> FeedSlice {
-        let page = try await driver.readChanges([PullPlan.FeedRead(scope: scope, after: position, resumes: true)], types: types, limit: limit)
-        let changes = try (page.rows[scope] ?? []).map { row throws(StoredDataError) in try FeedChange(scope: scope, row: row) }
-        return FeedSlice(changes: changes, floor: page.floors[scope] ?? 0)
+    package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedSlice] {
+        guard !requests.isEmpty else { return [] }
+        let read = try await driver.readFeeds(requests)
+        return try zip(requests, read).map { request, feed in
+            FeedSlice(changes: try feed.rows.map { row throws(StoredDataError) in try FeedChange(scope: request.scope, row: row) }, floor: feed.floor)
+        }
     }
 }
