@@ -86,22 +86,11 @@ extension SQLiteDriver {
     }
 
     package func readChanges(_ reads: [PullPlan.FeedRead], types: Set<String>?, limit: Int) async throws -> FeedPage {
-        let typeList = types.map { JSONValue.strings($0.sorted()) }
         return try await read { db in
             var page = FeedPage()
             var remaining = limit
             for read in reads where remaining > 0 {
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
-                        WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
-                        ORDER BY seq LIMIT ?
-                        """,
-                    arguments: [read.scope.key, read.after, typeList, typeList ?? "[]", remaining + 1]
-                ).map { row in
-                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
-                }
+                let rows = try Self.feedRows(db, scope: read.scope, after: read.after, types: types, limit: remaining + 1)
                 page.rows[read.scope] = rows
                 remaining -= min(rows.count, remaining)
             }
@@ -118,21 +107,26 @@ extension SQLiteDriver {
     package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedRows] {
         try await read { db in
             try requests.map { request in
-                let typeList = request.types.map { JSONValue.strings($0.sorted()) }
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
-                        WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
-                        ORDER BY seq LIMIT ?
-                        """,
-                    arguments: [request.scope.key, request.after, typeList, typeList ?? "[]", request.limit + 1]
-                ).map { row in
-                    ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
-                }
+                let rows = try Self.feedRows(db, scope: request.scope, after: request.after, types: request.types, limit: request.limit + 1)
                 let floor = try Int64.fetchOne(db, sql: "SELECT floor FROM feeds WHERE scope = ?", arguments: [request.scope.key]) ?? 0
                 return FeedRows(rows: rows, floor: floor)
             }
+        }
+    }
+
+    /// Up to `limit` changes of `scope` after `after` (of `types` only, when given), in sequence order.
+    private static func feedRows(_ db: Database, scope: Scope, after: Int64, types: Set<String>?, limit: Int) throws -> [ChangeRow] {
+        let typeList = types.map { JSONValue.strings($0.sorted()) }
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
+                WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
+                ORDER BY seq LIMIT ?
+                """,
+            arguments: [scope.key, after, typeList, typeList ?? "[]", limit]
+        ).map { row in
+            ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
         }
     }
 
