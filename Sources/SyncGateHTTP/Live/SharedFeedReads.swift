@@ -60,10 +60,11 @@ final class SharedFeedReads: Sendable {
 }
 
 /// Store reads of feeds, batched as a database batches commits: a read goes at once when fewer
-/// than `slots` calls are on their way, and otherwise waits for one to end and goes with every
-/// read asked for meanwhile. So an idle front reads as before, and the ~16 waiters one commit
-/// of a busy worker wakes cost a store call or two instead of 16 (each call costs a pool lease,
-/// a statement's round trip and the tasks around it, whatever it reads).
+/// than `slots` calls are on their way, and otherwise waits for one to end and goes with the
+/// reads asked for meanwhile (`maximumBatch` at most a call: each may bring its limit of rows).
+/// So an idle front reads as before, and the ~16 waiters one commit of a busy worker wakes cost a
+/// store call or two instead of 16 (each call costs a pool lease, a statement's round trip and
+/// the tasks around it, whatever it reads).
 final class FeedReadBatches: Sendable {
     private struct Waiting {
         var requests: [FeedReadRequest] = []
@@ -77,11 +78,13 @@ final class FeedReadBatches: Sendable {
 
     private let store: any FrontStore
     private let slots: Int
+    private let maximumBatch: Int
     private let state = Mutex(State())
 
-    init(store: any FrontStore, slots: Int = 2) {
+    init(store: any FrontStore, slots: Int = 2, maximumBatch: Int = 64) {
         self.store = store
         self.slots = slots
+        self.maximumBatch = max(1, maximumBatch)
     }
 
     func read(_ request: FeedReadRequest) async throws -> FeedSlice {
@@ -108,8 +111,12 @@ final class FeedReadBatches: Sendable {
                     state.running -= 1
                     return nil
                 }
-                defer { state.waiting = Waiting() }
-                return state.waiting
+                let count = min(maximumBatch, state.waiting.requests.count)
+                defer {
+                    state.waiting.requests.removeFirst(count)
+                    state.waiting.continuations.removeFirst(count)
+                }
+                return Waiting(requests: Array(state.waiting.requests.prefix(count)), continuations: Array(state.waiting.continuations.prefix(count)))
             }
             guard let batch else { return }
             do {
