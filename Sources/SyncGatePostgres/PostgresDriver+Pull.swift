@@ -43,22 +43,15 @@ extension PostgresDriver {
         // One statement: the rows and the floors they are checked against share its snapshot.
         let rows = try await run("pull", .request, ReadChangesStatement(reads: reads, types: types?.sorted(), limit: limit))
         var page = FeedPage()
-        var byFeed: [Int64: [ChangeRow]] = [:]
-        for (part, ordinal, sequence, type, id, version, data, number, origin) in rows {
-            guard (1...Int64(reads.count)).contains(ordinal) else { continue }
-            if part == 0 {
-                page.floors[reads[Int(ordinal) - 1].scope] = number ?? 0
-            } else if let sequence, let type, let id, let version, let updatedAt = number {
-                byFeed[ordinal, default: []].append(ChangeRow(
-                    sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt, origin: origin
-                ))
-            }
+        let byRead = Self.feedRows(rows, reads: reads.count)
+        for (read, feed) in zip(reads, byRead) {
+            if let floor = feed.floor { page.floors[read.scope] = floor }
         }
         // The statement's bound, fed by the same rule: each feed at most one row more than the
         // page still has room for, and no feed after the page filled.
         var remaining = limit
-        for (index, read) in reads.enumerated() where remaining > 0 {
-            let rows = (byFeed[Int64(index + 1)] ?? []).sorted { $0.sequence < $1.sequence }.prefix(remaining + 1)
+        for (read, feed) in zip(reads, byRead) where remaining > 0 {
+            let rows = feed.changes.prefix(remaining + 1)
             page.rows[read.scope] = Array(rows)
             remaining -= min(rows.count, remaining)
         }
@@ -66,34 +59,46 @@ extension PostgresDriver {
     }
 
     package func readFeeds(_ requests: [FeedReadRequest]) async throws -> [FeedRows] {
+        if try await isCitus() {
+            // One read per request, through the pull's Citus path.
+            var read: [FeedRows] = []
+            for request in requests {
+                let feed = PullPlan.FeedRead(scope: request.scope, after: request.after, resumes: true)
+                let page = try await citusReadChanges([feed], types: request.types, limit: request.limit)
+                read.append(FeedRows(rows: page.rows[request.scope] ?? [], floor: page.floors[request.scope] ?? 0))
+            }
+            return read
+        }
         var read = Array(repeating: FeedRows(rows: [], floor: 0), count: requests.count)
         // One statement per set of types asked for (nearly always one: all types).
         let groups = Dictionary(grouping: requests.indices, by: { requests[$0].types })
         for (types, indices) in groups {
-            if try await isCitus() {
-                for index in indices {
-                    let request = requests[index]
-                    let feed = PullPlan.FeedRead(scope: request.scope, after: request.after, resumes: true)
-                    let page = try await citusReadChanges([feed], types: types, limit: request.limit)
-                    read[index] = FeedRows(rows: page.rows[request.scope] ?? [], floor: page.floors[request.scope] ?? 0)
-                }
-                continue
-            }
             let rows = try await run("read feeds", .request, ReadFeedsStatement(requests: indices.map { requests[$0] }, types: types?.sorted()))
-            for (part, ordinal, sequence, type, id, version, data, number, origin) in rows {
-                guard (1...Int64(indices.count)).contains(ordinal) else { continue }
-                let index = indices[Int(ordinal) - 1]
-                if part == 0 {
-                    read[index].floor = number ?? 0
-                } else if let sequence, let type, let id, let version, let updatedAt = number {
-                    read[index].rows.append(ChangeRow(
-                        sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt, origin: origin
-                    ))
-                }
+            for (index, feed) in zip(indices, Self.feedRows(rows, reads: indices.count)) {
+                read[index] = FeedRows(rows: feed.changes, floor: feed.floor ?? 0)
             }
         }
-        for index in read.indices { read[index].rows.sort { $0.sequence < $1.sequence } }
         return read
+    }
+
+    /// The rows of a statement that reads feeds (``ReadChangesStatement``, ``ReadFeedsStatement``)
+    /// by the ordinal of their read: its feed's floor (`nil`: the feed has no row yet) and its
+    /// changes in sequence order.
+    static func feedRows(_ rows: [ReadChangesStatement.Row], reads count: Int) -> [(floor: Int64?, changes: [ChangeRow])] {
+        var byRead = Array(repeating: (floor: Int64?.none, changes: [ChangeRow]()), count: count)
+        for (part, ordinal, sequence, type, id, version, data, number, origin) in rows {
+            guard (1...Int64(count)).contains(ordinal) else { continue }
+            let index = Int(ordinal) - 1
+            if part == 0 {
+                byRead[index].floor = number ?? 0
+            } else if let sequence, let type, let id, let version, let updatedAt = number {
+                byRead[index].changes.append(ChangeRow(
+                    sequence: sequence, entityType: type, entityID: id, version: version, data: data, updatedAt: updatedAt, origin: origin
+                ))
+            }
+        }
+        for index in byRead.indices { byRead[index].changes.sort { $0.sequence < $1.sequence } }
+        return byRead
     }
 
     package func watchState(feeds: [Scope], users: [String]) async throws -> WatchState {

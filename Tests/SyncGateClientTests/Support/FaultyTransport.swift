@@ -142,14 +142,14 @@ final class FaultyTransport: SyncTransport {
     private func forward(_ request: TransportRequest) async throws -> TransportResponse {
         state.withLock { $0.inFlight += 1 }
         let (answer, delivered) = AsyncThrowingStream.makeStream(of: TransportResponse.self)
-        Task { [base, state = self] in
+        Task { [base, transport = self] in
             do {
                 delivered.yield(try await base.send(request))
                 delivered.finish()
             } catch {
                 delivered.finish(throwing: error)
             }
-            state.finished()
+            transport.finished()
         }
         for try await response in answer { return response }
         throw CancellationError()
