@@ -102,9 +102,11 @@ extension PostgresDriver {
         let at = now.millisecondsSinceEpoch
         let citus = try await isCitus()
         return try await withConnection("announce changes", .job) { connection in
-            try await connection.inTransaction(logger: logger) {
-                let subscriptions = try await connection.query("SELECT count(*)::int FROM webhook_subscriptions", logger: logger).collect(Int.self).first ?? 0
-                guard subscriptions > 0 else { return WebhookAnnouncement() }
+            // Without subscriptions a pass is this one statement, in no transaction of its own:
+            // every worker makes one each poll interval, however idle the deployment.
+            let subscriptions = try await connection.query("SELECT count(*)::int FROM webhook_subscriptions", logger: logger).collect(Int.self).first ?? 0
+            guard subscriptions > 0 else { return WebhookAnnouncement() }
+            return try await connection.inTransaction(logger: logger) {
                 // One announcer at a time, by a transaction lock. Feeds an apply holds are skipped
                 // (announced next pass): waiting for one while holding the rows already updated
                 // made every apply of those feeds wait in turn (~0.5 s a pass at saturation).

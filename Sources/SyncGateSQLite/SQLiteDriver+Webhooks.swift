@@ -80,6 +80,9 @@ extension SQLiteDriver {
 
     package func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement {
         let at = now.millisecondsSinceEpoch
+        // Without subscriptions a pass only reads: it does not take the writer each poll interval.
+        let any = try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_subscriptions") ?? 0 }
+        guard any > 0 else { return WebhookAnnouncement() }
         return try await write { db in
             let subscriptions = try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_subscriptions") ?? 0
             guard subscriptions > 0 else { return WebhookAnnouncement() }
