@@ -23,13 +23,6 @@ extension PostgresDriver {
         ), feeds.webhooked))
         """
 
-    /// A message's range of its feed.
-    struct WebhookRange: Hashable {
-        var scope: String
-        var first: Int64
-        var last: Int64
-    }
-
     /// The transaction advisory lock of the one announcer pass at a time.
     static let announcerLockKey: Int64 = 0x5347_5748_4B31  // "SGWHK1"
 
@@ -154,71 +147,36 @@ extension PostgresDriver {
     }
 
     package func claimWebhookDeliveries(
-        limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery] {
-        let logger = self.logger
-        let at = now.millisecondsSinceEpoch
-        return try await withConnection("claim webhook deliveries", .job) { connection in
-            // `due` re-checks the row's state when it locks it: a row another sender claimed since
-            // this statement's snapshot is no longer due, so no message is sent twice at once. A
-            // claim lost in a crash only makes its message due again: no WAL flush is waited for.
-            let claimed = try await connection.query(
-                """
-                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), ranked AS (
-                    SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
-                    FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-                    WHERE d.delivered_at IS NULL AND d.next_attempt_at <= \(at) AND s.paused_at IS NULL
-                      AND s.name <> ALL(\(excluding)::text[])
-                      AND NOT EXISTS (
-                          SELECT 1 FROM webhook_deliveries e
-                          WHERE e.subscription_id = d.subscription_id AND e.scope = d.scope AND e.delivered_at IS NULL AND e.id < d.id
-                      )
-                ), due AS (
-                    SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
-                    WHERE r.n <= \(perSubscription) AND d.delivered_at IS NULL AND d.next_attempt_at <= \(at)
-                    ORDER BY r.next_attempt_at, r.id LIMIT \(limit)
-                    FOR UPDATE OF d SKIP LOCKED
-                )
-                UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = \(at + leaseMilliseconds)
-                FROM due, relaxed WHERE d.id = due.id
-                RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts
-                """,
-                logger: logger
-            ).collect((Int64, Int64, String, Int64, Int64, Int64, Int64, Int).self)
-            guard !claimed.isEmpty else { return [] }
-            let subscriptionIDs = Array(Set(claimed.map(\.1)))
-            let subscriptions = Dictionary(
-                uniqueKeysWithValues: try await connection.query(
-                    "SELECT \(unescaped: Self.webhookColumns) FROM webhook_subscriptions WHERE id = ANY(\(subscriptionIDs)::int8[])", logger: logger
-                ).collect(WebhookColumns.self).map(Self.webhook).map { ($0.id, $0) }
+        let rows = try await run(
+            "claim webhook deliveries", .job,
+            ClaimWebhookDeliveriesStatement(
+                delivered: delivered, now: now.millisecondsSinceEpoch, excluding: excluding, perSubscription: perSubscription, limit: limit,
+                leaseMilliseconds: leaseMilliseconds
             )
-            // Each range once, however many subscriptions' messages announce it.
-            let ranges = Array(Set(claimed.map { WebhookRange(scope: $0.2, first: $0.3, last: $0.4) }))
-            let rows = try await connection.query(
-                """
-                SELECT c.scope, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.committed_at, c.origin
-                FROM unnest(\(ranges.map(\.scope))::text[], \(ranges.map(\.first))::int8[], \(ranges.map(\.last))::int8[]) AS r(scope, low, high)
-                JOIN changes c ON c.scope = r.scope AND c.seq BETWEEN r.low AND r.high
-                """,
-                logger: logger
-            ).collect((String, Int64, String, String, Int64, String?, Int64, Int64, String?).self)
-            // By feed and sequence number: ranges of one feed may overlap (messages made before
-            // migration 0013 end at the last change their subscription wanted), and a change two
-            // ranges read comes back twice.
-            var changes: [String: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
-            for (scope, seq, type, id, version, data, updated, committed, origin) in rows {
-                changes[scope, default: [:]][seq] = (ChangeRow(sequence: seq, entityType: type, entityID: id, version: version, data: data, updatedAt: updated, origin: origin), committed)
+        )
+        var claimed: [(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int)] = []
+        // By feed and sequence number: ranges of one feed may overlap (messages made before
+        // migration 0013 end at the last change their subscription wanted).
+        var changes: [String: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
+        for row in rows {
+            switch row {
+            case .delivery(let id, let subscription, let scope, let first, let last, let committed, let created, let attempts):
+                claimed.append((id, subscription, scope, first, last, committed, created, attempts))
+            case .change(let scope, let row, let committed):
+                changes[scope, default: [:]][row.sequence] = (row, committed)
             }
-            return claimed.compactMap { id, subscriptionID, scopeKey, first, last, committed, created, attempts -> WebhookDelivery? in
-                // A subscription deleted since the claim takes its messages with it.
-                guard let subscription = subscriptions[subscriptionID], let scope = Scope(key: scopeKey) else { return nil }
-                let inRange = (changes[scopeKey] ?? [:]).filter { (first...last).contains($0.key) }.sorted { $0.key < $1.key }
-                return WebhookDelivery(
-                    id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: committed,
-                    createdAt: created, attempts: attempts, changes: inRange.map { AnnouncedChange(scope: scope, row: $0.value.row, committedAt: $0.value.committed) }
-                )
-            }.sorted { $0.id < $1.id }
         }
+        return claimed.compactMap { claim -> WebhookDelivery? in
+            guard let scope = Scope(key: claim.scope) else { return nil }
+            let inRange = (changes[claim.scope] ?? [:]).filter { (claim.first...claim.last).contains($0.key) }.sorted { $0.key < $1.key }
+            return WebhookDelivery(
+                id: claim.id, subscription: claim.subscription, scope: scope, firstSequence: claim.first, lastSequence: claim.last,
+                committedAt: claim.committed, createdAt: claim.created, attempts: claim.attempts,
+                changes: inRange.map { AnnouncedChange(scope: scope, row: $0.value.row, committedAt: $0.value.committed) }
+            )
+        }.sorted { $0.id < $1.id }
     }
 
     package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
@@ -309,5 +267,103 @@ extension PostgresDriver {
             """,
             as: Int.self
         ).first ?? 0
+    }
+}
+
+/// A sender's claim (``PostgresDriver/claimWebhookDeliveries(delivered:limit:perSubscription:excluding:leaseMilliseconds:now:)``)
+/// in one round trip: it records the messages the sender delivered since its last claim, takes
+/// the next due ones, and reads their subscriptions and the changes of their ranges (each range
+/// once, however many subscriptions' messages announce it). The claim's checks leave out the
+/// messages it records, which its snapshot still sees as undelivered: the next message of their
+/// feed is due at once. `due` re-checks a row's state when it locks it: a row another sender
+/// claimed since the snapshot is no longer due, so no message is sent twice at once. Neither the
+/// records nor the claim wait for the WAL flush: one lost in a crash only sends a message again,
+/// the same bytes under the same id (at least once).
+struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
+    static let name = "sg_claim_webhook_deliveries"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), recorded AS (
+            UPDATE webhook_deliveries SET delivered_at = $2::bigint, last_error = NULL
+            FROM relaxed WHERE id = ANY($1::bigint[])
+        ), ranked AS (
+            SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
+            FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+            WHERE d.delivered_at IS NULL AND d.next_attempt_at <= $2::bigint AND s.paused_at IS NULL
+              AND s.name <> ALL($3::text[]) AND d.id <> ALL($1::bigint[])
+              AND NOT EXISTS (
+                  SELECT 1 FROM webhook_deliveries e
+                  WHERE e.subscription_id = d.subscription_id AND e.scope = d.scope AND e.delivered_at IS NULL AND e.id < d.id
+                    AND e.id <> ALL($1::bigint[])
+              )
+        ), due AS (
+            SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+            WHERE r.n <= $4::bigint AND d.delivered_at IS NULL AND d.next_attempt_at <= $2::bigint
+            ORDER BY r.next_attempt_at, r.id LIMIT $5::bigint
+            FOR UPDATE OF d SKIP LOCKED
+        ), claimed AS (
+            UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = $6::bigint
+            FROM due, relaxed WHERE d.id = due.id
+            RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts
+        ), ranges AS (
+            SELECT DISTINCT scope, first_seq, last_seq FROM claimed
+        )
+        SELECT 0, c.id, c.scope, c.first_seq, c.last_seq, c.committed_at, c.created_at, c.attempts,
+               s.id, s.name, s.url, s.secret, s.entity_types, s.events, s.created_at, s.paused_at, s.paused_reason,
+               NULL::text, NULL::text, NULL::text, NULL::text
+        FROM claimed c JOIN webhook_subscriptions s ON s.id = c.subscription_id
+        UNION ALL
+        SELECT 1, NULL, c.scope, c.seq, c.version, c.committed_at, c.updated_at, NULL,
+               NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               c.entity_type, c.entity_id, c.data::text, c.origin
+        FROM ranges r JOIN changes c ON c.scope = r.scope AND c.seq BETWEEN r.first_seq AND r.last_seq
+        """
+
+    enum Row: Sendable {
+        /// A message claimed, with its subscription.
+        case delivery(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int)
+        /// A change of a claimed message's range.
+        case change(scope: String, row: ChangeRow, committed: Int64)
+    }
+
+    var delivered: [Int64]
+    var now: Int64
+    var excluding: [String]
+    var perSubscription: Int
+    var limit: Int
+    var leaseMilliseconds: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 6)
+        bindings.append(delivered)
+        bindings.append(now)
+        bindings.append(excluding)
+        bindings.append(Int64(perSubscription))
+        bindings.append(Int64(limit))
+        bindings.append(now + leaseMilliseconds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        let cells = row.makeRandomAccess()
+        let scope = try cells[2].decode(String.self)
+        let (number, version, committed, time) = try (
+            cells[3].decode(Int64.self), cells[4].decode(Int64.self), cells[5].decode(Int64.self), cells[6].decode(Int64.self)
+        )
+        if try cells[0].decode(Int.self) == 1 {
+            let row = try ChangeRow(
+                sequence: number, entityType: cells[17].decode(String.self), entityID: cells[18].decode(String.self), version: version,
+                data: cells[19].decode(String?.self), updatedAt: time, origin: cells[20].decode(String?.self)
+            )
+            return .change(scope: scope, row: row, committed: committed)
+        }
+        let subscription = try PostgresDriver.webhook((
+            cells[8].decode(Int64.self), cells[9].decode(String.self), cells[10].decode(String.self), cells[11].decode(String.self),
+            cells[12].decode(String?.self), cells[13].decode(String.self), cells[14].decode(Int64.self), cells[15].decode(Int64?.self),
+            cells[16].decode(String?.self)
+        ))
+        return try .delivery(
+            id: cells[1].decode(Int64.self), subscription: subscription, scope: scope, first: number, last: version, committed: committed,
+            created: time, attempts: cells[7].decode(Int.self)
+        )
     }
 }

@@ -114,11 +114,15 @@ extension SQLiteDriver {
     }
 
     package func claimWebhookDeliveries(
-        limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery] {
         let at = now.millisecondsSinceEpoch
         let excludedNames = excluding.isEmpty ? "" : "AND s.name NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
         return try await write { db in
+            for id in delivered {
+                try db.execute(sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ?", arguments: [at, id])
+            }
+            guard limit > 0 else { return [] }
             let rows = try Row.fetchAll(
                 db,
                 sql: """

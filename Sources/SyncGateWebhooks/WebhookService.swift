@@ -33,6 +33,9 @@ package final class WebhookService: Service {
     private let feedsAdvanced = Atomic<Bool>(false)
     /// Whether deliveries were made or a slot freed since the last claim.
     private let claimable = Atomic<Bool>(true)
+    /// Messages delivered and not yet recorded: the next claim records them (one statement for
+    /// both, instead of one more per message). At most the attempts of one claim's worth.
+    private let delivered = Mutex<[Int64]>([])
 
     package func run() async throws {
         let client = WebhookSender.makeClient(configuration)
@@ -49,14 +52,28 @@ package final class WebhookService: Service {
                 group.addTask {
                     while let events = await feeds.next(timeout: .seconds(3600)) {
                         guard !events.isEmpty else { continue }
-                        self.feedsAdvanced.store(true, ordering: .relaxed)
-                        bell.publish(.jobsAvailable)
+                        // The first event since a pass wakes the loop (to time the next pass);
+                        // the rest would only wake it to sleep again, hundreds of times a second.
+                        if !self.feedsAdvanced.exchange(true, ordering: .relaxed) { bell.publish(.jobsAvailable) }
                     }
                 }
                 await self.loop(sender: sender, bell: bell, doorbell: doorbell, group: &group)
                 feeds.cancel()
                 group.cancelAll()
             }
+        }
+        // Shutdown cancelled the loop: record what it delivered since its last claim, in a task
+        // of its own (not cancelled; bounded by the statement's deadline), so that a restart
+        // does not send those messages again.
+        let unrecorded = delivered.withLock { $0 }
+        if !unrecorded.isEmpty {
+            await Task { [store, logger] in
+                do {
+                    _ = try await store.claimWebhookDeliveries(delivered: unrecorded, limit: 0, perSubscription: 0, excluding: [], leaseMilliseconds: 0)
+                } catch {
+                    logger.warning("webhook deliveries not recorded; they are sent again after their lease", metadata: ["syncgate.error": "\(error)"])
+                }
+            }.value
         }
         bell.close()
         try? await client.shutdown()
@@ -126,10 +143,22 @@ package final class WebhookService: Service {
 
     private func claim(sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
         let next = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency, perSubscription: configuration.perSubscription) }
-        guard next.limit > 0 else { return }
-        let deliveries = try await store.claimWebhookDeliveries(
-            limit: next.limit, perSubscription: next.perSubscription, excluding: next.excluding, leaseMilliseconds: configuration.leaseMilliseconds
-        )
+        let recording = delivered.withLock { taken in
+            defer { taken = [] }
+            return taken
+        }
+        guard next.limit > 0 || !recording.isEmpty else { return }
+        let deliveries: [WebhookDelivery]
+        do {
+            deliveries = try await store.claimWebhookDeliveries(
+                delivered: recording, limit: next.limit, perSubscription: next.perSubscription, excluding: next.excluding,
+                leaseMilliseconds: configuration.leaseMilliseconds
+            )
+        } catch {
+            // Recorded by the next claim; until then their feeds' next messages wait.
+            delivered.withLock { $0.insert(contentsOf: recording, at: 0) }
+            throw error
+        }
         for delivery in deliveries {
             inFlight.withLock { $0[delivery.subscription.name, default: 0] += 1 }
             group.addTask {
@@ -153,20 +182,22 @@ package final class WebhookService: Service {
         return (max(0, concurrency - inFlight.values.reduce(0, +)), perSubscription - busiest, excluding)
     }
 
-    /// One attempt and its record. A record that fails to commit leaves the delivery claimed
-    /// until its lease ends; it is then sent again under the same webhook-id (at least once).
+    /// One attempt and its record: a delivered message is recorded by the next claim, a failed
+    /// one at once. A record that fails to commit leaves the delivery claimed until its lease
+    /// ends; it is then sent again under the same webhook-id (at least once).
     func deliver(_ delivery: WebhookDelivery, sender: WebhookSender) async {
         let now = store.clock.wallNow().millisecondsSinceEpoch
         let outcome: WebhookAttemptOutcome
         guard let message = WebhookPayload.render(delivery) else {
             // Its range holds nothing the subscription wants: done without a request.
-            await finish(delivery, .delivered)
+            delivered.withLock { $0.append(delivery.id) }
             return
         }
         switch await sender.attempt(delivery, body: message.body, timestamp: now / 1000) {
         case .delivered:
-            outcome = .delivered
             metrics.delivered(changes: message.changes, committedAt: delivery.committedAt, now: store.clock.wallNow().millisecondsSinceEpoch)
+            delivered.withLock { $0.append(delivery.id) }
+            return
         case .failed(let error):
             switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: now, unit: Double.random(in: 0..<1)) {
             case .retry(let at): outcome = .retry(at: at, error: error)

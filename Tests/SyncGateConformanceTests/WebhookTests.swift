@@ -226,6 +226,36 @@ import Testing
         }
     }
 
+    @Test("a claim records the messages its sender delivered and, in the same call, takes the next message of their feeds", arguments: Driver.selected)
+    func aClaimRecordsWhatWasDelivered(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            #expect(try await store.createWebhook(NewWebhookSubscription(
+                name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+            )))
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            func claim(recording delivered: [Int64], limit: Int = 10) async throws -> [WebhookDelivery] {
+                try await store.claimWebhookDeliveries(delivered: delivered, limit: limit, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
+            }
+            // Feed order: the second message waits while the first is undelivered.
+            let first = try await claim(recording: [])
+            #expect(first.map { $0.changes.map(\.row.sequence) } == [[1]])
+            #expect(try await claim(recording: []).isEmpty)
+            // Recording the first makes the second due in the same call.
+            let second = try await claim(recording: first.map(\.id))
+            #expect(second.map { $0.changes.map(\.row.sequence) } == [[2]])
+            #expect(second.map(\.subscription.name) == ["backend"])
+            #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[1, 1]])
+            // A claim of nothing only records.
+            #expect(try await claim(recording: second.map(\.id), limit: 0).isEmpty)
+            #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[0, 2]])
+            #expect(try await claim(recording: []).isEmpty)
+        }
+    }
+
     @Test("the service API manages subscriptions with an admin key: secret shown once, private receivers refused, unknown names 404", arguments: Driver.selected)
     func serviceAPI(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in

@@ -137,12 +137,15 @@ package protocol StorageDriver: Sendable {
     /// when nil), in scope order, up to `feedLimit` of them and the next `changeLimit` sequence
     /// numbers of each. Without subscriptions it does nothing.
     func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement
-    /// Takes up to `limit` due messages for an attempt, at most `perSubscription` of each active
-    /// subscription and none of `excluding`: each the oldest undelivered message of its
-    /// subscription and feed (feed order), skipping rows another sender takes; then reads the
-    /// changes of their ranges. Each is due again after `leaseMilliseconds` unless finished
-    /// first (a sender that died).
-    func claimWebhookDeliveries(limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp) async throws -> [WebhookDelivery]
+    /// Records the messages in `delivered` as delivered (the sender's attempts since its last
+    /// claim), then takes up to `limit` due messages for an attempt, at most `perSubscription` of
+    /// each active subscription and none of `excluding`: each the oldest undelivered message of
+    /// its subscription and feed (feed order, counting those just recorded as delivered),
+    /// skipping rows another sender takes; then reads the changes of their ranges. Each is due
+    /// again after `leaseMilliseconds` unless finished first (a sender that died).
+    func claimWebhookDeliveries(
+        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+    ) async throws -> [WebhookDelivery]
     func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws
     /// Sends again the deliveries of a subscription made at or after `from`, delivered or not,
     /// and resumes it; `nil` when none has that name.

@@ -41,9 +41,13 @@ extension SyncStore {
         try await driver.announceChanges(after: after, feedLimit: feedLimit, changeLimit: changeLimit, now: clock.wallNow())
     }
 
-    package func claimWebhookDeliveries(limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64) async throws -> [WebhookDelivery] {
+    /// One sender's claim (see ``StorageDriver/claimWebhookDeliveries(delivered:limit:perSubscription:excluding:leaseMilliseconds:now:)``).
+    package func claimWebhookDeliveries(
+        delivered: [Int64] = [], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64
+    ) async throws -> [WebhookDelivery] {
         try await driver.claimWebhookDeliveries(
-            limit: limit, perSubscription: perSubscription, excluding: excluding, leaseMilliseconds: leaseMilliseconds, now: clock.wallNow()
+            delivered: delivered, limit: limit, perSubscription: perSubscription, excluding: excluding, leaseMilliseconds: leaseMilliseconds,
+            now: clock.wallNow()
         )
     }
 
