@@ -185,13 +185,8 @@ extension PostgresDriver {
         // Neither waits for the WAL flush: a record lost in a crash only sends the message again,
         // the same bytes under the same id (at least once). Each flush cost the applies' commits.
         case .delivered:
-            try await execute(
-                "finish webhook delivery", .job,
-                """
-                UPDATE webhook_deliveries SET delivered_at = \(at), last_error = NULL
-                FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
-                """
-            )
+            // The claim's record of a delivery, claiming nothing.
+            _ = try await claimWebhookDeliveries(delivered: [id], limit: 0, perSubscription: 0, excluding: [], leaseMilliseconds: 0, now: now)
         case .retry(let next, let error):
             try await execute(
                 "finish webhook delivery", .job,

@@ -119,9 +119,7 @@ extension SQLiteDriver {
         let at = now.millisecondsSinceEpoch
         let excludedNames = excluding.isEmpty ? "" : "AND s.name NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
         return try await write { db in
-            for id in delivered {
-                try db.execute(sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ?", arguments: [at, id])
-            }
+            for id in delivered { try Self.recordDelivered(db, id: id, at: at) }
             guard limit > 0 else { return [] }
             let rows = try Row.fetchAll(
                 db,
@@ -179,7 +177,7 @@ extension SQLiteDriver {
         try await write { db in
             switch outcome {
             case .delivered:
-                try db.execute(sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ?", arguments: [at, id])
+                try Self.recordDelivered(db, id: id, at: at)
             case .retry(let next, let error):
                 try db.execute(sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ?", arguments: [next, error, id])
             case .pause(let error):
@@ -193,6 +191,11 @@ extension SQLiteDriver {
                 )
             }
         }
+    }
+
+    /// A delivery answered `2xx`: delivered at `at`, its last error cleared.
+    private static func recordDelivered(_ db: Database, id: Int64, at: Int64) throws {
+        try db.execute(sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ?", arguments: [at, id])
     }
 
     package func replayWebhook(name: String, from: Timestamp, now: Timestamp) async throws -> Int? {
