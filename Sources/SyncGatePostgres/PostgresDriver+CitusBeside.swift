@@ -115,7 +115,7 @@ extension PostgresDriver {
                             -- A range of changes compacted away since has no writers left: nudge.
                             WHERE w.sole IS DISTINCT FROM rd.device_id || '/' || rd.user_id
                             GROUP BY rd.user_id, rd.device_id
-                        ), \(unescaped: Self.nudgePending(at: at, intervalMilliseconds: intervalMilliseconds))
+                        ), \(unescaped: Self.nudgePending(at: "\(at)", intervalMilliseconds: "\(intervalMilliseconds)"))
                         SELECT count(*)::int FROM pending
                         """,
                         logger: logger

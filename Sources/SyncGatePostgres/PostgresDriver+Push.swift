@@ -112,7 +112,7 @@ extension PostgresDriver {
 
     /// Of a mark pass: adds the feeds of `targets` (user_id, device_id, scopes, since) to their
     /// devices' pending sets, due a coalescing interval after the last nudge; `pending` counts them.
-    static func nudgePending(at: Int64, intervalMilliseconds: Int64) -> String {
+    static func nudgePending(at: String, intervalMilliseconds: String) -> String {
         """
         locked AS (
             -- In key order: two nudgers' passes over different feeds share devices (a
@@ -141,45 +141,17 @@ extension PostgresDriver {
         if try await isCitus() {
             return try await citusMarkNudges(keys: keys, feedLimit: feedLimit, intervalMilliseconds: intervalMilliseconds, at: at)
         }
-        let logger = self.logger
-        let rows = try await withConnection("mark nudges", .job) { connection in
-            try await connection.inTransaction(logger: logger) {
-                // As the webhook announcer's: the planner cannot know how few rows the small
-                // tables hold, and must not JIT-compile the statement at every pass.
-                try await connection.query("SET LOCAL jit = off", logger: logger)
-                try await connection.query("SET LOCAL synchronous_commit = off", logger: logger)
-                return try await connection.query(
-            """
-            WITH f AS (
-                SELECT p.scope, p.nudged AS low, fe.head AS high FROM push_positions p JOIN feeds fe ON fe.scope = p.scope
-                WHERE (\(keys)::text[] IS NULL OR p.scope = ANY(\(keys)::text[])) AND fe.head > p.nudged
-                ORDER BY p.scope LIMIT \(Int64(feedLimit) + 1)
-                FOR UPDATE OF p SKIP LOCKED
-            ), taken AS (
-                SELECT * FROM f ORDER BY scope LIMIT \(Int64(feedLimit))
-            ), \(unescaped: Self.nudgeReaders), writers AS (
-                -- Only the ranges some device needs: each change's writer and commit time, read
-                -- by the key's range per feed (a join let the planner scan every change).
-                SELECT t.scope, c.w, c.since FROM taken t
-                CROSS JOIN LATERAL (
-                    SELECT array_agg(DISTINCT coalesce(c.writer, '')) AS w, min(c.committed_at) AS since
-                    FROM changes c WHERE c.scope = t.scope AND c.seq > t.low AND c.seq <= t.high
-                ) c
-                WHERE t.scope IN (SELECT scope FROM readers)
-            ), targets AS (
-                SELECT rd.user_id, rd.device_id, array_agg(DISTINCT rd.scope) AS scopes, min(w.since) AS since
-                FROM readers rd LEFT JOIN writers w ON w.scope = rd.scope
-                -- A range of changes compacted away since has no writers left: nudge.
-                WHERE w.w IS NULL OR w.w <> ARRAY[rd.device_id || '/' || rd.user_id]
-                GROUP BY rd.user_id, rd.device_id
-            ), \(unescaped: Self.nudgePending(at: at, intervalMilliseconds: intervalMilliseconds)), moved AS (
-                UPDATE push_positions p SET nudged = t.high FROM taken t WHERE p.scope = t.scope RETURNING 1
+        let rows: [(Int, Int, Bool)]
+        if let keys {
+            rows = try await run(
+                "mark nudges", .job,
+                MarkNudgesStatement<NotifiedFeeds>(keys: keys, feedLimit: feedLimit, at: at, intervalMilliseconds: intervalMilliseconds)
             )
-            SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > \(feedLimit)
-            """,
-                    logger: logger
-                ).collect((Int, Int, Bool).self)
-            }
+        } else {
+            rows = try await run(
+                "mark nudges", .job,
+                MarkNudgesStatement<TrackedFeeds>(keys: [], feedLimit: feedLimit, at: at, intervalMilliseconds: intervalMilliseconds)
+            )
         }
         guard let (feeds, devices, more) = rows.first else { return NudgePass() }
         return NudgePass(feeds: feeds, devices: devices, more: more)
@@ -333,4 +305,77 @@ extension PostgresDriver {
             as: (Int, Int64?).self
         ).first ?? (0, nil)
     }
+}
+
+/// Which feeds a mark pass looks at: those notified as advanced, or every tracked one (a sweep,
+/// or after missed notifications). Two statements, so that each has a plan of its own.
+protocol MarkedFeeds {
+    static var name: String { get }
+    /// Of `push_positions p`; `$1` is the notified feeds' keys.
+    static var filter: String { get }
+}
+
+enum NotifiedFeeds: MarkedFeeds {
+    static let name = "sg_mark_nudges"
+    static let filter = "p.scope = ANY($1::text[])"
+}
+
+enum TrackedFeeds: MarkedFeeds {
+    static let name = "sg_mark_all_nudges"
+    static let filter = "cardinality($1::text[]) = 0"
+}
+
+/// The nudger's mark pass (docs/push.md): takes the advanced feeds of `Feeds` that no other pass
+/// holds, adds them to the pending set of each registered device that reads them (unless the
+/// device itself wrote every change of the range), and moves the feeds' marks. Prepared: planned
+/// anew at every pass, it cost more to plan than to run.
+struct MarkNudgesStatement<Feeds: MarkedFeeds>: PostgresPreparedStatement {
+    static var name: String { Feeds.name }
+    static var sql: String {
+        """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), f AS (
+            SELECT p.scope, p.nudged AS low, fe.head AS high FROM push_positions p JOIN feeds fe ON fe.scope = p.scope
+            WHERE \(Feeds.filter) AND fe.head > p.nudged
+            ORDER BY p.scope LIMIT $2::bigint + 1
+            FOR UPDATE OF p SKIP LOCKED
+        ), taken AS (
+            SELECT * FROM f ORDER BY scope LIMIT $2::bigint
+        ), \(PostgresDriver.nudgeReaders), writers AS (
+            -- Only the ranges some device needs: each change's writer and commit time, read
+            -- by the key's range per feed (a join let the planner scan every change).
+            SELECT t.scope, c.w, c.since FROM taken t
+            CROSS JOIN LATERAL (
+                SELECT array_agg(DISTINCT coalesce(c.writer, '')) AS w, min(c.committed_at) AS since
+                FROM changes c WHERE c.scope = t.scope AND c.seq > t.low AND c.seq <= t.high
+            ) c
+            WHERE t.scope IN (SELECT scope FROM readers)
+        ), targets AS (
+            SELECT rd.user_id, rd.device_id, array_agg(DISTINCT rd.scope) AS scopes, min(w.since) AS since
+            FROM readers rd LEFT JOIN writers w ON w.scope = rd.scope
+            -- A range of changes compacted away since has no writers left: nudge.
+            WHERE w.w IS NULL OR w.w <> ARRAY[rd.device_id || '/' || rd.user_id]
+            GROUP BY rd.user_id, rd.device_id
+        ), \(PostgresDriver.nudgePending(at: "$3::bigint", intervalMilliseconds: "$4::bigint")), moved AS (
+            UPDATE push_positions p SET nudged = t.high FROM taken t, relaxed WHERE p.scope = t.scope RETURNING 1
+        )
+        SELECT (SELECT count(*)::int FROM moved), (SELECT count(*)::int FROM pending), (SELECT count(*)::int FROM f) > $2::bigint
+        """
+    }
+    typealias Row = (Int, Int, Bool)
+
+    var keys: [String]
+    var feedLimit: Int
+    var at: Int64
+    var intervalMilliseconds: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(keys)
+        bindings.append(Int64(feedLimit))
+        bindings.append(at)
+        bindings.append(intervalMilliseconds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

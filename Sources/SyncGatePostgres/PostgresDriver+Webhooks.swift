@@ -105,10 +105,6 @@ extension PostgresDriver {
                 // made every apply of those feeds wait in turn (~0.5 s a pass at saturation).
                 let locked = try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.announcerLockKey))", logger: logger).collect(Bool.self)
                 guard locked.first == true else { return WebhookAnnouncement(subscriptions: subscriptions) }
-                // The planner cannot know the subscriptions are few (a table too small to be
-                // analyzed), and its estimate made PostgreSQL compile the statement with JIT at
-                // every pass: ~0.4 s of CPU beside the applies, for a statement that runs in ms.
-                try await connection.query("SET LOCAL jit = off", logger: logger)
                 if citus {
                     return try await self.citusAnnounce(
                         connection, subscriptions: subscriptions, after: after, feedLimit: feedLimit, changeLimit: changeLimit, at: at

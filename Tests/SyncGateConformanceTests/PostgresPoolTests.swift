@@ -53,10 +53,10 @@ import Testing
             // Opened at start, before any statement needs one.
             try await eventually("the pool's kept session") { try await sessions() == 1 }
             let settings = try await driver.query(
-                "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name",
+                "settings", .request, "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', 'plan_cache_mode', 'jit') ORDER BY name",
                 as: (String, String).self
             )
-            #expect(settings.map { "\($0.0)=\($0.1)" } == ["plan_cache_mode=force_generic_plan", "tcp_keepalives_idle=60"])
+            #expect(settings.map { "\($0.0)=\($0.1)" } == ["jit=off", "plan_cache_mode=force_generic_plan", "tcp_keepalives_idle=60"])
             try await push("before")
 
             let ended = try await withConnection(location) { try await $0.integer("SELECT count(pg_terminate_backend(pid))::int \(pooled)") }
