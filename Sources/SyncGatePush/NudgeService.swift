@@ -60,9 +60,12 @@ package final class NudgeService: Service {
         try? await http.shutdown()
     }
 
-    /// Records what `batch` says advanced; whether a pass has something to look at.
+    /// Records what `batch` says advanced; whether the loop must be woken for it: only when a
+    /// pass had nothing to look at before (otherwise the loop is already waiting for the next
+    /// pass's time, and waking it at every commit only cost CPU on the apply's machine).
     func note(_ batch: [StoreEvent]) -> Bool {
         advanced.withLock { advanced in
+            let idle = !advanced.all && advanced.scopes.isEmpty
             var noted = false
             for event in batch {
                 switch event {
@@ -82,7 +85,7 @@ package final class NudgeService: Service {
                 advanced.all = true
             }
             if advanced.all { advanced.scopes = [] }
-            return noted
+            return noted && idle
         }
     }
 
