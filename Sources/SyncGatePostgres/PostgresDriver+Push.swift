@@ -161,39 +161,9 @@ extension PostgresDriver {
 
     package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
-        let rows = try await query(
+        let rows = try await run(
             "claim nudges", .job,
-            """
-            WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), due AS (
-                SELECT user_id, device_id, held_live_at FROM push_registrations
-                WHERE due_at <= \(at) AND (leased_until IS NULL OR leased_until <= \(at))
-                ORDER BY due_at LIMIT \(Int64(limit))
-                FOR UPDATE SKIP LOCKED
-            ), present AS (
-                SELECT DISTINCT d.user_id, d.device_id, d.held_live_at FROM due d
-                JOIN push_presence p ON p.user_id = d.user_id AND p.device_id = d.device_id
-                JOIN push_fronts fr ON fr.front = p.front AND fr.expires_at > \(at)
-            ), held AS (
-                UPDATE push_registrations r SET due_at = \(at + recheckMilliseconds), held_live_at = \(at)
-                FROM present p WHERE p.held_live_at IS NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
-                RETURNING 1
-            ), dropped AS (
-                UPDATE push_registrations r SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL,
-                    held_live_at = NULL
-                FROM present p WHERE p.held_live_at IS NOT NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
-                RETURNING 1
-            ), leased AS (
-                UPDATE push_registrations r SET leased_until = \(at + leaseMilliseconds), attempts = r.attempts + 1, held_live_at = NULL
-                FROM due d
-                WHERE r.user_id = d.user_id AND r.device_id = d.device_id
-                  AND NOT EXISTS (SELECT 1 FROM present p WHERE p.user_id = d.user_id AND p.device_id = d.device_id)
-                RETURNING r.user_id, r.device_id, r.provider, r.token, r.topic, r.environment, coalesce(r.pending_scopes, '{}'),
-                          r.pending_version, r.attempts, r.pending_since
-            )
-            SELECT leased.*, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM leased, relaxed
-            UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM relaxed
-            """,
-            as: (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int, Int).self
+            ClaimNudgesStatement(at: at, limit: limit, recheckAt: at + recheckMilliseconds, leasedUntil: at + leaseMilliseconds)
         )
         var claim = NudgeClaim()
         for (user, device, provider, token, topic, environment, scopes, version, attempts, since, held, present) in rows {
@@ -222,18 +192,16 @@ extension PostgresDriver {
         switch outcome {
         case .sent, .dropped:
             let error: String? = if case .dropped(let error) = outcome { error } else { nil }
-            let sent: Int64? = error == nil ? at : nil
-            // What was added to the pending set while this nudge was out stays pending, due a
-            // coalescing interval after it.
-            query = """
-                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
-                UPDATE push_registrations SET
-                    last_sent_at = coalesce(\(sent), last_sent_at), leased_until = NULL, attempts = 0, last_error = \(error), held_live_at = NULL,
-                    pending_scopes = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_scopes END,
-                    pending_since = CASE WHEN pending_version = \(version) THEN NULL ELSE pending_since END,
-                    due_at = CASE WHEN pending_version = \(version) THEN NULL ELSE \(at) + \(intervalMilliseconds) END
-                FROM relaxed WHERE user_id = \(user) AND device_id = \(device) AND token = \(token) AND leased_until = \(lease)
-                """
+            // One per nudge sent, a household's members' too: prepared (planned at every call,
+            // it took longer to plan than to run).
+            try await run(
+                "finish nudge", .job,
+                FinishNudgeStatement(
+                    user: user, device: device, token: token, lease: lease, version: version, at: at, sent: error == nil,
+                    error: error, intervalMilliseconds: intervalMilliseconds
+                )
+            )
+            return
         case .retry(let due, let error):
             query = """
                 WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit))
@@ -374,6 +342,104 @@ struct MarkNudgesStatement<Feeds: MarkedFeeds>: PostgresPreparedStatement {
         bindings.append(Int64(feedLimit))
         bindings.append(at)
         bindings.append(intervalMilliseconds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Records a nudge sent (or given up, with its error): what was added to the pending set while it
+/// was out stays pending, due a coalescing interval after it. Recorded only while the attempt's
+/// claim still holds the device.
+struct FinishNudgeStatement: PostgresPreparedStatement {
+    static let name = "sg_finish_nudge"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit))
+        UPDATE push_registrations SET
+            last_sent_at = CASE WHEN $7::boolean THEN $6::bigint ELSE last_sent_at END, leased_until = NULL, attempts = 0,
+            last_error = $8::text, held_live_at = NULL,
+            pending_scopes = CASE WHEN pending_version = $5::bigint THEN NULL ELSE pending_scopes END,
+            pending_since = CASE WHEN pending_version = $5::bigint THEN NULL ELSE pending_since END,
+            due_at = CASE WHEN pending_version = $5::bigint THEN NULL ELSE $6::bigint + $9::bigint END
+        FROM relaxed WHERE user_id = $1::text AND device_id = $2::text AND token = $3::text AND leased_until = $4::bigint
+        """
+    typealias Row = Void
+
+    var user: String
+    var device: String
+    var token: String
+    var lease: Int64
+    var version: Int64
+    var at: Int64
+    var sent: Bool
+    var error: String?
+    var intervalMilliseconds: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 9)
+        bindings.append(user)
+        bindings.append(device)
+        bindings.append(token)
+        bindings.append(lease)
+        bindings.append(version)
+        bindings.append(at)
+        bindings.append(sent)
+        bindings.append(error)
+        bindings.append(intervalMilliseconds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws {}
+}
+
+/// Leases the nudges due first: a device with a live connection is held back once (rechecked at
+/// `recheckAt`) and dropped if it still has one then. Prepared: the claim loop runs it each time
+/// sends end, and planned at every call it took longer to plan than to run.
+struct ClaimNudgesStatement: PostgresPreparedStatement {
+    static let name = "sg_claim_nudges"
+    static let sql = """
+        WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), due AS (
+            SELECT user_id, device_id, held_live_at FROM push_registrations
+            WHERE due_at <= $1::bigint AND (leased_until IS NULL OR leased_until <= $1::bigint)
+            ORDER BY due_at LIMIT $2::bigint
+            FOR UPDATE SKIP LOCKED
+        ), present AS (
+            SELECT DISTINCT d.user_id, d.device_id, d.held_live_at FROM due d
+            JOIN push_presence p ON p.user_id = d.user_id AND p.device_id = d.device_id
+            JOIN push_fronts fr ON fr.front = p.front AND fr.expires_at > $1::bigint
+        ), held AS (
+            UPDATE push_registrations r SET due_at = $3::bigint, held_live_at = $1::bigint
+            FROM present p WHERE p.held_live_at IS NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
+            RETURNING 1
+        ), dropped AS (
+            UPDATE push_registrations r SET pending_scopes = NULL, pending_since = NULL, due_at = NULL, attempts = 0, leased_until = NULL,
+                held_live_at = NULL
+            FROM present p WHERE p.held_live_at IS NOT NULL AND r.user_id = p.user_id AND r.device_id = p.device_id
+            RETURNING 1
+        ), leased AS (
+            UPDATE push_registrations r SET leased_until = $4::bigint, attempts = r.attempts + 1, held_live_at = NULL
+            FROM due d
+            WHERE r.user_id = d.user_id AND r.device_id = d.device_id
+              AND NOT EXISTS (SELECT 1 FROM present p WHERE p.user_id = d.user_id AND p.device_id = d.device_id)
+            RETURNING r.user_id, r.device_id, r.provider, r.token, r.topic, r.environment, coalesce(r.pending_scopes, '{}'),
+                      r.pending_version, r.attempts, r.pending_since
+        )
+        SELECT leased.*, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM leased, relaxed
+        UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*)::int FROM held), (SELECT count(*)::int FROM dropped) FROM relaxed
+        """
+    typealias Row = (String?, String?, String?, String?, String?, String?, [String]?, Int64?, Int?, Int64?, Int, Int)
+
+    var at: Int64
+    var limit: Int
+    var recheckAt: Int64
+    var leasedUntil: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(at)
+        bindings.append(Int64(limit))
+        bindings.append(recheckAt)
+        bindings.append(leasedUntil)
         return bindings
     }
 
