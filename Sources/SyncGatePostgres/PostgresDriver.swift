@@ -140,8 +140,7 @@ package final class PostgresDriver: StorageDriver, Service {
     /// taken where nothing else exists): every plan is index probes, right at any table size.
     /// Those priced-out plans (and the estimates of a table too small to be analyzed) pass
     /// `jit_above_cost` by far, and PostgreSQL would compile such a statement with JIT at every
-    /// execution: ~0.4 s of CPU a second beside the applies for the webhook announcer once, for
-    /// statements that run in milliseconds. No statement here gains from JIT.
+    /// execution, which costs far more than these statements take to run: none gains from JIT.
     static let hotPathSettings: [(String, String)] = [
         ("jit", "off"),
         ("plan_cache_mode", "force_generic_plan"),

@@ -4,7 +4,7 @@ import Metrics
 package import ServiceLifecycle
 import Synchronization
 package import SyncGateConcurrency
-import SyncGateCore
+package import SyncGateCore
 package import SyncGateStorage
 import SyncGateWire
 
@@ -63,7 +63,7 @@ package final class NudgeService: Service {
     /// Records what `batch` says advanced; whether the loop must be woken for it: only when a
     /// pass had nothing to look at before (otherwise the loop is already waiting for the next
     /// pass's time, and waking it at every commit only cost CPU on the apply's machine).
-    func note(_ batch: [StoreEvent]) -> Bool {
+    package func note(_ batch: [StoreEvent]) -> Bool {
         advanced.withLock { advanced in
             let idle = !advanced.all && advanced.scopes.isEmpty
             var noted = false
@@ -89,6 +89,14 @@ package final class NudgeService: Service {
         }
     }
 
+    /// What the next pass looks at, taken: the feeds noted since the last, or all of them.
+    package func takeAdvanced() -> (scopes: Set<Scope>, all: Bool) {
+        advanced.withLock { advanced in
+            defer { advanced = ([], false) }
+            return (advanced.scopes, advanced.all)
+        }
+    }
+
     private func loop(senders: Senders, bell: ChangeNotifier, doorbell: ChangeSubscription, group: inout DiscardingTaskGroup) async {
         let start = ContinuousClock.now
         var swept = start - configuration.sweepInterval
@@ -104,10 +112,7 @@ package final class NudgeService: Service {
                 }
                 // Passes at least `markInterval` apart, so that notified feeds share one.
                 if marked.duration(to: now) >= configuration.markInterval {
-                    let (scopes, all) = advanced.withLock { advanced in
-                        defer { advanced = ([], false) }
-                        return (advanced.scopes, advanced.all)
-                    }
+                    let (scopes, all) = takeAdvanced()
                     if all || !scopes.isEmpty {
                         marked = now
                         if all { _ = try await store.trackPushFeeds() }

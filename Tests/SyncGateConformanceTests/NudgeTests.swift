@@ -93,6 +93,29 @@ import Testing
         return behind == ["0"] && open == ["0"]
     }
 
+    /// The feeds listener wakes the nudger's loop only when a pass had nothing to look at: a
+    /// missed wake-up would hold a nudge back for a poll interval, one at every commit cost CPU.
+    @Test("a noted feed wakes the loop only when nothing was waiting for a pass", arguments: [Driver.sqlite])
+    func noteWakesOnlyAnIdleLoop(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let nudger = NudgeService(store: harness.store, configuration: PushConfiguration(), logger: Logger(label: "nudges-test"))
+            let home = Scope.household("home"), alice = Scope.user("alice")
+            // A new nudger looks at every feed first: nothing to wake it for.
+            #expect(!nudger.note([.feedAdvanced(home, head: 1)]))
+            #expect(nudger.takeAdvanced() == ([], true))
+            #expect(!nudger.note([]))
+            #expect(nudger.note([.feedAdvanced(home, head: 2)]))
+            #expect(!nudger.note([.feedAdvanced(alice, head: 1), .feedAdvanced(home, head: 3)]))
+            #expect(nudger.takeAdvanced() == ([home, alice], false))
+            #expect(nudger.takeAdvanced() == ([], false))
+            // Missed notifications (or a household joined): every feed, and a wake-up once.
+            #expect(nudger.note([.resynchronize]))
+            #expect(!nudger.note([.feedAdvanced(home, head: 4), .scopesChanged(userID: "alice", version: 2)]))
+            #expect(nudger.takeAdvanced() == ([], true))
+            #expect(nudger.note([.scopesChanged(userID: "bob", version: 1)]))
+        }
+    }
+
     @Test("a household member's device with no live connection gets one nudge; the writer's none", arguments: Driver.selected)
     func theOtherMemberIsNudgedTheWriterIsNot(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, workers: 1) { http in
