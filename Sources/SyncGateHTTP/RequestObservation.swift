@@ -5,7 +5,7 @@ import Logging
 import Metrics
 import Synchronization
 import SyncGateStorage
-package import Tracing
+import Tracing
 
 /// What inner middleware learn about a request that the outer ones report: the context is a
 /// value passed inwards, so the authenticator's user reaches the request log through this box.

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 package import Logging
 import Metrics
-package import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 package import SyncGateConcurrency
 package import SyncGateCore

@@ -1,5 +1,5 @@
 import GRDB
-package import SyncGateCore
+import SyncGateCore
 package import SyncGateStorage
 package import SyncGateWire
 

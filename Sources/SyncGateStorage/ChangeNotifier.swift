@@ -1,5 +1,5 @@
 package import SyncGateCore
-package import SyncGateWire
+import SyncGateWire
 import Synchronization
 import SyncGateRuntime
 

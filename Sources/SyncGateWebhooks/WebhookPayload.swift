@@ -1,6 +1,6 @@
 package import SyncGateCore
 package import SyncGateStorage
-package import SyncGateWire
+import SyncGateWire
 
 /// The body of a webhook request, in the Standard Webhooks shape `{"type", "timestamp", "data"}`:
 /// one feed's changes in feed order (docs/webhooks.md shows one).

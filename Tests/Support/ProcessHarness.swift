@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-package import Foundation
+import Foundation
 import NIOCore
 package import NIOHTTP1
 package import PostgresNIO

@@ -1,6 +1,6 @@
 import Crypto
 import _CryptoExtras
-package import Foundation
+import Foundation
 import HTTPTypes
 package import Hummingbird
 package import HummingbirdCore

@@ -1,12 +1,12 @@
 import Crypto
 import Foundation
 import HTTPTypes
-package import Hummingbird
+import Hummingbird
 import Logging
 import Mustache
 import NIOCore
 import SyncGateCore
-package import SyncGateStorage
+import SyncGateStorage
 import SyncGateWire
 
 /// The operator's web console on the admin listener (docs/admin.md#the-console): pages rendered

@@ -1,4 +1,4 @@
-package import SyncGateCore
+import SyncGateCore
 package import SyncGateWire
 
 /// Change webhooks (docs/webhooks.md): subscriptions, the announcer's messages of new feed
