@@ -157,8 +157,6 @@ extension PostgresDriver {
         return NudgePass(feeds: feeds, devices: devices, more: more)
     }
 
-    typealias ClaimedNudgeColumns = (String, String, String, String, String?, String?, [String], Int64, Int, Int64?)
-
     package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
         let rows = try await run(
