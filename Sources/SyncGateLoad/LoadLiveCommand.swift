@@ -151,6 +151,10 @@ extension LoadCommand {
                 // Fan-out: each push must reach every member.
                 var latency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
                 var missing = 0
+                // CPU over the rounds (their pauses too), per member answered: the front's, and this
+                // process's own (it shares the machine's cores with the front).
+                let fanOutFront = frontPID.flatMap(ProcessStats.read)
+                let fanOutSelf = ProcessStats.read(getpid())
                 for round in 0..<pushes {
                     wakes.reset(expecting: "milk-\(round)")
                     let operation = SyncOperation(idempotencyKey: "\(household)-milk-\(round)", entityType: "inventory", entityID: "milk-\(round)", intent: .create,
@@ -166,6 +170,11 @@ extension LoadCommand {
                 }
                 func ms(_ percentile: Double) -> String { String(format: "%.1f", Double(latency.valueAtPercentile(percentile)) / 1000) }
                 print("household push → \(members) members' long-polls answered (ms after the push was answered, \(pushes) pushes): p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  max \(String(format: "%.1f", Double(latency.max) / 1000)); missed: \(missing)")
+                let answers = Double(max(1, pushes * members))
+                if let fanOutFront, let now = frontPID.flatMap(ProcessStats.read), let fanOutSelf, let own = ProcessStats.read(getpid()) {
+                    print(String(format: "fan-out CPU per member answered: front %.1f µs, load generator %.1f µs",
+                                 now.cpuSeconds(since: fanOutFront) * 1e6 / answers, own.cpuSeconds(since: fanOutSelf) * 1e6 / answers))
+                }
                 group.cancelAll()
             }
             }
