@@ -32,8 +32,8 @@ package final class FeedWatcher: Service, Sendable {
         var table: WatchTable
         var signals: [WaiterID: WakeSignal] = [:]
         /// Long-polls that answered with nothing new, by the poll that would follow them.
-        var lingering: [PullQuery: Lingering] = [:]
-        var lingeringQueries: [WaiterID: PullQuery] = [:]
+        var lingering: [LongPoll: Lingering] = [:]
+        var lingeringQueries: [WaiterID: LongPoll] = [:]
         var closed = false
 
         /// Removes lingering waiters; returns them, to be released outside the lock (a waiter's
@@ -51,6 +51,8 @@ package final class FeedWatcher: Service, Sendable {
     struct Lingering {
         var waiter: LiveWaiter
         var page: PullResult
+        /// The poll that follows, decoded.
+        var next: PullQuery
     }
 
     /// How long a long-poll that answered with nothing new stays armed for the device's next poll.
@@ -192,35 +194,39 @@ package final class FeedWatcher: Service, Sendable {
     /// A long-poll answered `page`, with nothing new, at the deadline: its waiter stays armed
     /// (lingers) for ``lingerFor``, for the device's next poll, `next`, to ``adopt(_:retryAfterSeconds:)``.
     /// `false` if it cannot linger (then unregister it).
-    func linger(_ waiter: LiveWaiter, answered page: PullResult, next: PullQuery) -> Bool {
+    ///
+    /// - Parameter cursor: `next`'s cursor as the answer writes it (the text the next poll sends).
+    func linger(_ waiter: LiveWaiter, answered page: PullResult, next: PullQuery, cursor: String) -> Bool {
+        let poll = LongPoll(userID: next.userID, deviceID: next.deviceID, cursor: cursor, limit: next.limit, entityTypes: next.entityTypes)
         let (lingers, replaced) = state.withLock { state -> (Bool, [LiveWaiter]) in
             guard !state.closed, state.table.linger(waiter.id, since: .now) else { return (false, []) }
             // The same poll answered twice (one device, two identical long-polls): keep the newer.
-            let replaced = state.lingering[next].map { state.dropLingering([$0.waiter.id]) } ?? []
-            state.lingering[next] = Lingering(waiter: waiter, page: page)
-            state.lingeringQueries[waiter.id] = next
+            let replaced = state.lingering[poll].map { state.dropLingering([$0.waiter.id]) } ?? []
+            state.lingering[poll] = Lingering(waiter: waiter, page: page, next: next)
+            state.lingeringQueries[waiter.id] = poll
             return (true, replaced)
         }
         withExtendedLifetime(replaced) {}
         return lingers
     }
 
-    /// The lingering waiter of the poll that `query` follows, and the page it answered (with the
-    /// device's newest finished job), if nothing passed it since: the poll may wait on it without
-    /// reading. `nil` if there is none (the poll registers and reads).
-    func adopt(_ query: PullQuery, retryAfterSeconds: Int) throws(ProtocolError) -> (LiveWaiter, PullResult)? {
-        let (adopted, dropped, refusal) = state.withLock { state -> ((LiveWaiter, PullResult)?, [LiveWaiter], WatchTable.Refusal?) in
-            guard let entry = state.lingering[query] else { return (nil, [], nil) }
+    /// The lingering waiter of the poll that `poll` follows, the page it answered (with the
+    /// device's newest finished job) and `poll` decoded, if nothing passed it since: the poll may
+    /// wait on it without reading or decoding its cursor. `nil` if there is none (the poll
+    /// registers and reads).
+    func adopt(_ poll: LongPoll, retryAfterSeconds: Int) throws(ProtocolError) -> (LiveWaiter, PullResult, PullQuery)? {
+        let (adopted, dropped, refusal) = state.withLock { state -> ((LiveWaiter, PullResult, PullQuery)?, [LiveWaiter], WatchTable.Refusal?) in
+            guard let entry = state.lingering[poll] else { return (nil, [], nil) }
             do throws(WatchTable.Refusal) {
                 guard try state.table.adopt(entry.waiter.id) else { return (nil, state.dropLingering([entry.waiter.id]), nil) }
             } catch {
                 return (nil, state.dropLingering([entry.waiter.id]), error)
             }
-            state.lingering[query] = nil
+            state.lingering[poll] = nil
             state.lingeringQueries[entry.waiter.id] = nil
             var page = entry.page
             page.deviceWatermark = max(page.deviceWatermark, state.table.watermark(of: entry.waiter.device))
-            return ((entry.waiter, page), [], nil)
+            return ((entry.waiter, page, entry.next), [], nil)
         }
         withExtendedLifetime(dropped) {}
         if let refusal { throw Self.error(refusal, retryAfterSeconds: retryAfterSeconds) }
@@ -289,6 +295,33 @@ package final class FeedWatcher: Service, Sendable {
 
     /// Long-polls that answered with nothing new and stay armed for their device's next poll.
     package var lingeringCount: Int { state.withLock { $0.table.lingeringWaiterCount } }
+}
+
+/// A pull as the device sent it, its cursor the text it holds ("" for none). A re-poll sends back
+/// the text its answer carried, so a lingering waiter is found by it without decoding the cursor
+/// (a decoded cursor is also dearer to hash: two dictionaries).
+package struct LongPoll: Sendable, Hashable {
+    package var userID: String
+    package var deviceID: String
+    package var cursor: String
+    package var limit: Int
+    package var entityTypes: Set<String>?
+
+    package init(userID: String, deviceID: String, cursor: String, limit: Int, entityTypes: Set<String>?) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.cursor = cursor
+        self.limit = limit
+        self.entityTypes = entityTypes
+    }
+
+    /// The query, its cursor decoded and checked to be the user's.
+    package func query() throws(CursorError) -> PullQuery {
+        PullQuery(
+            userID: userID, deviceID: deviceID, cursor: cursor.isEmpty ? nil : try SyncCursor.decode(cursor, expectedUserID: userID),
+            limit: limit, entityTypes: entityTypes
+        )
+    }
 }
 
 /// One registered live connection. Dropping it unregisters it, so a response body that never

@@ -105,33 +105,47 @@ struct LiveUpdates: Sendable {
     /// cursor, takes it over and waits without reading if nothing passed it meanwhile. So an idle
     /// long-poll, re-polling every `wait`, costs no store call, and neither does a device's poll
     /// right after one that brought it changes.
-    func waitForPull(_ query: PullQuery, timeout: Duration) async throws -> PullResult {
+    ///
+    /// Answers the page and, when it is known already, its cursor's text (the answer's to write).
+    func waitForPull(_ poll: LongPoll, timeout: Duration) async throws -> (page: PullResult, cursor: String?) {
         let deadline = ContinuousClock.now + timeout
-        let device = DeviceKey(userID: query.userID, deviceID: query.deviceID)
+        let device = DeviceKey(userID: poll.userID, deviceID: poll.deviceID)
+        let adopted = poll.cursor.isEmpty ? nil : try watcher.adopt(poll, retryAfterSeconds: retryAfterSeconds)
+        let query = try adopted?.2 ?? poll.query()
         let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
-        let adopted = try watcher.adopt(query, retryAfterSeconds: retryAfterSeconds)
         let waiter = try adopted?.0 ?? watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
         var lingers = false
         defer { if !lingers { waiter.unregister() } }
         return try await withGracefulShutdownHandler {
             var page: PullResult
-            if let adopted { page = adopted.1 } else { page = try await store.pull(query) }
+            // `page.cursor` as text, once known (an adopted page's is the text its poll sent).
+            var cursor: String?
+            if let adopted {
+                page = adopted.1
+                cursor = poll.cursor
+            } else {
+                page = try await store.pull(query)
+            }
             while true {
                 // A first page that reads households not registered yet has news anyway (scopes added).
                 guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else {
                     if let quiet = page.quietSuccessor, Set(page.cursor.positions.keys).isSubset(of: registered) {
-                        lingers = linger(waiter, answered: page, quiet: quiet, query: query)
+                        let text = cursor ?? page.cursor.encoded()
+                        lingers = linger(waiter, answered: page, quiet: quiet, query: query, cursor: text)
+                        cursor = text
                     }
-                    return page
+                    return (page, cursor)
                 }
                 watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
                 let outcome = await waiter.wait(until: deadline)
                 if case .timedOut = outcome {
                     var next = query
                     next.cursor = page.cursor
-                    lingers = watcher.linger(waiter, answered: page, next: next)
+                    let text = cursor ?? page.cursor.encoded()
+                    lingers = watcher.linger(waiter, answered: page, next: next, cursor: text)
+                    cursor = text
                 }
-                guard case .delivered(let wake) = outcome else { return page }
+                guard case .delivered(let wake) = outcome else { return (page, cursor) }
                 var next = query
                 next.cursor = page.cursor
                 if wake.scopesChanged || wake.resynchronize {
@@ -140,20 +154,21 @@ struct LiveUpdates: Sendable {
                 } else {
                     page = try await continuation(next, after: page, device: device)
                 }
+                cursor = nil
             }
         } onGracefulShutdown: {
             waiter.close()
         }
     }
 
-    /// Leaves the waiter of a poll that answered `page`, with news, armed at its cursor for the
-    /// device's next poll to take over (answering `quiet` if nothing passed it); `false` if it
-    /// cannot (something newer is known already: that poll reads).
-    private func linger(_ waiter: LiveWaiter, answered page: PullResult, quiet: PullResult, query: PullQuery) -> Bool {
+    /// Leaves the waiter of a poll that answered `page`, with news, armed at its cursor (`cursor`
+    /// as text) for the device's next poll to take over (answering `quiet` if nothing passed it);
+    /// `false` if it cannot (something newer is known already: that poll reads).
+    private func linger(_ waiter: LiveWaiter, answered page: PullResult, quiet: PullResult, query: PullQuery, cursor: String) -> Bool {
         guard watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion, wakeIfBehind: false) else { return false }
         var next = query
         next.cursor = page.cursor
-        return watcher.linger(waiter, answered: quiet, next: next)
+        return watcher.linger(waiter, answered: quiet, next: next, cursor: cursor)
     }
 
     /// The page after `previous` when only feeds advanced: each advanced feed is read once after

@@ -148,20 +148,12 @@ package struct SyncRoutes: Sendable {
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)
         let wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
         let types = try RequestReader.entityTypes(parameters)
-        var cursor: SyncCursor?
-        if let text = parameters["cursor"], !text.isEmpty {
-            cursor = try SyncCursor.decode(text, expectedUserID: userID)
-        }
-        let query = PullQuery(userID: userID, deviceID: deviceID, cursor: cursor, limit: limit, entityTypes: types)
-        let page: PullResult
-        if wait > 0 {
-            LiveConnectionGauge.longPolls.increment()
-            defer { LiveConnectionGauge.longPolls.decrement() }
-            page = try await live.waitForPull(query, timeout: .milliseconds(wait))
-        } else {
-            page = try await live.pull(query)
-        }
-        return .json(bytes: Self.pageBody(page))
+        let poll = LongPoll(userID: userID, deviceID: deviceID, cursor: parameters["cursor"] ?? "", limit: limit, entityTypes: types)
+        guard wait > 0 else { return .json(bytes: Self.pageBody(try await live.pull(poll.query()))) }
+        LiveConnectionGauge.longPolls.increment()
+        defer { LiveConnectionGauge.longPolls.decrement() }
+        let answer = try await live.waitForPull(poll, timeout: .milliseconds(wait))
+        return .json(bytes: Self.pageBody(answer.page, cursor: answer.cursor))
     }
 
     // MARK: - Answers
@@ -181,11 +173,12 @@ package struct SyncRoutes: Sendable {
     }
 
     /// The page as the wire's ``PullPage``, its changes written one by one, their documents as stored.
-    static func pageBody(_ page: PullResult) -> [UInt8] {
+    /// `cursor`: `page.cursor` as text, when known already.
+    static func pageBody(_ page: PullResult, cursor: String? = nil) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(256 + page.changes.reduce(0) { $0 + 160 + ($1.document?.bytes.count ?? 0) })
         let envelope = PullPage.Envelope(
-            cursor: page.cursor.encoded(), hasMore: page.hasMore, forceResync: page.forceResync, scopesAdded: page.scopesAdded,
+            cursor: cursor ?? page.cursor.encoded(), hasMore: page.hasMore, forceResync: page.forceResync, scopesAdded: page.scopesAdded,
             scopesRemoved: page.scopesRemoved, deviceWatermark: page.deviceWatermark
         )
         PullPage.write(envelope, to: &output) { output in
