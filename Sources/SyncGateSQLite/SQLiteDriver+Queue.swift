@@ -45,12 +45,12 @@ extension SQLiteDriver {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let result = try await write { db -> EnqueueResult in
             // One writer at a time: the counts and the insert cannot interleave with another push.
-            let depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM jobs WHERE state IN \(Self.unfinished)") ?? 0
+            let depth = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE state IN \(Self.unfinished)") ?? 0
             if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
-            let queued = try Int.fetchOne(db, sql: "SELECT count(*) FROM jobs WHERE user_id = ? AND state IN \(Self.unfinished)", arguments: [job.userID]) ?? 0
+            let queued = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE user_id = ? AND state IN \(Self.unfinished)", arguments: [job.userID]) ?? 0
             if queued >= limits.maximumQueuedPerUser { return .rateLimited(queued: queued) }
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
@@ -64,7 +64,7 @@ extension SQLiteDriver {
 
     package func job(id: Int64, userID: String) async throws -> JobRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRecord)
+            try Row.fetchOne(db, cached: "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND user_id = ?", arguments: [id, userID]).map(Self.jobRecord)
         }
     }
 
@@ -75,7 +75,7 @@ extension SQLiteDriver {
         return try await write { db in
             try Row.fetchAll(
                 db,
-                sql: """
+                cached: """
                     UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
                         lease_expires_at = ?, updated_at = ?, claimed_at = \(Self.clockMilliseconds)
                     WHERE id IN (
@@ -99,7 +99,7 @@ extension SQLiteDriver {
         let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
         try await write { db in
             try db.execute(
-                sql: """
+                cached: """
                     UPDATE jobs SET lease_expires_at = ?, updated_at = ?
                     WHERE state = 'running' AND EXISTS (
                         SELECT 1 FROM json_each(?) l WHERE json_extract(l.value, '$[0]') = jobs.id AND json_extract(l.value, '$[1]') = jobs.lease_token

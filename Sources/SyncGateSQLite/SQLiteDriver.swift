@@ -112,18 +112,48 @@ package final class SQLiteDriver: StorageDriver, Service {
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {
         try await writer.withLock {
-            try await onWriter { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            try await onWriter { try $0.execute(cached: "BEGIN IMMEDIATE") }
             let transaction = SQLiteTransaction(driver: self, now: now ?? .now())
             do {
                 let result = try await body(transaction)
-                try await onWriter { try $0.execute(sql: "COMMIT") }
+                try await onWriter { try $0.execute(cached: "COMMIT") }
                 notifier.publish(transaction.events)
                 return result
             } catch {
-                _ = try? await onWriter { try $0.execute(sql: "ROLLBACK") }
+                _ = try? await onWriter { try $0.execute(cached: "ROLLBACK") }
                 throw error
             }
         }
+    }
+}
+
+// Statements compiled once per connection and kept (GRDB's statement cache), for SQL whose text
+// never varies. Compiling runs SQLite's parser and GRDB's authorizer, which cost more than
+// running most of the write path's statements; the cache is keyed by the text and never
+// evicts, so SQL built per call (a varying number of branches) is not given to it.
+extension Database {
+    func execute(cached sql: String, arguments: StatementArguments = StatementArguments()) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}
+
+extension Row {
+    static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Row] {
+        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    static func fetchOne(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> Row? {
+        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+}
+
+extension DatabaseValueConvertible where Self: StatementColumnConvertible {
+    static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Self] {
+        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    static func fetchOne(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> Self? {
+        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
     }
 }
 

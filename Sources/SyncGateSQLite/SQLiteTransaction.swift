@@ -33,7 +33,7 @@ final class SQLiteTransaction: StorageTransaction {
             locks.jobs = Set(
                 try Int64.fetchAll(
                     db,
-                    sql: """
+                    cached: """
                         SELECT j.id FROM json_each(?) l JOIN jobs j
                           ON j.id = json_extract(l.value, '$[0]') AND j.lease_token = json_extract(l.value, '$[1]')
                         WHERE j.state = 'running'
@@ -48,9 +48,9 @@ final class SQLiteTransaction: StorageTransaction {
 
     /// Creates the missing feeds of `keys` (a JSON array) and returns every one's head.
     private static func createFeeds(_ db: Database, _ keys: String) throws -> [Scope: Int64] {
-        try db.execute(sql: "INSERT OR IGNORE INTO feeds (scope) SELECT value FROM json_each(?)", arguments: [keys])
+        try db.execute(cached: "INSERT OR IGNORE INTO feeds (scope) SELECT value FROM json_each(?)", arguments: [keys])
         var heads: [Scope: Int64] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [keys]) {
+        for row in try Row.fetchAll(db, cached: "SELECT scope, head FROM feeds WHERE scope IN (SELECT value FROM json_each(?))", arguments: [keys]) {
             if let scope = Scope(key: row["scope"]) { heads[scope] = row["head"] }
         }
         return heads
@@ -62,17 +62,17 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     func load(_ reads: ApplyReads) async throws -> ApplyRows {
-        let (entitySQL, entityArguments) = SQLiteDriver.entitySelect([.keys(reads.entities)])
+        let entities = SQLiteDriver.entitySelect([.keys(reads.entities)])
         let keys = JSONValue.rows(reads.idempotencyKeys.map { [.string($0.userID), .string($0.key)] })
         let households = JSONValue.strings(reads.households)
-        let (inputSQL, inputArguments) = SQLiteDriver.entitySelect(reads.inputs)
-        return try await step(statements: inputSQL.isEmpty ? 3 : 4) { db in
+        let inputs = SQLiteDriver.entitySelect(reads.inputs)
+        return try await step(statements: inputs.branches == 0 ? 3 : 4) { db in
             var rows = ApplyRows()
-            if !entitySQL.isEmpty { rows.entities = try Row.fetchAll(db, sql: entitySQL, arguments: entityArguments).map(SQLiteDriver.entityRow) }
-            if !inputSQL.isEmpty { rows.inputs = try Row.fetchAll(db, sql: inputSQL, arguments: inputArguments).map(SQLiteDriver.entityRow) }
+            rows.entities = try entities.rows(db)
+            rows.inputs = try inputs.rows(db)
             for row in try Row.fetchAll(
                 db,
-                sql: """
+                cached: """
                     SELECT a.user_id, a.idempotency_key, a.version FROM json_each(?) r JOIN applied_operations a
                       ON a.user_id = json_extract(r.value, '$[0]') AND a.idempotency_key = json_extract(r.value, '$[1]')
                     """,
@@ -82,7 +82,7 @@ final class SQLiteTransaction: StorageTransaction {
             }
             rows.households = try Row.fetchAll(
                 db,
-                sql: """
+                cached: """
                     SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
                     FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
                     WHERE h.household_id IN (SELECT value FROM json_each(?))
@@ -94,11 +94,9 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow] {
-        let (sql, arguments) = SQLiteDriver.entitySelect(queries)
-        guard !sql.isEmpty else { return [] }
-        return try await step(statements: 1) { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map(SQLiteDriver.entityRow)
-        }
+        let select = SQLiteDriver.entitySelect(queries)
+        guard select.branches > 0 else { return [] }
+        return try await step(statements: 1) { db in try select.rows(db) }
     }
 
     func write(_ write: ApplyWrite) async throws {
@@ -130,7 +128,7 @@ final class SQLiteTransaction: StorageTransaction {
         })
         let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })
         try db.execute(
-            sql: """
+            cached: """
                 INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
                 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
                        json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
@@ -143,7 +141,7 @@ final class SQLiteTransaction: StorageTransaction {
             arguments: [list]
         )
         try db.execute(
-            sql: """
+            cached: """
                 INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
                 SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
                        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
@@ -155,7 +153,7 @@ final class SQLiteTransaction: StorageTransaction {
             arguments: [list]
         )
         try db.execute(
-            sql: """
+            cached: """
                 UPDATE feeds SET head = (SELECT json_extract(value, '$[1]') FROM json_each(?) WHERE json_extract(value, '$[0]') = feeds.scope)
                 WHERE scope IN (SELECT json_extract(value, '$[0]') FROM json_each(?))
                 """,
@@ -168,7 +166,7 @@ final class SQLiteTransaction: StorageTransaction {
         guard !records.isEmpty else { return }
         let list = JSONValue.rows(records.map { [.string($0.userID), .string($0.key), $0.version.map(JSONValue.int) ?? .null] })
         try db.execute(
-            sql: """
+            cached: """
                 INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
                 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?)
                 """,
@@ -190,7 +188,7 @@ final class SQLiteTransaction: StorageTransaction {
     private static func finish(_ db: Database, _ finished: [FinishedJob], error: String? = nil, now: Int64) throws {
         for finish in finished {
             try db.execute(
-                sql: """
+                cached: """
                     UPDATE jobs SET state = ?, results = ?, last_error = ?, finished_at = ?, updated_at = ?,
                         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
                         errors = CASE WHEN ?3 IS NULL THEN errors ELSE \(appendError(error: "?3", at: "?4")) END
@@ -199,7 +197,7 @@ final class SQLiteTransaction: StorageTransaction {
                 arguments: [finish.state.rawValue, finish.results, error, now, now, finish.id]
             )
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO devices (user_id, device_id, last_finished_job_id, updated_at) VALUES (?, ?, ?, ?)
                     ON CONFLICT (user_id, device_id) DO UPDATE
                     SET last_finished_job_id = max(devices.last_finished_job_id, excluded.last_finished_job_id), updated_at = excluded.updated_at
@@ -219,7 +217,7 @@ final class SQLiteTransaction: StorageTransaction {
         let ids = JSONValue.strings(households.map(\.id))
         try await step(statements: 3) { db in
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO households (household_id, owner_id, archived, created_at, updated_at)
                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, ? FROM json_each(?) WHERE true
                     ON CONFLICT (household_id) DO UPDATE SET owner_id = excluded.owner_id, archived = excluded.archived, updated_at = excluded.updated_at
@@ -227,7 +225,7 @@ final class SQLiteTransaction: StorageTransaction {
                 arguments: [now, now, list]
             )
             try db.execute(
-                sql: """
+                cached: """
                     DELETE FROM household_members
                     WHERE household_id IN (SELECT value FROM json_each(?))
                       AND NOT EXISTS (
@@ -238,7 +236,7 @@ final class SQLiteTransaction: StorageTransaction {
                 arguments: [ids, members]
             )
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO household_members (household_id, user_id, role, joined_at)
                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?) WHERE true
                     ON CONFLICT (household_id, user_id) DO UPDATE SET role = excluded.role
@@ -257,7 +255,7 @@ final class SQLiteTransaction: StorageTransaction {
         let now = self.now
         try await step(statements: 1) { db in
             try db.execute(
-                sql: """
+                cached: """
                     UPDATE jobs SET state = 'retrying', run_at = ?, last_error = ?, lease_owner = NULL, lease_token = NULL,
                         lease_expires_at = NULL, updated_at = ?3, errors = \(Self.appendError(error: "?2", at: "?3"))
                     WHERE id = ?
@@ -272,7 +270,7 @@ final class SQLiteTransaction: StorageTransaction {
         return try await step(statements: 1) { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT \(SQLiteDriver.claimedColumns) FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
+                cached: "SELECT \(SQLiteDriver.claimedColumns) FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
                 arguments: [now, limit]
             ).map(SQLiteDriver.claimedJob)
         }
@@ -282,7 +280,7 @@ final class SQLiteTransaction: StorageTransaction {
         // The transaction holds SQLite's write lock: no claim runs beside it.
         try await step(statements: 1) { db in
             try Row.fetchOne(
-                db, sql: "SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')", arguments: [id]
+                db, cached: "SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')", arguments: [id]
             ).map(SQLiteDriver.jobDetail)
         }
     }
@@ -321,7 +319,7 @@ final class SQLiteTransaction: StorageTransaction {
         let list = JSONValue.array((ids ?? []).map(JSONValue.int)).serialized()
         return try await step(statements: 1) { db in
             try db.execute(
-                sql: """
+                cached: """
                     UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?, results = NULL, finished_at = NULL,
                         last_error = 'retried by an operator after: ' || coalesce(last_error, ''), updated_at = ?
                     WHERE state = 'dead' AND (? OR id IN (SELECT value FROM json_each(?)))
@@ -336,7 +334,7 @@ final class SQLiteTransaction: StorageTransaction {
         try await step(statements: 5) { db in
             let purged = try Row.fetchAll(
                 db,
-                sql: """
+                cached: """
                     SELECT seq, entity_type, entity_id, version FROM changes
                     WHERE scope = ? AND data IS NULL AND updated_at < ?
                       -- While a webhook subscription exists, only tombstones every subscription
@@ -351,7 +349,7 @@ final class SQLiteTransaction: StorageTransaction {
             let list = JSONValue.rows(purged.map { [.string($0["entity_type"]), .string($0["entity_id"]), .int($0["seq"]), .int($0["version"])] })
             // The tombstones and every older change of their entities: a new reader must not see them alive.
             try db.execute(
-                sql: """
+                cached: """
                     DELETE FROM changes WHERE (scope, seq) IN (
                         SELECT c.scope, c.seq FROM json_each(?) p CROSS JOIN changes c
                         ON c.scope = ? AND c.entity_type = json_extract(p.value, '$[0]') AND c.entity_id = json_extract(p.value, '$[1]')
@@ -364,7 +362,7 @@ final class SQLiteTransaction: StorageTransaction {
             // entity against the whole list instead, in a correlated subquery, made a batch of
             // 5,000 take ~11 s under the one writer: RetentionTests.)
             try db.execute(
-                sql: """
+                cached: """
                     DELETE FROM entities WHERE (scope, entity_type, entity_id) IN (
                         SELECT e.scope, e.entity_type, e.entity_id FROM json_each(?) p CROSS JOIN entities e
                         ON e.scope = ? AND e.entity_type = json_extract(p.value, '$[0]') AND e.entity_id = json_extract(p.value, '$[1]')
@@ -373,7 +371,7 @@ final class SQLiteTransaction: StorageTransaction {
                     """,
                 arguments: [list, scope.key]
             )
-            try db.execute(sql: "UPDATE feeds SET floor = max(floor, ?) WHERE scope = ?", arguments: [newest, scope.key])
+            try db.execute(cached: "UPDATE feeds SET floor = max(floor, ?) WHERE scope = ?", arguments: [newest, scope.key])
             return purged.count
         }
     }
@@ -382,11 +380,11 @@ final class SQLiteTransaction: StorageTransaction {
         try await step(statements: 1) { db in
             if let userID {
                 try db.execute(
-                    sql: "INSERT INTO users (user_id, resync_epoch) VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1",
+                    cached: "INSERT INTO users (user_id, resync_epoch) VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1",
                     arguments: [userID]
                 )
             } else {
-                try db.execute(sql: "UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'")
+                try db.execute(cached: "UPDATE settings SET value = value + 1 WHERE key = 'resync_epoch'")
             }
         }
     }
@@ -396,14 +394,14 @@ final class SQLiteTransaction: StorageTransaction {
         let list = JSONValue.strings(userIDs.sorted())
         return try await step(statements: 2) { db in
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO users (user_id, scopes_version) SELECT value, 1 FROM json_each(?) WHERE true
                     ON CONFLICT (user_id) DO UPDATE SET scopes_version = users.scopes_version + 1
                     """,
                 arguments: [list]
             )
             var versions: [String: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [list]) {
+            for row in try Row.fetchAll(db, cached: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [list]) {
                 versions[row[0]] = row[1]
             }
             return versions
