@@ -300,23 +300,15 @@ package final class FeedWatcher: Service, Sendable {
 /// A pull as the device sent it, its cursor the text it holds ("" for none). A re-poll sends back
 /// the text its answer carried, so a lingering waiter is found by it without decoding the cursor
 /// (a decoded cursor is also dearer to hash: two dictionaries).
-package struct LongPoll: Sendable, Hashable {
-    package var userID: String
-    package var deviceID: String
-    package var cursor: String
-    package var limit: Int
-    package var entityTypes: Set<String>?
-
-    package init(userID: String, deviceID: String, cursor: String, limit: Int, entityTypes: Set<String>?) {
-        self.userID = userID
-        self.deviceID = deviceID
-        self.cursor = cursor
-        self.limit = limit
-        self.entityTypes = entityTypes
-    }
+struct LongPoll: Sendable, Hashable {
+    var userID: String
+    var deviceID: String
+    var cursor: String
+    var limit: Int
+    var entityTypes: Set<String>?
 
     /// The query, its cursor decoded and checked to be the user's.
-    package func query() throws(CursorError) -> PullQuery {
+    func query() throws(CursorError) -> PullQuery {
         PullQuery(
             userID: userID, deviceID: deviceID, cursor: cursor.isEmpty ? nil : try SyncCursor.decode(cursor, expectedUserID: userID),
             limit: limit, entityTypes: entityTypes
