@@ -2,6 +2,7 @@ import Synchronization
 import SyncGateCore
 import SyncGateWire
 import SyncGateStorage
+import SyncGateRuntime
 
 /// Feed reads shared by the waiters a change wakes together: when a household's members all wait
 /// at the same position, one store read answers all of them; and the reads of different feeds
@@ -59,75 +60,28 @@ final class SharedFeedReads: Sendable {
     var count: Int { entries.withLock { $0.count } }
 }
 
-/// Store reads of feeds, batched as a database batches commits: a read goes at once when fewer
-/// than `slots` calls are on their way, and otherwise waits for one to end and goes with the
-/// reads asked for meanwhile (`maximumBatch` at most a call: each may bring its limit of rows).
-/// So an idle front reads as before, and the ~16 waiters one commit of a busy worker wakes cost a
-/// store call or two instead of 16 (each call costs a pool lease, a statement's round trip and
-/// the tasks around it, whatever it reads).
+/// Store reads of feeds, batched (``CallBatches``): a read goes at once when fewer than `slots`
+/// calls are on their way, and otherwise with the reads asked for meanwhile (`maximumBatch` at
+/// most a call: each may bring its limit of rows). So an idle front reads as before, and the ~16
+/// waiters one commit of a busy worker wakes cost a store call or two instead of 16 (each call
+/// costs a pool lease, a statement's round trip and the tasks around it, whatever it reads).
 final class FeedReadBatches: Sendable {
-    private struct Waiting {
-        var requests: [FeedReadRequest] = []
-        var continuations: [CheckedContinuation<FeedSlice, any Error>] = []
-    }
-
-    private struct State {
-        var running = 0
-        var waiting = Waiting()
-    }
-
-    private let store: any FrontStore
-    private let slots: Int
-    private let maximumBatch: Int
-    private let state = Mutex(State())
+    private let batches: CallBatches<FeedReadRequest, FeedSlice>
 
     init(store: any FrontStore, slots: Int = 2, maximumBatch: Int = 64) {
-        self.store = store
-        self.slots = slots
-        self.maximumBatch = max(1, maximumBatch)
+        batches = CallBatches(slots: slots, maximumBatch: maximumBatch) { requests in
+            let slices = try await store.readFeeds(requests)
+            guard slices.count == requests.count else {
+                throw StoreUnavailableError("read feeds: \(slices.count) answers to \(requests.count) reads")
+            }
+            return slices
+        }
     }
 
     func read(_ request: FeedReadRequest) async throws -> FeedSlice {
-        try await withCheckedThrowingContinuation { continuation in
-            let starts = state.withLock { state -> Bool in
-                state.waiting.requests.append(request)
-                state.waiting.continuations.append(continuation)
-                guard state.running < slots else { return false }
-                state.running += 1
-                return true
-            }
-            if starts { Task { await self.drain() } }
-        }
+        try await batches.submit(request)
     }
 
     /// Reads waiting for a call (tests).
-    var waitingCount: Int { state.withLock { $0.waiting.requests.count } }
-
-    /// Reads what is waiting, call after call, until nothing is; then frees its slot.
-    private func drain() async {
-        while true {
-            let batch = state.withLock { state -> Waiting? in
-                guard !state.waiting.requests.isEmpty else {
-                    state.running -= 1
-                    return nil
-                }
-                let count = min(maximumBatch, state.waiting.requests.count)
-                defer {
-                    state.waiting.requests.removeFirst(count)
-                    state.waiting.continuations.removeFirst(count)
-                }
-                return Waiting(requests: Array(state.waiting.requests.prefix(count)), continuations: Array(state.waiting.continuations.prefix(count)))
-            }
-            guard let batch else { return }
-            do {
-                let slices = try await store.readFeeds(batch.requests)
-                guard slices.count == batch.requests.count else {
-                    throw StoreUnavailableError("read feeds: \(slices.count) answers to \(batch.requests.count) reads")
-                }
-                for (continuation, slice) in zip(batch.continuations, slices) { continuation.resume(returning: slice) }
-            } catch {
-                for continuation in batch.continuations { continuation.resume(throwing: error) }
-            }
-        }
-    }
+    var waitingCount: Int { batches.waitingCount }
 }
