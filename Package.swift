@@ -137,6 +137,7 @@ let package = Package(
             name: "SyncGateSQLite",
             dependencies: [
                 "SyncGateStorage",
+                "SyncGateRuntime",
                 "SyncGateSQLiteSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

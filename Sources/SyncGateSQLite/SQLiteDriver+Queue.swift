@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import SyncGateConcurrency
+import SyncGateRuntime
 import SyncGateCore
 package import SyncGateWire
 package import SyncGateStorage
@@ -42,24 +44,46 @@ extension SQLiteDriver {
     }
 
     package func insertJob(_ job: QueuedJob, limits: QueueLimits, now: Timestamp?) async throws -> EnqueueResult {
-        let now = (now ?? .now()).millisecondsSinceEpoch
-        let result = try await write { db -> EnqueueResult in
-            // One writer at a time: the counts and the insert cannot interleave with another push.
-            let depth = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE state IN \(Self.unfinished)") ?? 0
-            if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
-            let queued = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE user_id = ? AND state IN \(Self.unfinished)", arguments: [job.userID]) ?? 0
-            if queued >= limits.maximumQueuedPerUser { return .rateLimited(queued: queued) }
-            try db.execute(
-                cached: """
-                    INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [job.userID, job.deviceID, job.maximumAttempts, job.operationCount, job.payload, now, now, now]
-            )
-            return .accepted(jobID: db.lastInsertedRowID)
-        }
+        let result = try await enqueues.submit(PendingEnqueue(job: job, limits: limits, now: (now ?? .now()).millisecondsSinceEpoch)).get()
         if case .accepted = result { notifier.publish(.jobsAvailable) }
         return result
+    }
+
+    /// Enqueues in one write transaction, in order: each job's limits count the jobs before it.
+    /// If that transaction fails, each is tried again alone, so that one job's failure is not its
+    /// neighbours'.
+    static func insertJobs(_ batch: [PendingEnqueue], pool: DatabasePool, writer: AsyncLock) async -> [Result<EnqueueResult, any Error>] {
+        do {
+            return try await write(pool, writer) { db in try batch.map { .success(try insertJob(db, $0)) } }
+        } catch {
+            guard batch.count > 1 else { return [.failure(error)] }
+            var results: [Result<EnqueueResult, any Error>] = []
+            for pending in batch {
+                do {
+                    results.append(.success(try await write(pool, writer) { db in try insertJob(db, pending) }))
+                } catch {
+                    results.append(.failure(error))
+                }
+            }
+            return results
+        }
+    }
+
+    private static func insertJob(_ db: Database, _ pending: PendingEnqueue) throws -> EnqueueResult {
+        let (job, limits, now) = (pending.job, pending.limits, pending.now)
+        // One writer at a time: the counts and the insert cannot interleave with another push.
+        let depth = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE state IN \(Self.unfinished)") ?? 0
+        if depth >= limits.maximumQueuedTotal { return .overloaded(depth: depth) }
+        let queued = try Int.fetchOne(db, cached: "SELECT count(*) FROM jobs WHERE user_id = ? AND state IN \(Self.unfinished)", arguments: [job.userID]) ?? 0
+        if queued >= limits.maximumQueuedPerUser { return .rateLimited(queued: queued) }
+        try db.execute(
+            cached: """
+                INSERT INTO jobs (user_id, device_id, max_attempts, operation_count, payload, run_at, created_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [job.userID, job.deviceID, job.maximumAttempts, job.operationCount, job.payload, now, now, now]
+        )
+        return .accepted(jobID: db.lastInsertedRowID)
     }
 
     package func job(id: Int64, userID: String) async throws -> JobRecord? {
@@ -109,4 +133,12 @@ extension SQLiteDriver {
             )
         }
     }
+}
+
+/// A push's enqueue waiting for its transaction.
+struct PendingEnqueue: Sendable {
+    var job: QueuedJob
+    var limits: QueueLimits
+    /// Milliseconds since the epoch.
+    var now: Int64
 }

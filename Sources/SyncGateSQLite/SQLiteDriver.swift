@@ -7,6 +7,7 @@ import SyncGateCore
 package import SyncGateWire
 package import SyncGateStorage
 import SyncGateConcurrency
+import SyncGateRuntime
 
 /// The SQLite driver: the embedded default. One process, WAL, in-process change signals.
 ///
@@ -21,6 +22,9 @@ package final class SQLiteDriver: StorageDriver, Service {
     let writer = AsyncLock()
     /// Only one maintenance pass at a time (the PostgreSQL driver uses an advisory lock).
     let maintenanceRunning = Mutex(false)
+    /// Pushes' enqueues, committed together: those asked for while one is on the writer go in the
+    /// next transaction, one commit and one flush of the log for all (``insertJob(_:limits:now:)``).
+    let enqueues: CallBatches<PendingEnqueue, Result<EnqueueResult, any Error>>
 
     /// Opens (creating if needed) the database file at `path`.
     /// - Parameter busyTimeout: how long a statement waits for another process's lock on the file
@@ -43,6 +47,9 @@ package final class SQLiteDriver: StorageDriver, Service {
         // the pool opened it: GRDB sets NORMAL while switching the writer to WAL, after
         // `prepareDatabase` ran.
         try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+        let (pool, writer) = (self.pool, self.writer)
+        // One transaction at a time: while it waits for the writer or its flush, the next gathers.
+        enqueues = CallBatches(slots: 1, maximumBatch: 64) { batch in await Self.insertJobs(batch, pool: pool, writer: writer) }
     }
 
     /// The driver needs no background work of its own: it waits for shutdown, then closes the
@@ -68,6 +75,10 @@ package final class SQLiteDriver: StorageDriver, Service {
     /// Runs `body` on the writer connection, outside any transaction GRDB would open. Not
     /// cancellable: once queued it runs, so a transaction is never left half-ended.
     func onWriter<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        try await Self.onWriter(pool, body)
+    }
+
+    static func onWriter<Result: Sendable>(_ pool: DatabasePool, _ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             pool.asyncWriteWithoutTransaction { db in
                 continuation.resume(with: Swift.Result { try body(db) }.mapError(Self.availability))
@@ -84,8 +95,14 @@ package final class SQLiteDriver: StorageDriver, Service {
 
     /// One IMMEDIATE write transaction run in one access to the writer.
     func write<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        try await Self.write(pool, writer, body)
+    }
+
+    static func write<Result: Sendable>(
+        _ pool: DatabasePool, _ writer: AsyncLock, _ body: @escaping @Sendable (Database) throws -> Result
+    ) async throws -> Result {
         try await writer.withLock {
-            try await onWriter { db in
+            try await onWriter(pool) { db in
                 var result: Result?
                 try db.inTransaction(.immediate) {
                     result = try body(db)

@@ -5,6 +5,7 @@ import SyncGateCore
 import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
+import SyncGateRuntime
 import SyncGateTestSupport
 import Testing
 
@@ -59,5 +60,38 @@ import Testing
             Issue.record("the push was not accepted once the lock was gone")
             return
         }
+    }
+
+    /// Pushes that arrive while the writer is busy are enqueued together, in one transaction and
+    /// one flush of the log, and each counts the ones before it against the per-user limit.
+    @Test func enqueuesWaitingForTheWriterGoTogetherAndCountEachOther() async throws {
+        let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        try await StoreHarness.withExisting(.sqlite(path: path)) { _ in }
+        let driver = try SQLiteDriver(path: path, logger: TestDatabases.logger)
+        let job = QueuedJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
+        let limits = QueueLimits(maximumQueuedPerUser: 3)
+        let holding = TestGate("the writer held")
+        let release = TestGate("the writer released")
+        let held = Task {
+            try await driver.transaction(now: nil) { _ in
+                holding.open()
+                try await release.wait()
+            }
+        }
+        try await holding.wait()
+        let first = Task { try await driver.insertJob(job, limits: limits, now: nil) }
+        try await eventually("the first enqueue's transaction waiting for the writer") { driver.enqueues.callCount == 1 }
+        let later = (0..<3).map { _ in Task { try await driver.insertJob(job, limits: limits, now: nil) } }
+        try await eventually("three enqueues waiting for the next transaction") { driver.enqueues.waitingCount == 3 }
+        release.open()
+        try await held.value
+        var results = [try await first.value]
+        for task in later { results.append(try await task.value) }
+        #expect(driver.enqueues.callCount == 2, "the three went in one transaction")
+        #expect(results.filter { if case .accepted = $0 { true } else { false } }.count == 3)
+        #expect(results.filter { $0 == .rateLimited(queued: 3) }.count == 1, "\(results)")
+        let queued = try await driver.write { try Int.fetchOne($0, sql: "SELECT count(*) FROM jobs") }
+        #expect(queued == 3)
     }
 }
