@@ -51,12 +51,13 @@ extension SQLiteDriver {
 
     /// Enqueues in one write transaction, in order: each job's limits count the jobs before it.
     /// If that transaction fails, each is tried again alone, so that one job's failure is not its
-    /// neighbours'.
+    /// neighbours'; unless the file was unavailable (another process held its lock past the busy
+    /// timeout), which each would only wait for again.
     static func insertJobs(_ batch: [PendingEnqueue], pool: DatabasePool, writer: AsyncLock) async -> [Result<EnqueueResult, any Error>] {
         do {
             return try await write(pool, writer) { db in try batch.map { .success(try insertJob(db, $0)) } }
         } catch {
-            guard batch.count > 1 else { return [.failure(error)] }
+            guard batch.count > 1, !(error is StoreUnavailableError) else { return batch.map { _ in .failure(error) } }
             var results: [Result<EnqueueResult, any Error>] = []
             for pending in batch {
                 do {
