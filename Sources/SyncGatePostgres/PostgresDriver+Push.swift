@@ -334,14 +334,7 @@ struct MarkNudgesStatement<Feeds: MarkedFeeds>: PostgresPreparedStatement {
     var at: Int64
     var intervalMilliseconds: Int64
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(keys)
-        bindings.append(Int64(feedLimit))
-        bindings.append(at)
-        bindings.append(intervalMilliseconds)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(keys, Int64(feedLimit), at, intervalMilliseconds) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -373,19 +366,7 @@ struct FinishNudgeStatement: PostgresPreparedStatement {
     var error: String?
     var intervalMilliseconds: Int64
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 9)
-        bindings.append(user)
-        bindings.append(device)
-        bindings.append(token)
-        bindings.append(lease)
-        bindings.append(version)
-        bindings.append(at)
-        bindings.append(sent)
-        bindings.append(error)
-        bindings.append(intervalMilliseconds)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(user, device, token, lease, version, at, sent, error, intervalMilliseconds) }
 
     func decodeRow(_ row: PostgresRow) throws {}
 }
@@ -432,14 +413,7 @@ struct ClaimNudgesStatement: PostgresPreparedStatement {
     var recheckAt: Int64
     var leasedUntil: Int64
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(at)
-        bindings.append(Int64(limit))
-        bindings.append(recheckAt)
-        bindings.append(leasedUntil)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(at, Int64(limit), recheckAt, leasedUntil) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

@@ -323,16 +323,7 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
     var limit: Int
     var leaseMilliseconds: Int64
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 6)
-        bindings.append(delivered)
-        bindings.append(now)
-        bindings.append(excluding)
-        bindings.append(Int64(perSubscription))
-        bindings.append(Int64(limit))
-        bindings.append(now + leaseMilliseconds)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(delivered, now, excluding, Int64(perSubscription), Int64(limit), now + leaseMilliseconds) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let cells = row.makeRandomAccess()

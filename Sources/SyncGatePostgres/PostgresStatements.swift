@@ -30,17 +30,17 @@ struct EnqueueStatement: PostgresPreparedStatement {
     var notification: String?
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 9)
-        bindings.append(job.userID)
-        bindings.append(job.deviceID)
-        bindings.append(Int64(job.maximumAttempts))
-        bindings.append(Int64(job.operationCount))
-        bindings.append(job.payload)
-        bindings.append(now)
-        bindings.append(Int64(limit))
-        bindings.append(PostgresDriver.channel)
-        bindings.append(notification)
-        return bindings
+        PostgresBindings(
+            job.userID,
+            job.deviceID,
+            Int64(job.maximumAttempts),
+            Int64(job.operationCount),
+            job.payload,
+            now,
+            Int64(limit),
+            PostgresDriver.channel,
+            notification
+        )
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
@@ -54,12 +54,7 @@ struct JobStatusStatement: PostgresPreparedStatement {
     var id: Int64
     var userID: String
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(id)
-        bindings.append(userID)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(id, userID) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -82,13 +77,10 @@ struct AnnounceJobsStatement: PostgresPreparedStatement {
     var lockTimeout: Duration
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 3)
-        bindings.append(PostgresDriver.channel)
-        bindings.append(NotificationPayload.encode(.jobsAvailable))
         // Milliseconds, at least one (0 would mean no limit), by NIO's saturating conversion (as
         // EventLoopTimer's).
-        bindings.append(String(max(1, TimeAmount(lockTimeout).nanoseconds / 1_000_000)))
-        return bindings
+        let milliseconds = max(1, TimeAmount(lockTimeout).nanoseconds / 1_000_000)
+        return PostgresBindings(PostgresDriver.channel, NotificationPayload.encode(.jobsAvailable), String(milliseconds))
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(String.self) }
@@ -132,14 +124,7 @@ struct ClaimStatement: PostgresPreparedStatement {
     var leaseMilliseconds: Int64
     var now: Int64?
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(workerID)
-        bindings.append(Int64(limit))
-        bindings.append(leaseMilliseconds)
-        bindings.append(now)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(workerID, Int64(limit), leaseMilliseconds, now) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -166,14 +151,7 @@ struct ExtendLeasesStatement: PostgresPreparedStatement {
     var leaseMilliseconds: Int64
     var now: Int64?
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(leases.map(\.id))
-        bindings.append(leases.map(\.token))
-        bindings.append(leaseMilliseconds)
-        bindings.append(now)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(leases.map(\.id), leases.map(\.token), leaseMilliseconds, now) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {}
 }
@@ -201,13 +179,7 @@ struct LockForApplyStatement: PostgresPreparedStatement {
     var leases: [JobLease]
     var scopes: [String]
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 3)
-        bindings.append(leases.map(\.id))
-        bindings.append(leases.map(\.token))
-        bindings.append(scopes)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(leases.map(\.id), leases.map(\.token), scopes) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -246,15 +218,15 @@ struct LoadForApplyStatement: PostgresPreparedStatement {
     var inputs: EntityProbes
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 12)
-        bindings.append(reads.entities.map(\.scope.key))
-        bindings.append(reads.entities.map(\.entityType))
-        bindings.append(reads.entities.map(\.entityID))
-        bindings.append(reads.idempotencyKeys.map(\.userID))
-        bindings.append(reads.idempotencyKeys.map(\.key))
-        bindings.append(reads.households)
-        inputs.append(to: &bindings)
-        return bindings
+        PostgresBindings(
+            reads.entities.map(\.scope.key),
+            reads.entities.map(\.entityType),
+            reads.entities.map(\.entityID),
+            reads.idempotencyKeys.map(\.userID),
+            reads.idempotencyKeys.map(\.key),
+            reads.households,
+            inputs
+        )
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
@@ -280,18 +252,14 @@ struct LoadEntitiesStatement: PostgresPreparedStatement {
 
     var probes: EntityProbes
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 6)
-        probes.append(to: &bindings)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(probes) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
 /// Entity queries as the fixed-shape statements bind them (``LoadEntitiesStatement``, the
 /// derivation inputs of ``LoadForApplyStatement``): three arrays of keys, three of groups.
-struct EntityProbes {
+struct EntityProbes: StatementParameter {
     var keys: [EntityKey] = []
     /// (scope, type, group key) of each group whose live members to read.
     var groups: [(scope: String, type: String, key: String)] = []
@@ -308,7 +276,8 @@ struct EntityProbes {
         }
     }
 
-    func append(to bindings: inout PostgresBindings) {
+    /// Six parameters: the keys' scopes, types and ids, the groups' scopes, types and keys.
+    func bind(to bindings: inout PostgresBindings) {
         bindings.append(keys.map(\.scope.key))
         bindings.append(keys.map(\.entityType))
         bindings.append(keys.map(\.entityID))
@@ -386,33 +355,33 @@ struct WriteAppliedStatement: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         let entities = write.entities
         let heads = write.heads.sorted { $0.key < $1.key }
-        var bindings = PostgresBindings(capacity: 25)
-        bindings.append(entities.map(\.row.scope))
-        bindings.append(entities.map(\.row.entityType))
-        bindings.append(entities.map(\.row.entityID))
-        bindings.append(entities.map(\.row.version))
-        bindings.append(entities.map { $0.row.data ?? "null" })
-        bindings.append(entities.map { $0.row.meta ?? "null" })
-        bindings.append(entities.map(\.row.clientTimestamp))
-        bindings.append(entities.map(\.row.updatedAt))
-        bindings.append(entities.map { $0.groupKey ?? "" })
-        bindings.append(entities.map(\.sequence))
-        bindings.append(heads.map(\.key.key))
-        bindings.append(heads.map(\.value))
-        bindings.append(now)
-        bindings.append(write.records.map(\.userID))
-        bindings.append(write.records.map(\.key))
-        bindings.append(write.records.map { $0.version ?? -1 })
-        bindings.append(write.finished.map(\.id))
-        bindings.append(write.finished.map(\.state.rawValue))
-        bindings.append(write.finished.map(\.results))
-        bindings.append(write.finished.map(\.userID))
-        bindings.append(write.finished.map(\.deviceID))
-        bindings.append(PostgresDriver.channel)
-        bindings.append(write.events.map(NotificationPayload.encode))
-        bindings.append(entities.map { $0.origin ?? "" })
-        bindings.append(entities.map { $0.writer ?? "" })
-        return bindings
+        return PostgresBindings(
+            entities.map(\.row.scope),
+            entities.map(\.row.entityType),
+            entities.map(\.row.entityID),
+            entities.map(\.row.version),
+            entities.map { $0.row.data ?? "null" },
+            entities.map { $0.row.meta ?? "null" },
+            entities.map(\.row.clientTimestamp),
+            entities.map(\.row.updatedAt),
+            entities.map { $0.groupKey ?? "" },
+            entities.map(\.sequence),
+            heads.map(\.key.key),
+            heads.map(\.value),
+            now,
+            write.records.map(\.userID),
+            write.records.map(\.key),
+            write.records.map { $0.version ?? -1 },
+            write.finished.map(\.id),
+            write.finished.map(\.state.rawValue),
+            write.finished.map(\.results),
+            write.finished.map(\.userID),
+            write.finished.map(\.deviceID),
+            PostgresDriver.channel,
+            write.events.map(NotificationPayload.encode),
+            entities.map { $0.origin ?? "" },
+            entities.map { $0.writer ?? "" }
+        )
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
@@ -446,13 +415,7 @@ struct PullContextStatement: PostgresPreparedStatement {
     var deviceID: String
     var extraScopes: [String]
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 3)
-        bindings.append(userID)
-        bindings.append(deviceID)
-        bindings.append(extraScopes)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(userID, deviceID, extraScopes) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -484,14 +447,7 @@ struct ReadChangesStatement: PostgresPreparedStatement {
     var types: [String]?
     var limit: Int
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(reads.map(\.scope.key))
-        bindings.append(reads.map(\.after))
-        bindings.append(types)
-        bindings.append(Int64(limit))
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(reads.map(\.scope.key), reads.map(\.after), types, Int64(limit)) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -518,14 +474,7 @@ struct ReadFeedsStatement: PostgresPreparedStatement {
     var requests: [FeedReadRequest]
     var types: [String]?
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(requests.map(\.scope.key))
-        bindings.append(requests.map(\.after))
-        bindings.append(types)
-        bindings.append(requests.map { Int64($0.limit) + 1 })
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(requests.map(\.scope.key), requests.map(\.after), types, requests.map { Int64($0.limit) + 1 }) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
@@ -545,12 +494,7 @@ struct WatchStateStatement: PostgresPreparedStatement {
     var feeds: [String]
     var users: [String]
 
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(feeds)
-        bindings.append(users)
-        return bindings
-    }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(feeds, users) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
