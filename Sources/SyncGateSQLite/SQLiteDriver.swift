@@ -26,6 +26,9 @@ package final class SQLiteDriver: StorageDriver, Service {
     /// next transaction, one commit and one flush of the log for all (``insertJob(_:limits:now:)``).
     let enqueues: CallBatches<PendingEnqueue, Result<EnqueueResult, any Error>>
 
+    /// The log's length, in pages (4 KiB), at which a commit copies it into the database file.
+    static let checkpointPages = 10_000
+
     /// Opens (creating if needed) the database file at `path`.
     /// - Parameter busyTimeout: how long a statement waits for another process's lock on the file
     ///   (a `syncgate admin` command's transaction) before the store answers unavailable.
@@ -46,7 +49,14 @@ package final class SQLiteDriver: StorageDriver, Service {
         // vanish on power loss; FULL syncs every commit (one fsync each). Set on the writer after
         // the pool opened it: GRDB sets NORMAL while switching the writer to WAL, after
         // `prepareDatabase` ran.
-        try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+        try pool.writeWithoutTransaction {
+            try $0.execute(sql: "PRAGMA synchronous = FULL")
+            // The commit that grows the log past this many pages copies it into the file, on the
+            // one writer. Each copy writes every page changed since the last once, and a longer
+            // log holds more changes of the same pages: fewer page writes per change than at
+            // SQLite's default of 1,000 (docs/performance-log.md).
+            try $0.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
+        }
         let (pool, writer) = (self.pool, self.writer)
         // One transaction at a time: while it waits for the writer or its flush, the next gathers.
         enqueues = CallBatches(slots: 1, maximumBatch: 64) { batch in await Self.insertJobs(batch, pool: pool, writer: writer) }
