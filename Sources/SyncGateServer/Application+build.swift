@@ -95,7 +95,7 @@ package func buildApplication(
     )
     let shards = ConnectionShards()
     var app = Application(
-        router: router,
+        responder: ChildTaskResponder(base: router.buildResponder(), streamPaths: [StreamRoutes.eventStream]),
         server: HTTPServerBuilder { responder in
             ShardedChildChannel(base: HTTP1Channel(responder: responder, configuration: http1), shards: shards)
         },

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import SyncGateCore
+import SyncGateHTTP
 package import SyncGateWire
 
 /// Many concurrent requests to a server on a real socket (HummingbirdTesting's live client runs
@@ -41,7 +42,8 @@ package final class SocketClient: Sendable {
 
     /// Opens an event stream; read it with the returned response's body.
     package func events(token: String, device: String = "watcher") async throws -> HTTPClientResponse {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/sync/events")
+        // By the path the server runs in a child task: a route moved without it fails here.
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(StreamRoutes.eventStream)")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "X-Device-Id", value: device)
         return try await client.execute(request, timeout: .seconds(120))

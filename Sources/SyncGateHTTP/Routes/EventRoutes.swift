@@ -8,6 +8,12 @@ import SyncGateWire
 import SyncGateRuntime
 import SyncGateStorage
 
+/// The paths of routes whose connections stay open after the route returns.
+package enum StreamRoutes {
+    /// ``EventRoutes``'s path, as the router registers it.
+    package static let eventStream = "/v1/sync/events"
+}
+
 /// `GET /v1/sync/events`: server-sent `poke` events whenever a feed the caller reads advances,
 /// and a comment line every keep-alive interval. Clients pull on a poke.
 ///
