@@ -59,26 +59,34 @@ package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddlewar
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
+        } catch {
+            return answer(error, to: request, context: context)
+        }
+    }
+
+    /// The response to a request that failed with `error`. Out of line: its temporaries would
+    /// otherwise sit in `handle`'s async frame, which every waiting long-poll keeps.
+    @inline(never)
+    private func answer(_ error: any Error, to request: Request, context: Context) -> Response {
+        if let error = error as? HTTPError, error.status == .notFound {
             guard let allowed = routes.methods(forPath: request.uri.path) else {
                 return ProtocolError(.notFound, "no such route").response(to: request.headers)
             }
             var response = ProtocolError(.methodNotAllowed, "\(request.method) is not allowed here; allowed: \(allowed)").response(to: request.headers)
             response.headers[.allow] = allowed
             return response
-        } catch {
-            let protocolError = Self.protocolError(for: error, retryAfterSeconds: retryAfterSeconds)
-            // Drivers' errors describe themselves without bound values (see PostgresFailure).
-            if protocolError.code == .internal {
-                context.logger.error("request failed", metadata: ["syncgate.error": "\(String(reflecting: error))"])
-            } else if let error = error as? StoreUnavailableError, let suppressed = unavailableLog.admit() {
-                // At most one line per interval: in an outage every request fails the same way.
-                context.logger.warning("database unavailable", metadata: [
-                    "syncgate.error": "\(error.reason)", "syncgate.suppressed_since_last": "\(suppressed)",
-                ])
-            }
-            return protocolError.response(to: request.headers)
         }
+        let protocolError = Self.protocolError(for: error, retryAfterSeconds: retryAfterSeconds)
+        // Drivers' errors describe themselves without bound values (see PostgresFailure).
+        if protocolError.code == .internal {
+            context.logger.error("request failed", metadata: ["syncgate.error": "\(String(reflecting: error))"])
+        } else if let error = error as? StoreUnavailableError, let suppressed = unavailableLog.admit() {
+            // At most one line per interval: in an outage every request fails the same way.
+            context.logger.warning("database unavailable", metadata: [
+                "syncgate.error": "\(error.reason)", "syncgate.suppressed_since_last": "\(suppressed)",
+            ])
+        }
+        return protocolError.response(to: request.headers)
     }
 
     static func protocolError(for error: any Error, retryAfterSeconds: Int) -> ProtocolError {

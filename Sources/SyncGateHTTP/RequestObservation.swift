@@ -55,11 +55,7 @@ package struct RequestObservationMiddleware: RouterMiddleware {
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
-        var parent = ServiceContext.current ?? .topLevel
-        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
-        let span = tracer.startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
-        span.attributes["http.request.method"] = request.method.rawValue
-        span.attributes["url.path"] = request.uri.path
+        let span = startSpan(request)
         var response: Response
         do {
             response = try await ServiceContext.withValue(span.context) {
@@ -87,6 +83,19 @@ package struct RequestObservationMiddleware: RouterMiddleware {
         return response
     }
 
+    // Out of line, as `finish`: their temporaries would otherwise sit in `handle`'s async frame,
+    // which every waiting long-poll keeps.
+    @inline(never)
+    private func startSpan(_ request: Request) -> any Span {
+        var parent = ServiceContext.current ?? .topLevel
+        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        let span = tracer.startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
+        span.attributes["http.request.method"] = request.method.rawValue
+        span.attributes["url.path"] = request.uri.path
+        return span
+    }
+
+    @inline(never)
     private func finish(_ request: Request, context: Context, status: HTTPResponse.Status, started: ContinuousClock.Instant, span: any Span) {
         let route = context.endpointPath ?? "unknown"
         let duration = started.duration(to: .now)

@@ -13,19 +13,34 @@ struct ResponseCompressionMiddleware<Context: RequestContext>: RouterMiddleware 
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
+        guard let length = compressedLength(of: &response, for: request) else { return response }
+        let collector = BodyCollector(capacity: length)
+        try await response.body.write(collector)
+        try compress(collector.buffer, into: &response)
+        return response
+    }
+
+    /// The length of `response`'s body if it is to be compressed for `request`, `nil` if not;
+    /// marks a compressible kind of response as varying by `Accept-Encoding`. Out of line, as
+    /// `compress`: their temporaries would otherwise sit in `handle`'s async frame, which every
+    /// waiting long-poll keeps.
+    @inline(never)
+    private func compressedLength(of response: inout Response, for request: Request) -> Int? {
         guard let length = response.body.contentLength, length >= minimumBytes,
               response.headers[.contentEncoding] == nil,
               response.headers[.contentType]?.hasPrefix("application/json") == true
-        else { return response }
+        else { return nil }
         response.headers[.vary] = "Accept-Encoding"
-        guard Self.acceptsGzip(request.headers[values: .acceptEncoding].joined(separator: ",")) else { return response }
-        let collector = BodyCollector(capacity: length)
-        try await response.body.write(collector)
-        var body = collector.buffer
+        guard Self.acceptsGzip(request.headers[values: .acceptEncoding].joined(separator: ",")) else { return nil }
+        return length
+    }
+
+    @inline(never)
+    private func compress(_ body: ByteBuffer, into response: inout Response) throws {
+        var body = body
         let compressed = try body.compress(with: .gzip(configuration: .init(compressionLevel: Self.level)))
         response.headers[.contentEncoding] = "gzip"
         response.body = ResponseBody(byteBuffer: compressed)
-        return response
     }
 
     /// zlib's level 5: within a few percent of level 9's size on JSON pages at about half its CPU.

@@ -109,11 +109,7 @@ struct LiveUpdates: Sendable {
     /// Answers the page and, when it is known already, its cursor's text (the answer's to write).
     func waitForPull(_ poll: LongPoll, timeout: Duration) async throws -> (page: PullResult, cursor: String?) {
         let deadline = ContinuousClock.now + timeout
-        let device = DeviceKey(userID: poll.userID, deviceID: poll.deviceID)
-        let adopted = poll.cursor.isEmpty ? nil : try watcher.adopt(poll, retryAfterSeconds: retryAfterSeconds)
-        let query = try adopted?.2 ?? poll.query()
-        let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
-        let waiter = try adopted?.0 ?? watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
+        let (device, adopted, query, registered, waiter) = try start(poll)
         var lingers = false
         defer { if !lingers { waiter.unregister() } }
         return try await withGracefulShutdownHandler {
@@ -127,25 +123,13 @@ struct LiveUpdates: Sendable {
                 page = try await store.pull(query)
             }
             while true {
-                // A first page that reads households not registered yet has news anyway (scopes added).
-                guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else {
-                    if let quiet = page.quietSuccessor, Set(page.cursor.positions.keys).isSubset(of: registered) {
-                        let text = cursor ?? page.cursor.encoded()
-                        lingers = linger(waiter, answered: page, quiet: quiet, query: query, cursor: text)
-                        cursor = text
-                    }
-                    return (page, cursor)
+                if let answer = answerAtOnce(page, cursor: cursor, registered: registered, query: query, waiter: waiter, lingers: &lingers) {
+                    return answer
                 }
-                watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
                 let outcome = await waiter.wait(until: deadline)
-                if case .timedOut = outcome {
-                    var next = query
-                    next.cursor = page.cursor
-                    let text = cursor ?? page.cursor.encoded()
-                    lingers = watcher.linger(waiter, answered: page, next: next, cursor: text)
-                    cursor = text
+                guard case .delivered(let wake) = outcome else {
+                    return answerUnwoken(page, cursor: cursor, outcome: outcome, query: query, waiter: waiter, lingers: &lingers)
                 }
-                guard case .delivered(let wake) = outcome else { return (page, cursor) }
                 var next = query
                 next.cursor = page.cursor
                 if wake.scopesChanged || wake.resynchronize {
@@ -161,9 +145,59 @@ struct LiveUpdates: Sendable {
         }
     }
 
+    /// `page` and its cursor's text if the poll answers it at once: it has news, or reads feeds
+    /// the waiter does not watch (a first page that reads households not registered yet has news
+    /// anyway: scopes added). Otherwise arms `waiter` at the page's cursor and returns `nil`.
+    /// Out of line, as the two below: their temporaries would otherwise sit in the async frame
+    /// of `waitForPull`'s loop, which every waiting long-poll keeps.
+    @inline(never)
+    private func answerAtOnce(
+        _ page: PullResult, cursor: String?, registered: Set<Scope>, query: PullQuery, waiter: LiveWaiter, lingers: inout Bool
+    ) -> (page: PullResult, cursor: String?)? {
+        guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else {
+            var cursor = cursor
+            if let quiet = page.quietSuccessor, Set(page.cursor.positions.keys).isSubset(of: registered) {
+                let text = cursor ?? page.cursor.encoded()
+                lingers = linger(waiter, answered: page, quiet: quiet, query: query, cursor: text)
+                cursor = text
+            }
+            return (page, cursor)
+        }
+        watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion)
+        return nil
+    }
+
+    /// The answer of a poll whose wait ended without a wake (timed out, closed, cancelled): `page`
+    /// as it is. After a timeout its waiter lingers at the page's cursor for the next poll.
+    @inline(never)
+    private func answerUnwoken(
+        _ page: PullResult, cursor: String?, outcome: WakeSignal.Outcome, query: PullQuery, waiter: LiveWaiter, lingers: inout Bool
+    ) -> (page: PullResult, cursor: String?) {
+        guard case .timedOut = outcome else { return (page, cursor) }
+        var next = query
+        next.cursor = page.cursor
+        let text = cursor ?? page.cursor.encoded()
+        lingers = watcher.linger(waiter, answered: page, next: next, cursor: text)
+        return (page, text)
+    }
+
+    /// The poll's device, its adopted waiter's page (if a lingering waiter took it over), its
+    /// query, the feeds it waits on, and its waiter. Out of line: its temporaries would otherwise
+    /// sit in `waitForPull`'s async frame, which every waiting long-poll keeps.
+    @inline(never)
+    private func start(_ poll: LongPoll) throws -> (DeviceKey, (LiveWaiter, PullResult, PullQuery)?, PullQuery, Set<Scope>, LiveWaiter) {
+        let device = DeviceKey(userID: poll.userID, deviceID: poll.deviceID)
+        let adopted = poll.cursor.isEmpty ? nil : try watcher.adopt(poll, retryAfterSeconds: retryAfterSeconds)
+        let query = try adopted?.2 ?? poll.query()
+        let registered = (query.cursor.map { Set($0.positions.keys) } ?? []).union([.user(query.userID)])
+        let waiter = try adopted?.0 ?? watcher.register(device, feeds: registered, retryAfterSeconds: retryAfterSeconds)
+        return (device, adopted, query, registered, waiter)
+    }
+
     /// Leaves the waiter of a poll that answered `page`, with news, armed at its cursor (`cursor`
     /// as text) for the device's next poll to take over (answering `quiet` if nothing passed it);
     /// `false` if it cannot (something newer is known already: that poll reads).
+    @inline(never)
     private func linger(_ waiter: LiveWaiter, answered page: PullResult, quiet: PullResult, query: PullQuery, cursor: String) -> Bool {
         guard watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion, wakeIfBehind: false) else { return false }
         var next = query
