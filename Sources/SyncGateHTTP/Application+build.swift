@@ -23,13 +23,14 @@ package func buildRouter(
     metrics: PrometheusCollectorRegistry = PrometheusMetricsFactory.defaultRegistry
 ) throws -> Router<SyncRequestContext> {
     let router = Router(context: SyncRequestContext.self)
-    // Outermost: it sees the status the client gets, unknown routes and refusals included.
-    router.add(middleware: RequestObservationMiddleware(tracer: tracer))
-    // Then every failure becomes a protocol error, the authenticator's included.
     let routes = RouteMethods()
-    router.add(middleware: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes))
-    // Inside it: answers, errors included, are compressed when the client accepts gzip.
-    router.add(middleware: ResponseCompressionMiddleware(minimumBytes: 1024))
+    router.add(
+        middleware: FrontMiddleware(
+            observation: RequestObservation(tracer: tracer),
+            errors: ProtocolErrorMiddleware(retryAfterSeconds: configuration.retryAfterSeconds, routes: routes),
+            compression: ResponseCompression(minimumBytes: 1024)
+        )
+    )
 
     let live = LiveUpdates(store: store, watcher: watcher, pollInterval: configuration.pollInterval, retryAfterSeconds: configuration.retryAfterSeconds)
     let sync = SyncRoutes(store: store, configuration: configuration, live: live, tracer: tracer)

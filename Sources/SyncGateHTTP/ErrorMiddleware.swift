@@ -65,9 +65,10 @@ package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddlewar
     }
 
     /// The response to a request that failed with `error`. Out of line: its temporaries would
-    /// otherwise sit in `handle`'s async frame, which every waiting long-poll keeps.
+    /// otherwise sit in the async frame of the middleware's `handle`, which every waiting
+    /// long-poll keeps.
     @inline(never)
-    private func answer(_ error: any Error, to request: Request, context: Context) -> Response {
+    func answer(_ error: any Error, to request: Request, context: Context) -> Response {
         if let error = error as? HTTPError, error.status == .notFound {
             guard let allowed = routes.methods(forPath: request.uri.path) else {
                 return ProtocolError(.notFound, "no such route").response(to: request.headers)

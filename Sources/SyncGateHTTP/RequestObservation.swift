@@ -33,10 +33,10 @@ package final class RequestNotes: Sendable {
 ///
 /// Hummingbird has a `TracingMiddleware` and a `MetricsMiddleware`, but they use the process-wide
 /// tracer (tests could not observe one app's trace beside others) and OpenTelemetry metric names
-/// with dots, which are not valid Prometheus names; this one middleware does the three with an
-/// injected tracer and the names of ``MetricName``.
-package struct RequestObservationMiddleware: RouterMiddleware {
-    package typealias Context = SyncRequestContext
+/// with dots, which are not valid Prometheus names; this does the three with an injected tracer
+/// and the names of ``MetricName``.
+struct RequestObservation: Sendable {
+    typealias Context = SyncRequestContext
     let tracer: any Tracer
     let requests = MetricHandles<RequestKey, Counter> { key in
         Counter(label: MetricName.httpRequests, dimensions: [("route", key.route), ("method", key.method), ("status", String(key.status))])
@@ -53,20 +53,22 @@ package struct RequestObservationMiddleware: RouterMiddleware {
         var status: Int = 0
     }
 
-    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    /// Starts observing `request`: its start time and its server span.
+    @inline(never)
+    func begin(_ request: Request) -> (started: ContinuousClock.Instant, span: any Span) {
         let started = ContinuousClock.now
-        let span = startSpan(request)
-        var response: Response
-        do {
-            response = try await ServiceContext.withValue(span.context) {
-                try await next(request, context)
-            }
-        } catch {
-            // The protocol error middleware inside answers every error; this is the rare escape.
-            span.recordError(error)
-            finish(request, context: context, status: .internalServerError, started: started, span: span)
-            throw error
-        }
+        var parent = ServiceContext.current ?? .topLevel
+        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        let span = tracer.startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
+        span.attributes["http.request.method"] = request.method.rawValue
+        span.attributes["url.path"] = request.uri.path
+        return (started, span)
+    }
+
+    /// Ends observing `request` with `response`: now for a body of known length, once written for
+    /// a streamed one.
+    @inline(never)
+    func end(_ response: Response, request: Request, context: Context, started: ContinuousClock.Instant, span: any Span) -> Response {
         let status = response.status
         if response.body.contentLength != nil {
             // A body of known length (every JSON answer, held whole): counted and timed now and
@@ -77,25 +79,13 @@ package struct RequestObservationMiddleware: RouterMiddleware {
             return response
         }
         // Event streams and other bodies of unknown length: counted and timed when written.
+        var response = response
         response.body = response.body.afterWriting {
             finish(request, context: context, status: status, started: started, span: span)
         }
         return response
     }
 
-    // Out of line, as `finish`: their temporaries would otherwise sit in `handle`'s async frame,
-    // which every waiting long-poll keeps.
-    @inline(never)
-    private func startSpan(_ request: Request) -> any Span {
-        var parent = ServiceContext.current ?? .topLevel
-        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
-        let span = tracer.startSpan("HTTP \(request.method.rawValue)", context: parent, ofKind: .server)
-        span.attributes["http.request.method"] = request.method.rawValue
-        span.attributes["url.path"] = request.uri.path
-        return span
-    }
-
-    @inline(never)
     private func finish(_ request: Request, context: Context, status: HTTPResponse.Status, started: ContinuousClock.Instant, span: any Span) {
         let route = context.endpointPath ?? "unknown"
         let duration = started.duration(to: .now)

@@ -8,11 +8,13 @@ import NIOCore
 /// changes repeats its keys on every change. Answers under `minimumBytes` go as they are (the
 /// gzip header and the CPU outweigh the saving); event streams and unknown lengths are never
 /// touched. compress-nio (zlib) does the compressing; only the negotiation is here.
-struct ResponseCompressionMiddleware<Context: RequestContext>: RouterMiddleware {
+struct ResponseCompression: Sendable {
     let minimumBytes: Int
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var response = try await next(request, context)
+    /// `response` with its body gzipped when `request` accepts it and it is JSON of
+    /// `minimumBytes` or more; marks such a response as varying by `Accept-Encoding` either way.
+    func apply(to response: Response, for request: Request) async throws -> Response {
+        var response = response
         guard let length = compressedLength(of: &response, for: request) else { return response }
         let collector = BodyCollector(capacity: length)
         try await response.body.write(collector)
@@ -21,10 +23,7 @@ struct ResponseCompressionMiddleware<Context: RequestContext>: RouterMiddleware 
     }
 
     /// The length of `response`'s body if it is to be compressed for `request`, `nil` if not;
-    /// marks a compressible kind of response as varying by `Accept-Encoding`. Out of line, as
-    /// `compress`: their temporaries would otherwise sit in `handle`'s async frame, which every
-    /// waiting long-poll keeps.
-    @inline(never)
+    /// marks a compressible kind of response as varying by `Accept-Encoding`.
     private func compressedLength(of response: inout Response, for request: Request) -> Int? {
         guard let length = response.body.contentLength, length >= minimumBytes,
               response.headers[.contentEncoding] == nil,
@@ -35,7 +34,6 @@ struct ResponseCompressionMiddleware<Context: RequestContext>: RouterMiddleware 
         return length
     }
 
-    @inline(never)
     private func compress(_ body: ByteBuffer, into response: inout Response) throws {
         var body = body
         let compressed = try body.compress(with: .gzip(configuration: .init(compressionLevel: Self.level)))

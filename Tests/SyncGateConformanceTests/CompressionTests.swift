@@ -12,7 +12,7 @@ import Testing
 /// Gzip for clients that accept it: pull pages and job results above 1 KiB.
 @Suite(.timeLimit(.minutes(10))) struct CompressionTests {
     @Test func acceptEncodingNegotiation() {
-        typealias Middleware = ResponseCompressionMiddleware<SyncRequestContext>
+        typealias Middleware = ResponseCompression
         for accepted in ["gzip", "GZIP", "gzip, deflate, br", "br;q=1.0, gzip;q=0.5", "x-gzip", "*", "deflate, *;q=0.1", " gzip ; q=1 ", "\tgzip\t", ",,gzip", "X-GZIP;Q=0.5", "gzip;q=", "gzip;level=1"] {
             #expect(Middleware.acceptsGzip(accepted), "\(accepted)")
         }
