@@ -160,8 +160,8 @@ import Glibc
                 case "serve":
                     fronts += 1
                     let cap = try #require(environment["SYNCGATE_LIVE_CONNECTIONS_TOTAL"].flatMap(Int.init), "\(label): the live-connection cap its memory is sized for")
-                    let needed = 256 << 20 + cap * 48 << 10 + 64 * bodyBytes
-                    #expect(limitBytes >= needed, "\(label): \(limit ?? "-") < 256 MiB + \(cap) x 48 KiB + 64 x \(bodyBytes) B")
+                    let needed = 256 << 20 + cap * 42 << 10 + 64 * bodyBytes
+                    #expect(limitBytes >= needed, "\(label): \(limit ?? "-") < 256 MiB + \(cap) x 42 KiB + 64 x \(bodyBytes) B")
                     #expect(initContainers.contains { $0["args"] as? [String] == ["migrate"] }, "\(label): migrations before the front starts")
                     #expect(environment["SYNCGATE_METRICS_PORT"] != nil, "\(label): /metrics on a port of its own")
                 case "worker":
