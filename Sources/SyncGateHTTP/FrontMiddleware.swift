@@ -6,9 +6,9 @@ import Tracing
 /// error (the authenticator's included), and answers compressed when the client accepts gzip.
 ///
 /// One middleware, not three: a waiting request's task keeps the async frames of every function
-/// on its path, and each costs it about one slab (1 KiB) of the task allocator. A middleware is
-/// three such functions (its protocol witness, its `handle`, Hummingbird's closure around it),
-/// so three middlewares held ~9 KiB per waiting long-poll (docs/performance-log.md).
+/// on its path, each costing it up to a slab (~1 KiB) of the task allocator, and a middleware is
+/// three such functions (its protocol witness, its `handle`, Hummingbird's closure around it).
+/// As one, an idle long-poll holds ~3 KiB less (docs/performance-log.md).
 struct FrontMiddleware: RouterMiddleware {
     typealias Context = SyncRequestContext
     let observation: RequestObservation
