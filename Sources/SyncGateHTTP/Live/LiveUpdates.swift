@@ -154,9 +154,10 @@ struct LiveUpdates: Sendable {
     private func answerAtOnce(
         _ page: PullResult, cursor: String?, registered: Set<Scope>, query: PullQuery, waiter: LiveWaiter, lingers: inout Bool
     ) -> (page: PullResult, cursor: String?)? {
-        guard !page.hasNews, Set(page.cursor.positions.keys).isSubset(of: registered) else {
+        let readsWatchedFeeds = Set(page.cursor.positions.keys).isSubset(of: registered)
+        guard !page.hasNews, readsWatchedFeeds else {
             var cursor = cursor
-            if let quiet = page.quietSuccessor, Set(page.cursor.positions.keys).isSubset(of: registered) {
+            if let quiet = page.quietSuccessor, readsWatchedFeeds {
                 let text = cursor ?? page.cursor.encoded()
                 lingers = linger(waiter, answered: page, quiet: quiet, query: query, cursor: text)
                 cursor = text
