@@ -18,6 +18,13 @@ package struct PullQuery: Sendable, Hashable {
         self.limit = limit
         self.entityTypes = entityTypes
     }
+
+    /// The same query from `cursor` on: the page after one that answered `cursor`.
+    package func continuing(at cursor: SyncCursor) -> PullQuery {
+        var next = self
+        next.cursor = cursor
+        return next
+    }
 }
 
 /// One row of a feed.

@@ -130,8 +130,7 @@ struct LiveUpdates: Sendable {
                 guard case .delivered(let wake) = outcome else {
                     return answerUnwoken(page, cursor: cursor, outcome: outcome, query: query, waiter: waiter, lingers: &lingers)
                 }
-                var next = query
-                next.cursor = page.cursor
+                let next = query.continuing(at: page.cursor)
                 if wake.scopesChanged || wake.resynchronize {
                     // The primary announced it: a read replica may not have replayed it yet.
                     page = try await store.pullLatest(next)
@@ -175,10 +174,8 @@ struct LiveUpdates: Sendable {
         _ page: PullResult, cursor: String?, outcome: WakeSignal.Outcome, query: PullQuery, waiter: LiveWaiter, lingers: inout Bool
     ) -> (page: PullResult, cursor: String?) {
         guard case .timedOut = outcome else { return (page, cursor) }
-        var next = query
-        next.cursor = page.cursor
         let text = cursor ?? page.cursor.encoded()
-        lingers = watcher.linger(waiter, answered: page, next: next, cursor: text)
+        lingers = watcher.linger(waiter, answered: page, next: query.continuing(at: page.cursor), cursor: text)
         return (page, text)
     }
 
@@ -201,9 +198,7 @@ struct LiveUpdates: Sendable {
     @inline(never)
     private func linger(_ waiter: LiveWaiter, answered page: PullResult, quiet: PullResult, query: PullQuery, cursor: String) -> Bool {
         guard watcher.arm(waiter, positions: page.cursor.positions, scopesVersion: page.scopesVersion, wakeIfBehind: false) else { return false }
-        var next = query
-        next.cursor = page.cursor
-        return watcher.linger(waiter, answered: quiet, next: next, cursor: cursor)
+        return watcher.linger(waiter, answered: quiet, next: query.continuing(at: page.cursor), cursor: cursor)
     }
 
     /// The page after `previous` when only feeds advanced: each advanced feed is read once after
