@@ -93,4 +93,15 @@ import SyncGateWire
         #expect(Base64URL.decode("A+") == nil)
         #expect(Base64URL.decode("AB==") == nil)
     }
+
+    /// The page after one that answered a cursor: the same query but its cursor.
+    @Test func aContinuingQueryKeepsAllButTheCursor() {
+        let query = PullQuery(userID: "alice:ü/1", deviceID: "d1", cursor: nil, limit: 7, entityTypes: ["foods", "meals"])
+        let next = query.continuing(at: cursor)
+        #expect(next.cursor == cursor)
+        var expected = query
+        expected.cursor = cursor
+        #expect(next == expected)
+        #expect(next.continuing(at: cursor) == next)
+    }
 }
