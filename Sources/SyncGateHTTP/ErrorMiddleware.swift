@@ -65,8 +65,8 @@ package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddlewar
     }
 
     /// The response to a request that failed with `error`. Out of line: its temporaries would
-    /// otherwise sit in the async frame of the middleware's `handle`, which every waiting
-    /// long-poll keeps.
+    /// otherwise sit in the async frame of its caller (`FrontMiddleware.handle` on the front),
+    /// which every waiting long-poll keeps.
     @inline(never)
     func answer(_ error: any Error, to request: Request, context: Context) -> Response {
         if let error = error as? HTTPError, error.status == .notFound {
