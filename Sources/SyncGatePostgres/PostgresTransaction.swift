@@ -14,8 +14,8 @@ final class PostgresTransaction: StorageTransaction {
     let now: Int64?
     /// On a Citus coordinator: statements split by where their tables live (PostgresDriver+Citus.swift).
     let citus: Bool
-    /// BEGIN and COMMIT count too.
-    private(set) var statementCount = 2
+    /// Statements so far, each a round trip; BEGIN and COMMIT count too.
+    private(set) var roundTrips = 2
 
     init(connection: PostgresConnection, now: Timestamp?, citus: Bool = false, logger: Logger) {
         self.connection = connection
@@ -26,14 +26,14 @@ final class PostgresTransaction: StorageTransaction {
 
     @discardableResult
     func query(_ query: PostgresQuery, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
-        statementCount += 1
+        roundTrips += 1
         return try await connection.query(query, logger: logger, file: file, line: line)
     }
 
     /// A prepared statement (see PostgresStatements.swift), its rows collected.
     @discardableResult
     func run<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
-        statementCount += 1
+        roundTrips += 1
         return try await connection.rows(statement, logger: logger)
     }
 

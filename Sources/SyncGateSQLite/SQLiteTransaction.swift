@@ -9,8 +9,9 @@ final class SQLiteTransaction: StorageTransaction {
     let driver: SQLiteDriver
     /// Milliseconds since the epoch: SQLite has no clock of its own here.
     let now: Int64
-    /// BEGIN and COMMIT count too.
-    private(set) var statementCount = 2
+    /// Accesses to the writer so far, BEGIN and COMMIT included: each is a hop to the writer's
+    /// queue and back, SQLite's round trip (its statements are calls into the library).
+    private(set) var roundTrips = 2
     private(set) var events: [StoreEvent] = []
 
     init(driver: SQLiteDriver, now: Timestamp) {
@@ -18,9 +19,9 @@ final class SQLiteTransaction: StorageTransaction {
         self.now = now.millisecondsSinceEpoch
     }
 
-    /// Runs one step's statements on the writer, counting them.
-    private func step<Result: Sendable>(statements: Int, _ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
-        statementCount += statements
+    /// Runs one step's statements on the writer, in one access.
+    private func step<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        roundTrips += 1
         return try await driver.onWriter(body)
     }
 
@@ -28,7 +29,7 @@ final class SQLiteTransaction: StorageTransaction {
         // The IMMEDIATE transaction already excludes every other writer: checking is locking.
         let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
         let keys = JSONValue.strings(scopes.map(\.key))
-        return try await step(statements: scopes.isEmpty ? 1 : 3) { db in
+        return try await step { db in
             var locks = ApplyLocks(jobs: [], heads: [:])
             locks.jobs = Set(
                 try Int64.fetchAll(
@@ -58,7 +59,7 @@ final class SQLiteTransaction: StorageTransaction {
 
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
         let keys = JSONValue.strings(scopes.map(\.key))
-        return try await step(statements: 2) { db in try Self.createFeeds(db, keys) }
+        return try await step { db in try Self.createFeeds(db, keys) }
     }
 
     func load(_ reads: ApplyReads) async throws -> ApplyRows {
@@ -66,7 +67,7 @@ final class SQLiteTransaction: StorageTransaction {
         let keys = JSONValue.rows(reads.idempotencyKeys.map { [.string($0.userID), .string($0.key)] })
         let households = JSONValue.strings(reads.households)
         let inputs = SQLiteDriver.entitySelect(reads.inputs)
-        return try await step(statements: inputs.branches == 0 ? 3 : 4) { db in
+        return try await step { db in
             var rows = ApplyRows()
             rows.entities = try entities.rows(db)
             rows.inputs = try inputs.rows(db)
@@ -96,12 +97,12 @@ final class SQLiteTransaction: StorageTransaction {
     func loadEntities(_ queries: [EntityQuery]) async throws -> [StoredEntityRow] {
         let select = SQLiteDriver.entitySelect(queries)
         guard select.branches > 0 else { return [] }
-        return try await step(statements: 1) { db in try select.rows(db) }
+        return try await step { db in try select.rows(db) }
     }
 
     func write(_ write: ApplyWrite) async throws {
         let now = self.now
-        try await step(statements: 6) { db in
+        try await step { db in
             try Self.writeEntities(db, write.entities, heads: write.heads)
             try Self.record(db, write.records, now: now)
             try Self.finish(db, write.finished, now: now)
@@ -111,67 +112,68 @@ final class SQLiteTransaction: StorageTransaction {
 
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws {
         guard !entities.isEmpty else { return }
-        try await step(statements: 3) { db in try Self.writeEntities(db, entities, heads: heads) }
+        try await step { db in try Self.writeEntities(db, entities, heads: heads) }
     }
 
-    /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
+    /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads,
+    /// a cached statement run per row: SQLite runs in process, so a statement is a library call,
+    /// not a round trip, and rows bound as parameters cost far less than rows read from a JSON
+    /// parameter with `json_each` (docs/performance-log.md, "SQLite: the apply's rows bound").
     private static func writeEntities(_ db: Database, _ entities: [EntityRowWrite], heads: [Scope: Int64]) throws {
         guard !entities.isEmpty else { return }
-        let list = JSONValue.rows(entities.map { write in
-            let entity = write.row
-            return [
-                .string(entity.scope), .string(entity.entityType), .string(entity.entityID), .int(entity.version),
-                entity.data.map(JSONValue.string) ?? .null, entity.meta.map(JSONValue.string) ?? .null,
-                .int(entity.clientTimestamp), .int(entity.updatedAt), .int(write.sequence), write.groupKey.map(JSONValue.string) ?? .null,
-                write.origin.map(JSONValue.string) ?? .null, write.writer.map(JSONValue.string) ?? .null,
-            ]
-        })
-        let headRows = JSONValue.rows(heads.sorted { $0.key < $1.key }.map { [.string($0.key.key), .int($0.value)] })
-        try db.execute(
-            cached: """
+        let upsert = try db.cachedStatement(
+            sql: """
                 INSERT INTO entities (scope, entity_type, entity_id, version, data, meta, client_ts, updated_at, group_key)
-                SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
-                       json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
-                       json_extract(value, '$[9]')
-                FROM json_each(?) WHERE true
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (scope, entity_type, entity_id) DO UPDATE SET
                     version = excluded.version, data = excluded.data, meta = excluded.meta,
                     client_ts = excluded.client_ts, updated_at = excluded.updated_at, group_key = excluded.group_key
-                """,
-            arguments: [list]
+                """
         )
-        try db.execute(
-            cached: """
+        let append = try db.cachedStatement(
+            sql: """
                 INSERT INTO changes (scope, seq, entity_type, entity_id, version, data, updated_at, committed_at, origin, writer)
-                SELECT json_extract(value, '$[0]'), json_extract(value, '$[8]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[7]'),
-                       -- Commit times: the clock, raised to the feed's newest change (migration 0004).
-                       max(\(SQLiteDriver.clockMilliseconds), coalesce((SELECT max(c.committed_at) FROM changes c WHERE c.scope = json_extract(value, '$[0]')), 0)),
-                       json_extract(value, '$[10]'), json_extract(value, '$[11]')
-                FROM json_each(?)
-                """,
-            arguments: [list]
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
         )
-        try db.execute(
-            cached: """
-                UPDATE feeds SET head = (SELECT json_extract(value, '$[1]') FROM json_each(?) WHERE json_extract(value, '$[0]') = feeds.scope)
-                WHERE scope IN (SELECT json_extract(value, '$[0]') FROM json_each(?))
-                """,
-            arguments: [headRows, headRows]
-        )
+        // Commit times: the clock, raised to the feed's newest change (migration 0004); one for
+        // all of a feed's changes in this write.
+        let clock = try Int64.fetchOne(db, cached: "SELECT \(SQLiteDriver.clockMilliseconds)") ?? 0
+        let newest = try db.cachedStatement(sql: "SELECT coalesce(max(committed_at), 0) FROM changes WHERE scope = ?")
+        var committedAt: [String: Int64] = [:]
+        for write in entities {
+            let entity = write.row
+            let commitTime: Int64
+            if let known = committedAt[entity.scope] {
+                commitTime = known
+            } else {
+                commitTime = max(clock, try Int64.fetchOne(newest, arguments: [entity.scope]) ?? 0)
+                committedAt[entity.scope] = commitTime
+            }
+            try upsert.execute(arguments: [
+                entity.scope, entity.entityType, entity.entityID, entity.version, entity.data, entity.meta,
+                entity.clientTimestamp, entity.updatedAt, write.groupKey,
+            ])
+            try append.execute(arguments: [
+                entity.scope, write.sequence, entity.entityType, entity.entityID, entity.version, entity.data,
+                entity.updatedAt, commitTime, write.origin, write.writer,
+            ])
+        }
+        let advance = try db.cachedStatement(sql: "UPDATE feeds SET head = ? WHERE scope = ?")
+        for (scope, head) in heads.sorted(by: { $0.key < $1.key }) {
+            try advance.execute(arguments: [head, scope.key])
+        }
     }
 
     /// A plain INSERT, as on PostgreSQL: a key recorded twice aborts the transaction.
     private static func record(_ db: Database, _ records: [IdempotencyRecord], now: Int64) throws {
         guard !records.isEmpty else { return }
-        let list = JSONValue.rows(records.map { [.string($0.userID), .string($0.key), $0.version.map(JSONValue.int) ?? .null] })
-        try db.execute(
-            cached: """
-                INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at)
-                SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?)
-                """,
-            arguments: [now, list]
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO applied_operations (user_id, idempotency_key, version, applied_at) VALUES (?, ?, ?, ?)"
         )
+        for record in records {
+            try insert.execute(arguments: [record.userID, record.key, record.version, now])
+        }
     }
 
     /// Finishes jobs with their results and advances their devices' watermarks.
@@ -215,7 +217,7 @@ final class SQLiteTransaction: StorageTransaction {
             household.members.sorted { $0.key < $1.key }.map { [.string(household.id), .string($0.key), .string($0.value.rawValue)] }
         })
         let ids = JSONValue.strings(households.map(\.id))
-        try await step(statements: 3) { db in
+        try await step { db in
             try db.execute(
                 cached: """
                     INSERT INTO households (household_id, owner_id, archived, created_at, updated_at)
@@ -248,12 +250,12 @@ final class SQLiteTransaction: StorageTransaction {
 
     func finishJob(_ job: FinishedJob, error: String?) async throws {
         let now = self.now
-        try await step(statements: 2) { db in try Self.finish(db, [job], error: error, now: now) }
+        try await step { db in try Self.finish(db, [job], error: error, now: now) }
     }
 
     func retryJob(id: Int64, delayMilliseconds: Int64, error: String) async throws {
         let now = self.now
-        try await step(statements: 1) { db in
+        try await step { db in
             try db.execute(
                 cached: """
                     UPDATE jobs SET state = 'retrying', run_at = ?, last_error = ?, lease_owner = NULL, lease_token = NULL,
@@ -267,7 +269,7 @@ final class SQLiteTransaction: StorageTransaction {
 
     func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>] {
         let now = self.now
-        return try await step(statements: 1) { db in
+        return try await step { db in
             try Row.fetchAll(
                 db,
                 cached: "SELECT \(SQLiteDriver.claimedColumns) FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY id LIMIT ?",
@@ -278,7 +280,7 @@ final class SQLiteTransaction: StorageTransaction {
 
     func lockWaitingJob(id: Int64) async throws -> JobDetail? {
         // The transaction holds SQLite's write lock: no claim runs beside it.
-        try await step(statements: 1) { db in
+        try await step { db in
             try Row.fetchOne(
                 db, cached: "SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')", arguments: [id]
             ).map(SQLiteDriver.jobDetail)
@@ -288,7 +290,7 @@ final class SQLiteTransaction: StorageTransaction {
     func eraseUser(_ userID: String, households: [String]) async throws -> ErasedUser {
         let scope = Scope.user(userID).key
         let householdScopes = JSONValue.array(households.map { .string(Scope.household($0).key) }).serialized()
-        return try await step(statements: 12) { db in
+        return try await step { db in
             var erased = ErasedUser()
             func count(_ sql: String, _ arguments: StatementArguments) throws -> Int {
                 try db.execute(sql: sql, arguments: arguments)
@@ -317,7 +319,7 @@ final class SQLiteTransaction: StorageTransaction {
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
         let now = self.now
         let list = JSONValue.array((ids ?? []).map(JSONValue.int)).serialized()
-        return try await step(statements: 1) { db in
+        return try await step { db in
             try db.execute(
                 cached: """
                     UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?, results = NULL, finished_at = NULL,
@@ -331,7 +333,7 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await step(statements: 5) { db in
+        try await step { db in
             let purged = try Row.fetchAll(
                 db,
                 cached: """
@@ -377,7 +379,7 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     func bumpResyncEpoch(userID: String?) async throws {
-        try await step(statements: 1) { db in
+        try await step { db in
             if let userID {
                 try db.execute(
                     cached: "INSERT INTO users (user_id, resync_epoch) VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET resync_epoch = users.resync_epoch + 1",
@@ -392,7 +394,7 @@ final class SQLiteTransaction: StorageTransaction {
     func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64] {
         guard !userIDs.isEmpty else { return [:] }
         let list = JSONValue.strings(userIDs.sorted())
-        return try await step(statements: 2) { db in
+        return try await step { db in
             try db.execute(
                 cached: """
                     INSERT INTO users (user_id, scopes_version) SELECT value, 1 FROM json_each(?) WHERE true

@@ -119,9 +119,9 @@ package enum EnqueueResult: Sendable, Hashable {
 }
 
 package enum ApplyOutcome: Sendable, Hashable {
-    /// Committed. `statements` counts the database statements the transaction needed, which does
-    /// not grow with the job's number of operations.
-    case done([OperationResult], statements: Int)
+    /// Committed. `roundTrips` counts the transaction's round trips to the database
+    /// (``StorageTransaction/roundTrips``), which do not grow with the job's number of operations.
+    case done([OperationResult], roundTrips: Int)
     /// The lease expired and the job was rescued (or finished) elsewhere; nothing was written.
     case leaseLost
 }

@@ -306,13 +306,13 @@ package final class Worker: Service {
         var logger = logger
         logger[metadataKey: "syncgate.job"] = "\(job.id)"
         switch outcome {
-        case .done(let results, let statements):
+        case .done(let results, let roundTrips):
             metrics.attempt(.done)
             metrics.applyDuration.record(duration: duration)
             metrics.pushToApply.recordMilliseconds(max(0, Timestamp.now().millisecondsSinceEpoch - job.createdAt.millisecondsSinceEpoch))
             metrics.operations(results, collections: collections)
             logger.debug("job applied", metadata: [
-                "syncgate.operations": "\(results.count)", "syncgate.statements": "\(statements)", "syncgate.duration": "\(duration)",
+                "syncgate.operations": "\(results.count)", "syncgate.round_trips": "\(roundTrips)", "syncgate.duration": "\(duration)",
             ])
         case .leaseLost:
             metrics.attempt(.leaseLost)

@@ -26,7 +26,7 @@ import SyncGateConcurrency
     }
 
     /// While any job of the group is still being written, none is visible as finished: they
-    /// commit together. And each job's statements are those of one job alone.
+    /// commit together. And each job's round trips are those of one job alone.
     @Test(arguments: Driver.selected)
     func jobsThatShareNoFeedCommitTogether(_ driver: Driver) async throws {
         let store = Locked<SyncStore?>(nil)
@@ -52,7 +52,7 @@ import SyncGateConcurrency
             var counts: Set<Int> = []
             for outcome in outcomes {
                 #expect(try Self.results(outcome).map(\.outcome) == ["applied", "applied"])
-                if case .success(.done(_, let statements)) = outcome { counts.insert(statements) }
+                if case .success(.done(_, let roundTrips)) = outcome { counts.insert(roundTrips) }
             }
             #expect(seenDuringApply.value.count == 4)
             #expect(seenDuringApply.value.values.allSatisfy { $0 == [.running, .running, .running] }, "\(seenDuringApply.value)")
@@ -60,7 +60,7 @@ import SyncGateConcurrency
                 #expect(try await harness.store.job(id: id, userID: user)?.state == .done)
                 #expect(try await harness.pullAll(user: user).changes.map(\.entityID).sorted() == ["c-\(user)", "w-\(user)"])
             }
-            // The same shape alone takes as many statements: the group's are the transaction's.
+            // The same shape alone takes as many round trips: the group's are the transaction's.
             watched.update { $0 = [] }
             _ = try await harness.push([Op.create("weightLogs", "w-u5", ["kg": 70]), Op.create("contacts", "c-u5", ["name": "x"])], user: "u5")
             let alone = await Self.together(harness, try await Self.claim(harness, 1))

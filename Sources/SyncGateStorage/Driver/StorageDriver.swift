@@ -215,8 +215,10 @@ package protocol StorageDriver: Sendable {
 /// ``load(_:)`` could not know of) and ``write(_:)``, for one job or for several jobs of
 /// different users applied together.
 package protocol StorageTransaction: AnyObject {
-    /// Statements run so far (a job's apply must not need more for more operations).
-    var statementCount: Int { get }
+    /// Round trips to the database so far, BEGIN and COMMIT included (a job's apply must not need
+    /// more for more operations): statements on PostgreSQL; accesses to the writer on SQLite,
+    /// whose statements are calls into the library in process.
+    var roundTrips: Int { get }
 
     /// Locks the jobs still `running` under their leases, then creates the missing feeds of
     /// `feeds` and locks them in the given (sorted) order: writers of a feed serialise here.

@@ -267,8 +267,8 @@ extension SyncStore {
         for (job, sequences) in zip(held, sequences) {
             try await hooks.midApply(job.job, sequences)
         }
-        let statements = transaction.statementCount
-        for (job, outcome) in zip(held, outcomesOfJobs) { outcomes[job.job.id] = .done(outcome.results, statements: statements) }
+        let roundTrips = transaction.roundTrips
+        for (job, outcome) in zip(held, outcomesOfJobs) { outcomes[job.job.id] = .done(outcome.results, roundTrips: roundTrips) }
         return outcomes
     }
 
