@@ -134,20 +134,22 @@ package final class SQLiteDriver: StorageDriver, Service {
 
     /// A write transaction spanning several accesses: the writer lock keeps every other write out
     /// until it commits or rolls back; its announcements are published only after the commit.
+    /// Its first step begins it (``SQLiteTransaction``), one hop to the writer fewer; a body that
+    /// makes none has nothing to commit.
     package func transaction<Result: Sendable>(
         now: Timestamp?,
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {
         try await writer.withLock {
-            try await onWriter { try $0.execute(cached: "BEGIN IMMEDIATE") }
             let transaction = SQLiteTransaction(driver: self, now: now ?? .now())
             do {
                 let result = try await body(transaction)
-                try await onWriter { try $0.execute(cached: "COMMIT") }
+                if transaction.begun { try await onWriter { try $0.execute(cached: "COMMIT") } }
                 notifier.publish(transaction.events)
                 return result
             } catch {
-                _ = try? await onWriter { try $0.execute(cached: "ROLLBACK") }
+                // A first step that failed may have begun the transaction before its statements.
+                if transaction.begun { _ = try? await onWriter { db in if !db.isInsideTransaction { return }; try db.execute(cached: "ROLLBACK") } }
                 throw error
             }
         }

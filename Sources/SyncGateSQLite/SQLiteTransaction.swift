@@ -9,9 +9,11 @@ final class SQLiteTransaction: StorageTransaction {
     let driver: SQLiteDriver
     /// Milliseconds since the epoch: SQLite has no clock of its own here.
     let now: Int64
-    /// Accesses to the writer so far, BEGIN and COMMIT included: each is a hop to the writer's
-    /// queue and back, SQLite's round trip (its statements are calls into the library).
-    private(set) var roundTrips = 2
+    /// Accesses to the writer so far, COMMIT included: each is a hop to the writer's queue and
+    /// back, SQLite's round trip (its statements are calls into the library).
+    private(set) var roundTrips = 1
+    /// Whether the first step has run: it begins the transaction, in the same access.
+    private(set) var begun = false
     private(set) var events: [StoreEvent] = []
 
     init(driver: SQLiteDriver, now: Timestamp) {
@@ -19,9 +21,16 @@ final class SQLiteTransaction: StorageTransaction {
         self.now = now.millisecondsSinceEpoch
     }
 
-    /// Runs one step's statements on the writer, in one access.
+    /// Runs one step's statements on the writer, in one access; the first begins the transaction.
     private func step<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         roundTrips += 1
+        guard begun else {
+            begun = true
+            return try await driver.onWriter { db in
+                try db.execute(cached: "BEGIN IMMEDIATE")
+                return try body(db)
+            }
+        }
         return try await driver.onWriter(body)
     }
 
