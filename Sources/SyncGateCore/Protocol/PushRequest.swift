@@ -101,18 +101,8 @@ package struct PushRequest: Sendable, Hashable {
         let key = try requiredString("idempotency_key", maximumLength: IdentifierLimits.idempotencyKey)
         let entityType = try requiredString("entity_type", maximumLength: IdentifierLimits.entityType)
         let entityID = try requiredString("entity_id", maximumLength: IdentifierLimits.entityID)
-        let intentName = try requiredString("intent", maximumLength: 16)
-        guard let intent = SyncOperation.Intent(rawValue: intentName) else {
-            throw ProtocolError(.validationError, "\(path).intent must be one of create, update, delete")
-        }
-
-        var baseVersion: Int64 = 0
-        if let value = object["base_version"], !value.isNull {
-            guard let version = value.integerValue, version >= 0 else {
-                throw ProtocolError(.validationError, "\(path).base_version must be a non-negative integer")
-            }
-            baseVersion = version
-        }
+        let intent = try SyncOperation.Intent.named(try requiredString("intent", maximumLength: 16), field: "\(path).intent")
+        let baseVersion = try object.version("base_version", path: path)
 
         var data: JSONObject?
         if intent != .delete {
@@ -195,5 +185,26 @@ package enum IdentifierLimits {
     /// looked up in the property tables for every scalar of every identifier.
     package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+}
+
+extension SyncOperation.Intent {
+    /// The intent `name` names; a validation error about `field` otherwise.
+    package static func named(_ name: String, field: String) throws(ProtocolError) -> Self {
+        guard let intent = Self(rawValue: name) else {
+            throw ProtocolError(.validationError, "\(field) must be one of create, update, delete")
+        }
+        return intent
+    }
+}
+
+extension JSONObject {
+    /// The version in `field` of the object at `path`: a non-negative integer, 0 when absent or null.
+    package func version(_ field: String, path: String) throws(ProtocolError) -> Int64 {
+        guard let value = self[field], !value.isNull else { return 0 }
+        guard let version = value.integerValue, version >= 0 else {
+            throw ProtocolError(.validationError, "\(path).\(field) must be a non-negative integer")
+        }
+        return version
     }
 }

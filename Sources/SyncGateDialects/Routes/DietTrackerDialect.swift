@@ -76,17 +76,8 @@ package enum DietTrackerDialect {
         }
         let collection = try string("collection")!
         let documentID = try string("documentId")!
-        let operationName = try string("operation")!
-        guard let operation = SyncOperation.Intent(rawValue: operationName) else {
-            throw ProtocolError(.validationError, "\(path).operation must be one of create, update, delete")
-        }
-        var version: Int64 = 0
-        if let value = object["version"], !value.isNull {
-            guard let number = value.integerValue, number >= 0 else {
-                throw ProtocolError(.validationError, "\(path).version must be a non-negative integer")
-            }
-            version = number
-        }
+        let operation = try SyncOperation.Intent.named(try string("operation")!, field: "\(path).operation")
+        let version = try object.version("version", path: path)
         let timestamp = try string("timestamp", required: false)
         let household = try string("householdId", required: false)
         let data = object["data"].flatMap { $0.isNull ? nil : $0 }
