@@ -7,9 +7,7 @@ package import SyncGateStorage
 extension PostgresDriver {
     /// The migrations of `sql/postgres/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    package static let migrations: [Migration] = PostgresSchema.files.map {
-        Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
-    }
+    package static let migrations = Migration.embedded(PostgresSchema.files)
 
     package var migrations: [Migration] { Self.migrations }
 

@@ -10,9 +10,7 @@ package import SyncGateStorage
 extension SQLiteDriver {
     /// The migrations of `sql/sqlite/`, embedded in the binary, in order. A test checks that the
     /// folder and this list agree (every file embedded, numbered without gaps).
-    package static let migrations: [Migration] = SQLiteSchema.files.map {
-        Migration(version: $0.version, name: $0.name, bytes: $0.sql, breaksOlderServers: $0.breaksOlderServers)
-    }
+    package static let migrations = Migration.embedded(SQLiteSchema.files)
 
     package var migrations: [Migration] { Self.migrations }
 

@@ -87,9 +87,9 @@ package struct Migration: Sendable, Hashable {
         self.breaksOlderServers = breaksOlderServers
     }
 
-    /// A migration from its embedded file.
-    package init(version: Int, name: String, bytes: [UInt8], breaksOlderServers: Bool = true) {
-        self.init(version: version, name: name, sql: String(decoding: bytes, as: UTF8.self), breaksOlderServers: breaksOlderServers)
+    /// A driver's migrations from the files its schema target embeds (`sql/<driver>/`), in order.
+    package static func embedded(_ files: [(version: Int, name: String, breaksOlderServers: Bool, sql: [UInt8])]) -> [Migration] {
+        files.map { Migration(version: $0.version, name: $0.name, sql: String(decoding: $0.sql, as: UTF8.self), breaksOlderServers: $0.breaksOlderServers) }
     }
 
     /// The oldest version a server may be built for to use a database migrated to `version`.
