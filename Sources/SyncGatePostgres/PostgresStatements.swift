@@ -420,6 +420,23 @@ struct PullContextStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
+/// The rows of ``ReadChangesStatement`` and ``ReadFeedsStatement``: first a floor row (kind 0)
+/// per feed read, then the change rows (kind 1), each with its read's ordinal. `$1` holds the
+/// reads' scopes and `$3` the entity types (`NULL`: all); a lateral join over `feedChanges`
+/// gives each read one index range.
+enum FeedReadRows {
+    static let floors = """
+        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor, NULL::text
+        FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
+        """
+    static let changes = "SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.origin"
+    static let feedChanges = """
+        SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes c
+        WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
+        """
+    typealias Row = (Int, Int64, Int64?, String?, String?, Int64?, String?, Int64?, String?)
+}
+
 /// A page of changes, in one statement (one snapshot): the floor of every feed of the reads,
 /// then each feed's changes after its position in feed order, `limit + 1` rows in all at most —
 /// a feed gets at most one row more than the page still has room for, and the feeds after the
@@ -429,19 +446,14 @@ struct PullContextStatement: PostgresPreparedStatement {
 struct ReadChangesStatement: PostgresPreparedStatement {
     static let name = "sg_read_changes"
     static let sql = """
-        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor, NULL::text
-        FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
+        \(FeedReadRows.floors)
         UNION ALL
-        (SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.origin
+        (\(FeedReadRows.changes)
          FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(scope, after, ord)
-         CROSS JOIN LATERAL (
-             SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes c
-             WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
-             ORDER BY c.seq LIMIT $4::bigint + 1
-         ) c
+         CROSS JOIN LATERAL (\(FeedReadRows.feedChanges) ORDER BY c.seq LIMIT $4::bigint + 1) c
          LIMIT $4::bigint + 1)
         """
-    typealias Row = (Int, Int64, Int64?, String?, String?, Int64?, String?, Int64?, String?)
+    typealias Row = FeedReadRows.Row
 
     var reads: [PullPlan.FeedRead]
     var types: [String]?
@@ -457,18 +469,13 @@ struct ReadChangesStatement: PostgresPreparedStatement {
 struct ReadFeedsStatement: PostgresPreparedStatement {
     static let name = "sg_read_feeds"
     static let sql = """
-        SELECT 0, r.ord, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, f.floor, NULL::text
-        FROM unnest($1::text[]) WITH ORDINALITY AS r(scope, ord) JOIN feeds f ON f.scope = r.scope
+        \(FeedReadRows.floors)
         UNION ALL
-        SELECT 1, r.ord, c.seq, c.entity_type, c.entity_id, c.version, c.data::text, c.updated_at, c.origin
+        \(FeedReadRows.changes)
         FROM unnest($1::text[], $2::bigint[], $4::bigint[]) WITH ORDINALITY AS r(scope, after, lim, ord)
-        CROSS JOIN LATERAL (
-            SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes c
-            WHERE c.scope = r.scope AND c.seq > r.after AND ($3::text[] IS NULL OR c.entity_type = ANY($3::text[]))
-            ORDER BY c.seq LIMIT r.lim
-        ) c
+        CROSS JOIN LATERAL (\(FeedReadRows.feedChanges) ORDER BY c.seq LIMIT r.lim) c
         """
-    typealias Row = ReadChangesStatement.Row
+    typealias Row = FeedReadRows.Row
 
     /// Requests of the same types (one statement per distinct set).
     var requests: [FeedReadRequest]
