@@ -135,19 +135,25 @@ private struct Reader {
             index += 1
             skipWhitespace()
             members.append((key, try parseValue(depth: depth)))
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            guard bytes[index] == UInt8(ascii: "}") else { throw error("expected ',' or '}'") }
-            index += 1
+            guard try closes(UInt8(ascii: "}")) else { continue }
             var object = [String: JSONValue](minimumCapacity: members.count - first)
             for member in members[first...] { object[member.key] = member.value }
             members.removeSubrange(first...)
             return .object(object)
         }
+    }
+
+    /// After a container's member: consumes a `,` (`false`: another member follows) or `close`
+    /// (`true`: the container ends).
+    mutating func closes(_ close: UInt8) throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        let byte = bytes[index]
+        guard byte == UInt8(ascii: ",") || byte == close else {
+            throw error(close == UInt8(ascii: "}") ? "expected ',' or '}'" : "expected ',' or ']'")
+        }
+        index += 1
+        return byte == close
     }
 
     mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
@@ -162,14 +168,7 @@ private struct Reader {
         while true {
             skipWhitespace()
             items.append(try parseValue(depth: depth))
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            guard bytes[index] == UInt8(ascii: "]") else { throw error("expected ',' or ']'") }
-            index += 1
+            guard try closes(UInt8(ascii: "]")) else { continue }
             return .array(items)
         }
     }
@@ -222,17 +221,9 @@ private struct Reader {
         while true {
             skipWhitespace()
             try member(&self, &output)
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                output.append(UInt8(ascii: ","))
-                continue
-            }
-            guard bytes[index] == close else { throw error(close == UInt8(ascii: "}") ? "expected ',' or '}'" : "expected ',' or ']'") }
-            index += 1
-            output.append(close)
-            return
+            let closed = try closes(close)
+            output.append(closed ? close : UInt8(ascii: ","))
+            if closed { return }
         }
     }
 
