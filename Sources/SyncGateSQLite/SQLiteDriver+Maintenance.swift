@@ -112,9 +112,7 @@ extension SQLiteDriver {
         let now = (now ?? .now()).millisecondsSinceEpoch
         return try await read { db in
             var stats = StoreStats()
-            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM jobs WHERE state IN \(Self.unfinished) GROUP BY state") {
-                if let state = JobState(rawValue: row["state"]) { stats.jobsByState[state] = row["n"] }
-            }
+            stats.jobsByState = try Self.jobsByState(db, where: "state IN \(Self.unfinished)")
             stats.oldestQueuedAgeMilliseconds = try Int64.fetchOne(
                 db, sql: "SELECT ? - min(created_at) FROM jobs WHERE state IN ('queued', 'retrying')", arguments: [now]
             )
@@ -122,13 +120,20 @@ extension SQLiteDriver {
         }
     }
 
+    /// Jobs counted by state, of those `condition` (constant SQL) selects.
+    private static func jobsByState(_ db: Database, where condition: String) throws -> [JobState: Int] {
+        var counts: [JobState: Int] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM jobs WHERE \(condition) GROUP BY state") {
+            if let state = JobState(rawValue: row["state"]) { counts[state] = row["n"] }
+        }
+        return counts
+    }
+
     package func stats(now: Timestamp?) async throws -> StoreStats {
         let now = (now ?? .now()).millisecondsSinceEpoch
         return try await read { db in
             var stats = StoreStats()
-            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM jobs GROUP BY state") {
-                if let state = JobState(rawValue: row["state"]) { stats.jobsByState[state] = row["n"] }
-            }
+            stats.jobsByState = try Self.jobsByState(db, where: "true")
             if let row = try Row.fetchOne(
                 db,
                 sql: """
