@@ -12,6 +12,12 @@ extension AdminCommand {
             subcommands: [Create.self, List.self, Pause.self, Resume.self, Replay.self, Delete.self]
         )
 
+        /// Runs `change` on the subscription `name` and reports it as `verb`; an unknown name is an error.
+        static func change(_ name: String, _ common: Common, _ verb: String, _ change: @Sendable (SyncStore) async throws -> Bool) async throws {
+            guard try await common.withStore(change) else { throw ValidationError("no subscription is named '\(name)'") }
+            common.report("\(verb) webhook '\(name)'", json: [verb: .string(name)])
+        }
+
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Subscribe a receiver URL and print its signing secret (whsec_…); it is shown only this once.")
@@ -69,10 +75,7 @@ extension AdminCommand {
             @Argument(help: "The subscription's name") var name: String
 
             func run() async throws {
-                guard try await common.withStore({ try await $0.pauseWebhook(name: name, reason: "paused by an operator") }) else {
-                    throw ValidationError("no subscription is named '\(name)'")
-                }
-                common.report("paused webhook '\(name)'", json: ["paused": .string(name)])
+                try await Webhooks.change(name, common, "paused") { try await $0.pauseWebhook(name: name, reason: "paused by an operator") }
             }
         }
 
@@ -82,10 +85,7 @@ extension AdminCommand {
             @Argument(help: "The subscription's name") var name: String
 
             func run() async throws {
-                guard try await common.withStore({ try await $0.resumeWebhook(name: name) }) else {
-                    throw ValidationError("no subscription is named '\(name)'")
-                }
-                common.report("resumed webhook '\(name)'", json: ["resumed": .string(name)])
+                try await Webhooks.change(name, common, "resumed") { try await $0.resumeWebhook(name: name) }
             }
         }
 
@@ -111,10 +111,7 @@ extension AdminCommand {
             @Argument(help: "The subscription's name") var name: String
 
             func run() async throws {
-                guard try await common.withStore({ try await $0.deleteWebhook(name: name) }) else {
-                    throw ValidationError("no subscription is named '\(name)'")
-                }
-                common.report("deleted webhook '\(name)'", json: ["deleted": .string(name)])
+                try await Webhooks.change(name, common, "deleted") { try await $0.deleteWebhook(name: name) }
             }
         }
     }
