@@ -9,8 +9,9 @@ final class SQLiteTransaction: StorageTransaction {
     let driver: SQLiteDriver
     /// Milliseconds since the epoch: SQLite has no clock of its own here.
     let now: Int64
-    /// Accesses to the writer so far, COMMIT included: each is a hop to the writer's queue and
-    /// back, SQLite's round trip (its statements are calls into the library).
+    /// Accesses to the writer so far, the COMMIT that follows the steps included: each is a hop
+    /// to the writer's queue and back, SQLite's round trip (its statements are calls into the
+    /// library).
     private(set) var roundTrips = 1
     /// Whether the first step has run: it begins the transaction, in the same access.
     private(set) var begun = false

@@ -215,9 +215,9 @@ package protocol StorageDriver: Sendable {
 /// ``load(_:)`` could not know of) and ``write(_:)``, for one job or for several jobs of
 /// different users applied together.
 package protocol StorageTransaction: AnyObject {
-    /// Round trips to the database so far, BEGIN and COMMIT included (a job's apply must not need
-    /// more for more operations): statements on PostgreSQL; accesses to the writer on SQLite,
-    /// whose statements are calls into the library in process.
+    /// Round trips to the database so far, the commit's included (a job's apply must not need
+    /// more for more operations): statements on PostgreSQL, BEGIN among them; accesses to the
+    /// writer on SQLite, whose statements are calls into the library in process.
     var roundTrips: Int { get }
 
     /// Locks the jobs still `running` under their leases, then creates the missing feeds of

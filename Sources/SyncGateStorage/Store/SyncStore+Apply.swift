@@ -5,7 +5,7 @@ package import Tracing
 import SyncGateConcurrency
 
 extension SyncStore {
-    /// Applies a job in one transaction whose statement count does not grow with its operations
+    /// Applies a job in one transaction whose round trips do not grow with its operations
     /// (see ``apply(_:collections:now:)-([(job:context:)]...)``).
     ///
     /// When the database refuses what one operation would store (an error retrying cannot fix,
