@@ -93,11 +93,13 @@ extension SQLiteDriver {
         }
     }
 
-    /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all finished.
+    /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all
+    /// finished. Its commit does not sync the log: a claim lost in a power cut only runs the job
+    /// again (docs/job-states.md).
     package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJob<String>] {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let token = UUID().uuidString
-        return try await write { db in
+        return try await write(durable: false) { db in
             try Row.fetchAll(
                 db,
                 cached: """
@@ -122,7 +124,8 @@ extension SQLiteDriver {
     package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
         let now = (now ?? .now()).millisecondsSinceEpoch
         let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
-        try await write { db in
+        // Not synced: a lease extension lost in a power cut lets the job be rescued and run again.
+        try await write(durable: false) { db in
             try db.execute(
                 cached: """
                     UPDATE jobs SET lease_expires_at = ?, updated_at = ?

@@ -24,6 +24,29 @@ import Testing
         #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
     }
 
+    /// A claim or a lease extension commits without syncing the log (`durable: false`: lost in a
+    /// power cut, it only runs a job again); every other write syncs its commit, after a relaxed
+    /// one and after a relaxed one that failed.
+    @Test func onlyClaimsAndLeasesCommitWithoutASync() async throws {
+        let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let driver = try SQLiteDriver(path: path, logger: TestDatabases.logger)
+        #expect(try await driver.write(durable: false) { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 1)
+        #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) { try await driver.write(durable: false) { _ in throw Refused() } }
+        #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+        // After a real claim and lease extension, too.
+        let store = SyncStore(driver: driver, logger: TestDatabases.logger)
+        _ = try await store.migrate(logger: TestDatabases.logger)
+        let job = QueuedJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 5)
+        guard case .accepted = try await store.enqueue(job, limits: .init()) else { throw TestEnvironmentError(description: "not enqueued") }
+        let claimed = try await store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 60_000)
+        #expect(claimed.count == 1)
+        try await driver.extendLeases(claimed.map(\.lease), leaseMilliseconds: 60_000, now: nil)
+        #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+    }
+
     /// The writer copies the log into the file every 10,000 pages (~40 MiB), not SQLite's 1,000:
     /// ten times fewer copies, each of fewer pages per change (see `SQLiteDriver.checkpointPages`).
     @Test func theLogIsCheckpointedEveryTenThousandPages() async throws {
