@@ -4,7 +4,7 @@ package import Logging
 import PostgresNIO
 package import SyncGateCore
 package import SyncGateWire
-import SyncGatePostgres
+package import SyncGatePostgres
 import SyncGateSQLite
 package import SyncGateStorage
 package import SyncGateWorker
@@ -103,14 +103,11 @@ package struct StoreHarness: Sendable {
         let storeClock = clock.map(StoreClock.manual) ?? .database
         switch url {
         case .postgres(let location):
-            // Unless asked for the production deadlines (5 s / 15 s), far longer ones: a fully
-            // parallel run on a 2-core CI machine stalls single calls for seconds, and most tests
-            // are not about deadlines. The queue depth is read fresh for every push.
-            var configuration = PostgresDriver.Configuration(location: location, maximumConnections: 16, queueDepthCacheDuration: .zero)
-            if !productionDeadlines {
-                configuration.requestTimeout = .seconds(30)
-                configuration.jobTimeout = .seconds(90)
-            }
+            // The queue depth is read fresh for every push.
+            var configuration = productionDeadlines
+                ? PostgresDriver.Configuration(location: location, maximumConnections: 16)
+                : .forTests(location, maximumConnections: 16)
+            configuration.queueDepthCacheDuration = .zero
             if let requestDeadline { configuration.requestTimeout = requestDeadline }
             if let listenerReconnectDelay { configuration.listenerReconnectDelay = listenerReconnectDelay }
             let driver = PostgresDriver(configuration: configuration, logger: logger)
@@ -292,5 +289,19 @@ extension Sequence where Element: Sendable {
         var results: [T] = []
         for element in self { results.append(try await transform(element)) }
         return results
+    }
+}
+
+extension PostgresDriver.Configuration {
+    /// A driver's configuration with deadlines far longer than the server's own (5 s / 15 s), for
+    /// tests that are not about deadlines: a fully parallel run on a 2-core CI machine (under
+    /// `stress-ng` too) stalls single calls for seconds.
+    package static func forTests(
+        _ location: DatabaseURL.PostgresLocation, maximumConnections: Int, keepsAConnection: Bool = false
+    ) -> Self {
+        var configuration = Self(location: location, maximumConnections: maximumConnections, keepsAConnection: keepsAConnection)
+        configuration.requestTimeout = .seconds(30)
+        configuration.jobTimeout = .seconds(90)
+        return configuration
     }
 }

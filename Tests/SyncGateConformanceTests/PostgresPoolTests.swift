@@ -18,7 +18,7 @@ import Testing
     @Test func sessionsNameTheirPool() async throws {
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
-        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: 2), logger: StoreHarness.logger)
+        let driver = PostgresDriver(configuration: .forTests(location, maximumConnections: 2), logger: StoreHarness.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await driver.run() }
             defer { group.cancelAll() }
@@ -35,7 +35,7 @@ import Testing
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
         let driver = PostgresDriver(
-            configuration: .init(location: location, maximumConnections: 5, keepsAConnection: true), logger: StoreHarness.logger
+            configuration: .forTests(location, maximumConnections: 5, keepsAConnection: true), logger: StoreHarness.logger
         )
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
         // The pool's sessions: the ones counted are the ones ended.

@@ -187,7 +187,7 @@ import Testing
         try await StoreHarness.withExisting(url) { harness in
             try await harness.execute("ALTER TABLE entities SET (autovacuum_enabled = false)")
         }
-        let driver = PostgresDriver(configuration: .init(location: location, maximumConnections: 1), logger: StoreHarness.logger)
+        let driver = PostgresDriver(configuration: .forTests(location, maximumConnections: 1), logger: StoreHarness.logger)
         let store = SyncStore(driver: driver, logger: StoreHarness.logger)
         let collections = Collections.default
         func apply(_ operations: [SyncOperation], user: String) async throws {
