@@ -115,7 +115,7 @@ package final class SQLiteDriver: StorageDriver, Service {
     ) async throws -> Result {
         try await writer.withLock {
             try await onWriter(pool) { db in
-                if !durable { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                if !durable { try db.execute(cached: "PRAGMA synchronous = NORMAL") }
                 let outcome = Swift.Result<Result, any Error> {
                     var result: Result?
                     try db.inTransaction(.immediate) {
@@ -125,7 +125,7 @@ package final class SQLiteDriver: StorageDriver, Service {
                     return result!
                 }
                 // Every other write syncs its commit (`SQLiteDurabilityTests`).
-                if !durable { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                if !durable { try db.execute(cached: "PRAGMA synchronous = FULL") }
                 return try outcome.get()
             }
         }
