@@ -156,8 +156,13 @@ package final class SQLiteDriver: StorageDriver, Service {
                 notifier.publish(transaction.events)
                 return result
             } catch {
-                // A first step that failed may have begun the transaction before its statements.
-                if transaction.begun { _ = try? await onWriter { db in if !db.isInsideTransaction { return }; try db.execute(cached: "ROLLBACK") } }
+                // A first step that failed may have failed at its BEGIN: nothing to roll back then.
+                if transaction.begun {
+                    _ = try? await onWriter { db in
+                        guard db.isInsideTransaction else { return }
+                        try db.execute(cached: "ROLLBACK")
+                    }
+                }
                 throw error
             }
         }
