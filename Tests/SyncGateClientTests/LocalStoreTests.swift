@@ -19,8 +19,8 @@ struct LocalStoreTests {
         return try await store.record(change, on: key, at: time, newKey: { counter.next() })
     }
 
-    func page(_ changes: [PulledChange], cursor: String = "c", hasMore: Bool = false, added: [String] = [], removed: [String] = []) -> PullPage {
-        PullPage(changes: changes, envelope: .init(cursor: cursor, hasMore: hasMore, scopesAdded: added, scopesRemoved: removed, deviceWatermark: 5))
+    func page(_ changes: [PulledChange], cursor: String = "c", hasMore: Bool = false, added: [String] = [], removed: [String] = [], watermark: Int64 = 5) -> PullPage {
+        PullPage(changes: changes, envelope: .init(cursor: cursor, hasMore: hasMore, scopesAdded: added, scopesRemoved: removed, deviceWatermark: watermark))
     }
 
     @Test("writes show in reads at once and survive reopening the file, outbox and all")
@@ -60,15 +60,35 @@ struct LocalStoreTests {
         #expect(try await store.outbox().first?.state == .sent(jobID: nil))
     }
 
+    @Test("a completed pull whose watermark does not count a write's job keeps the write in view (a lagging standby)")
+    func watermark() async throws {
+        try await _ = write(.put(["q": 1]), .milk)
+        _ = try await store.nextBatch(limits: .init(operations: 1, bytes: 1 << 20))
+        _ = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)], jobID: 7)
+        // Read before job 7 finished there: no change, watermark 6.
+        var pull = try await store.beginPull()
+        _ = try await store.apply(page([], watermark: 6), epoch: pull.epoch)
+        #expect(try await store.outbox().map(\.state) == [.acknowledged(version: 1, epoch: 0, jobID: 7)])
+        #expect(try await store.entity(.milk)?.data == ["q": 1])
+        // A write on top of it is made on the version the server answered.
+        try await _ = write(.patch(["q": 2]), .milk)
+        #expect(try await store.outbox().last?.baseVersion == 1)
+        // A pull that counts job 7 brings its change; the acknowledgement leaves.
+        pull = try await store.beginPull()
+        _ = try await store.apply(page([PulledChange(key: .milk, data: ["q": 1], version: 1)], watermark: 7), epoch: pull.epoch)
+        #expect(try await store.outbox().map(\.idempotencyKey) == ["k2"])
+        #expect(try await store.entity(.milk)?.data == ["q": 2])
+    }
+
     @Test("results settle entries and the view, and release the write that followed")
     func settle() async throws {
         try await _ = write(.put(["q": 1]), .milk)
         _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
         try await _ = write(.patch(["q": 2]), .milk)
-        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)])
+        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)], jobID: 1)
         #expect(settlement.outcomes.map(\.result) == [.applied(version: 1)])
         let outbox = try await store.outbox()
-        #expect(outbox.map(\.state) == [.acknowledged(version: 1, epoch: 0), .pending])
+        #expect(outbox.map(\.state) == [.acknowledged(version: 1, epoch: 0, jobID: 1), .pending])
         #expect(outbox[1].baseVersion == 1)
         #expect(!outbox[1].followsPending)
         #expect(try await store.entity(.milk)?.data == ["q": 2])
@@ -108,7 +128,7 @@ struct LocalStoreTests {
         try await _ = write(.patch(["q": 2]), .eggs)
         _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
         _ = try await store.apply(page([], cursor: "d", removed: ["home"]), epoch: start.epoch)
-        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .eggs, .conflict(.serverWins), version: 3, serverData: ["q": 7])])
+        let settlement = try await store.settle(batch: ["k1"], results: [result("k1", .eggs, .conflict(.serverWins), version: 3, serverData: ["q": 7])], jobID: 1)
         #expect(settlement.outcomes.map(\.result) == [.serverWins(version: 3, data: ["q": 7])])
         #expect(try await store.entity(.eggs) == nil)
         #expect(try await store.serverRecords().isEmpty)
@@ -156,11 +176,12 @@ struct LocalStoreTests {
             results: [
                 result("k1", .weight, .conflict(.serverWins), version: 1, serverData: ["kg": 60]),
                 result("k2", other, .conflict(.serverWins), version: 3, serverData: ["kg": 65]),
-            ]
+            ],
+            jobID: 1
         )
         try await _ = write(.delete, .weight)
         _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
-        _ = try await store.settle(batch: ["k3"], results: [result("k3", .weight, .applied, version: 2)])
+        _ = try await store.settle(batch: ["k3"], results: [result("k3", .weight, .applied, version: 2)], jobID: 1)
         #expect(try await store.entity(.weight) == nil)
 
         // The server purged both tombstones, and w1 was created again at version 1.
@@ -179,10 +200,10 @@ struct LocalStoreTests {
         try await _ = write(.put(["q": 1]), .milk)
         try await _ = write(.put(["q": 2]), .eggs)
         _ = try await store.nextBatch(limits: .init(operations: 1, bytes: 1 << 20))
-        _ = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)])
+        _ = try await store.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 1)], jobID: 1)
         let pull = try await store.beginPull()
         _ = try await store.nextBatch(limits: .init(operations: 1, bytes: 1 << 20))
-        _ = try await store.settle(batch: ["k2"], results: [result("k2", .eggs, .applied, version: 1)])
+        _ = try await store.settle(batch: ["k2"], results: [result("k2", .eggs, .applied, version: 1)], jobID: 1)
         // The pull read nothing of either write (as if it were read before they committed).
         _ = try await store.apply(page([]), epoch: pull.epoch)
         #expect(try await store.outbox().map(\.idempotencyKey) == ["k2"])

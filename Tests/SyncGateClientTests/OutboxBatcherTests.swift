@@ -17,7 +17,7 @@ struct OutboxBatcherTests {
     @Test("the batch is the outbox in order, sent entries first as they are, acknowledged ones skipped")
     func order() {
         let outbox = [
-            entry(1, .milk, state: .acknowledged(version: 3, epoch: 1)), entry(2, .eggs, state: .sent(jobID: nil)), entry(3, .weight), entry(4, .milk),
+            entry(1, .milk, state: .acknowledged(version: 3, epoch: 1, jobID: nil)), entry(2, .eggs, state: .sent(jobID: nil)), entry(3, .weight), entry(4, .milk),
         ]
         #expect(OutboxBatcher.next(outbox, limits: roomy) == .push([outbox[1], outbox[2], outbox[3]]))
     }

@@ -87,7 +87,7 @@ struct ReplicaPropertyTests {
         func pull() {
             epoch += 1
             slice.apply(server.feed)
-            slice.dropAcknowledged(before: epoch)
+            slice.dropAcknowledged(before: epoch, watermark: .max)
             slice.tidy()
         }
 

@@ -74,13 +74,17 @@ struct ReplicaPullTests {
         #expect(slice.view(of: .milk).data == nil)
     }
 
-    @Test("a completed pull drops the acknowledgements from before it began, not later ones")
+    @Test("a completed pull drops the acknowledgements from before it began whose jobs its watermark counts")
     func epochs() {
-        let acknowledged = { (key: String, epoch: Int64) in
-            OutboxEntry(sequence: Int64(epoch), idempotencyKey: key, key: .milk, intent: .update, data: ["q": 1], baseVersion: 1, followsPending: false, clientTimestamp: 0, state: .acknowledged(version: 9, epoch: epoch))
+        let acknowledged = { (key: String, epoch: Int64, job: Int64?) in
+            OutboxEntry(sequence: Int64(epoch), idempotencyKey: key, key: .milk, intent: .update, data: ["q": 1], baseVersion: 1, followsPending: false, clientTimestamp: 0, state: .acknowledged(version: 9, epoch: epoch, jobID: job))
         }
-        var slice = ReplicaSlice(outbox: [acknowledged("old", 3), acknowledged("new", 4)])
-        slice.dropAcknowledged(before: 4)
-        #expect(slice.outbox.map(\.idempotencyKey) == ["new"])
+        let outbox = [acknowledged("old", 3, 20), acknowledged("legacy", 3, nil), acknowledged("lagging", 3, 21), acknowledged("new", 4, 19)]
+        var slice = ReplicaSlice(outbox: outbox)
+        slice.dropAcknowledged(before: 4, watermark: 20)
+        #expect(slice.outbox.map(\.idempotencyKey) == ["lagging", "new"])
+        slice = ReplicaSlice(outbox: outbox)
+        slice.dropAcknowledged(before: 5, watermark: 0)
+        #expect(slice.outbox.map(\.idempotencyKey) == ["old", "lagging", "new"])
     }
 }

@@ -19,7 +19,7 @@ struct ReplicaSettleTests {
         let settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 3)], pullEpoch: 7)
         #expect(settlement.outcomes == [WriteOutcome(idempotencyKey: "k1", key: .milk, result: .applied(version: 3))])
         #expect(settlement.retryable.isEmpty)
-        #expect(slice.outbox.first?.state == .acknowledged(version: 3, epoch: 7))
+        #expect(slice.outbox.first?.state == .acknowledged(version: 3, epoch: 7, jobID: nil))
         #expect(slice.view(of: .milk) == .init(data: ["name": "Milk", "quantity": 3], version: 2, hasPendingWrites: false))
         slice.apply([PulledChange(key: .milk, data: ["name": "Milk", "quantity": 3], version: 3)])
         #expect(slice.outbox.isEmpty)
@@ -32,7 +32,7 @@ struct ReplicaSettleTests {
             var (slice, _) = try sentUpdate()
             let settlement = slice.settle(batch: ["k1"], results: [result("k1", .milk, status, version: 5)], pullEpoch: 1)
             #expect(settlement.outcomes.first?.result == (status == .conflict(.clientWins) ? .clientWins(version: 5) : .duplicate(version: 5)))
-            #expect(slice.outbox.first?.state == .acknowledged(version: 5, epoch: 1))
+            #expect(slice.outbox.first?.state == .acknowledged(version: 5, epoch: 1, jobID: nil))
         }
     }
 

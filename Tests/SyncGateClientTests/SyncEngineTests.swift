@@ -33,6 +33,27 @@ struct SyncEngineTests {
         #expect(transport.requests.allSatisfy { $0.headers["authorization"] == "Bearer token" && $0.headers["x-device-id"] == "phone" })
     }
 
+    @Test("a confirmed write stays in view through a pull read before its job finished there (a lagging standby)")
+    func laggingPull() async throws {
+        let caughtUp = Atomic<Bool>(false)
+        let (client, _) = try scriptedClient { request in
+            switch request.route {
+            case "/v1/sync/push":
+                return ScriptedTransport.json(["job_id": "7", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            default:
+                guard caughtUp.load(ordering: .relaxed) else { return ScriptedTransport.page([], cursor: "c1", watermark: 6) }
+                return ScriptedTransport.page([ScriptedTransport.change("weightLogs", "w1", ["kg": 70])], cursor: "c2", watermark: 7)
+            }
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        _ = try await client.sync()
+        #expect(try await client.read(type: "weightLogs").map(\.data) == [["kg": 70]])
+        caughtUp.store(true, ordering: .relaxed)
+        _ = try await client.sync()
+        #expect(try await client.read(type: "weightLogs").map(\.data) == [["kg": 70]])
+        #expect(try await client.sync().pending == 0)
+    }
+
     @Test("a job still unfinished after the follow-up time is followed first on the next sync, never pushed twice meanwhile")
     func unfinishedJob() async throws {
         let done = Atomic<Bool>(false)

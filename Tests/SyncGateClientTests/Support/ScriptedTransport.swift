@@ -39,10 +39,10 @@ final class ScriptedTransport: SyncTransport {
     }
 
     /// A pull page of `changes` (see ``change(_:_:_:)``).
-    static func page(_ changes: [JSONValue], cursor: String, hasMore: Bool = false) -> TransportResponse {
+    static func page(_ changes: [JSONValue], cursor: String, hasMore: Bool = false, watermark: Int64 = 0) -> TransportResponse {
         json([
             "changes": .array(changes), "cursor": .string(cursor), "has_more": .bool(hasMore), "force_resync": false,
-            "scopes": ["added": [], "removed": []], "device_watermark": "0",
+            "scopes": ["added": [], "removed": []], "device_watermark": .string(String(watermark)),
         ])
     }
 

@@ -117,7 +117,7 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 guard let results = answer.results else { return }
-                if try await settle(keys, results, into: &report) { return }
+                if try await settle(keys, results, of: answer.jobID, into: &report) { return }
             case .push(let batch):
                 status.update { $0.isUploading = true }
                 let keys = batch.map(\.idempotencyKey)
@@ -140,7 +140,7 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 if let results = answer.results {
-                    if try await settle(keys, results, into: &report) { return }
+                    if try await settle(keys, results, of: answer.jobID, into: &report) { return }
                     continue
                 }
                 let jobID = String(answer.jobID)
@@ -150,7 +150,7 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 guard let results = followed.results else { return }
-                if try await settle(keys, results, into: &report) { return }
+                if try await settle(keys, results, of: followed.jobID, into: &report) { return }
             }
         }
     }
@@ -166,9 +166,9 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// Applies results; returns whether some writes must wait for a later attempt.
-    private func settle(_ keys: [String], _ results: [OperationResult], into report: inout SyncReport) async throws -> Bool {
-        let settlement = try await store.settle(batch: keys, results: results)
+    /// Applies the results of job `jobID`; returns whether some writes must wait for a later attempt.
+    private func settle(_ keys: [String], _ results: [OperationResult], of jobID: Int64, into report: inout SyncReport) async throws -> Bool {
+        let settlement = try await store.settle(batch: keys, results: results, jobID: jobID)
         for outcome in settlement.outcomes {
             events.emit(.writeSettled(outcome))
             if case .rejected(let code, _) = outcome.result {

@@ -13,10 +13,12 @@ struct OutboxEntry: Sendable, Hashable {
         /// Sent at least once, answer not known yet; `jobID` is the server's job when it answered 202.
         /// Its content is frozen: the server may have applied it.
         case sent(jobID: String?)
-        /// The server applied it at `version`. It stays in the local view until the server state
-        /// catches up: a pull reaches `version`, or a pull that began at pull epoch `epoch` or
-        /// later completes.
-        case acknowledged(version: Int64, epoch: Int64)
+        /// The server applied it at `version`, in job `jobID` (`nil`: acknowledged before the
+        /// client kept it). It stays in the local view until the server state catches up: a pull
+        /// reaches `version`, or a pull that began at pull epoch `epoch` or later completes with
+        /// a `device_watermark` of at least `jobID` (a pull read from a lagging standby may not
+        /// hold the write yet, and says so by its watermark).
+        case acknowledged(version: Int64, epoch: Int64, jobID: Int64?)
     }
 
     /// Position in the outbox; operations are pushed in this order.
@@ -43,7 +45,7 @@ struct OutboxEntry: Sendable, Hashable {
     }
 
     var acknowledgedVersion: Int64? {
-        if case .acknowledged(let version, _) = state { return version }
+        if case .acknowledged(let version, _, _) = state { return version }
         return nil
     }
 

@@ -12,7 +12,7 @@ extension ReplicaSlice {
     /// Applies the results of a pushed batch (matched by idempotency key).
     ///
     /// - applied, client_wins, duplicate: acknowledged at the result's version; stays in the
-    ///   local view until the server state catches up (see ``OutboxEntry/State/acknowledged(version:epoch:)``).
+    ///   local view until the server state catches up (see ``OutboxEntry/State/acknowledged(version:epoch:jobID:)``).
     /// - merged: the merged document is the server's state at that version; the entry leaves.
     /// - server_wins: the server's document (or its absence) is the state; the entry leaves.
     /// - rejected: the entry leaves, and the local view falls back to the server's state;
@@ -25,7 +25,7 @@ extension ReplicaSlice {
     ///   them while the batch was in flight, or has not pulled them yet). A server document
     ///   for one of them is not adopted: the device may no longer see it, and nothing would
     ///   remove it again; a pull brings the household's state if the user is a member.
-    mutating func settle(batch: [String], results: [OperationResult], pullEpoch: Int64, unreadable: Set<String> = []) -> PushSettlement {
+    mutating func settle(batch: [String], results: [OperationResult], jobID: Int64? = nil, pullEpoch: Int64, unreadable: Set<String> = []) -> PushSettlement {
         var settlement = PushSettlement()
         var byKey: [String: OperationResult] = [:]
         for result in results { byKey[result.idempotencyKey] = result }
@@ -44,13 +44,13 @@ extension ReplicaSlice {
             switch result.status {
             case .applied:
                 outcome = .applied(version: version)
-                acknowledge(at: index, version: version, epoch: pullEpoch)
+                acknowledge(at: index, version: version, epoch: pullEpoch, jobID: jobID)
             case .conflict(.clientWins):
                 outcome = .clientWins(version: version)
-                acknowledge(at: index, version: version, epoch: pullEpoch)
+                acknowledge(at: index, version: version, epoch: pullEpoch, jobID: jobID)
             case .duplicate:
                 outcome = .duplicate(version: version)
-                acknowledge(at: index, version: version, epoch: pullEpoch)
+                acknowledge(at: index, version: version, epoch: pullEpoch, jobID: jobID)
             case .conflict(.merged):
                 let data = result.mergedData ?? [:]
                 outcome = .merged(version: version, data: data)
@@ -91,8 +91,8 @@ extension ReplicaSlice {
         return WriteOutcome(idempotencyKey: entry.idempotencyKey, key: entry.key, result: .rejected(code: code, message: message))
     }
 
-    private mutating func acknowledge(at index: Int, version: Int64, epoch: Int64) {
-        outbox[index].state = .acknowledged(version: version, epoch: epoch)
+    private mutating func acknowledge(at index: Int, version: Int64, epoch: Int64, jobID: Int64?) {
+        outbox[index].state = .acknowledged(version: version, epoch: epoch, jobID: jobID)
         rebaseFollower(of: index, on: version)
     }
 

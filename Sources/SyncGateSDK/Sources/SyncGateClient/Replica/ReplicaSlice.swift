@@ -47,13 +47,14 @@ struct ReplicaSlice: Sendable, Hashable {
         }
     }
 
-    /// Removes acknowledged entries from before pull epoch `epoch`: a pull that began at that
-    /// epoch has completed, so the server state holds whatever they wrote (or something newer,
-    /// or the entity is gone).
-    mutating func dropAcknowledged(before epoch: Int64) {
+    /// Removes acknowledged entries from before pull epoch `epoch` whose jobs `watermark` counts:
+    /// a pull that began at that epoch has completed and its pages were read after those jobs
+    /// finished, so the server state holds whatever they wrote (or something newer, or the
+    /// entity is gone).
+    mutating func dropAcknowledged(before epoch: Int64, watermark: Int64) {
         outbox.removeAll { entry in
-            if case .acknowledged(_, let acknowledgedAt) = entry.state { return acknowledgedAt < epoch }
-            return false
+            guard case .acknowledged(_, let acknowledgedAt, let jobID) = entry.state else { return false }
+            return acknowledgedAt < epoch && (jobID ?? 0) <= watermark
         }
     }
 }

@@ -56,12 +56,12 @@ extension LocalStore {
     /// Forgets a job the server no longer knows: its entries are pushed again with the same keys.
     func forgetJob(_ jobID: String) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE outbox SET job_id = NULL WHERE job_id = ?", arguments: [jobID])
+            try db.execute(sql: "UPDATE outbox SET job_id = NULL WHERE job_id = ? AND state = 'sent'", arguments: [jobID])
         }
     }
 
-    /// Applies a batch's results (see ``ReplicaSlice/settle(batch:results:pullEpoch:)``).
-    func settle(batch: [String], results: [OperationResult]) async throws -> PushSettlement {
+    /// Applies the results of job `jobID` (see ``ReplicaSlice/settle(batch:results:jobID:pullEpoch:unreadable:)``).
+    func settle(batch: [String], results: [OperationResult], jobID: Int64) async throws -> PushSettlement {
         try await database.write { db in
             let epoch = try Self.pullState(db).epoch
             let keys = try Self.entityKeys(db, idempotencyKeys: batch)
@@ -69,7 +69,7 @@ extension LocalStore {
             let unreadable = Set(keys.compactMap(\.householdID)).subtracting(known)
             let original = try Self.slice(db, keys: keys)
             var updated = original
-            let settlement = updated.settle(batch: batch, results: results, pullEpoch: epoch, unreadable: unreadable)
+            let settlement = updated.settle(batch: batch, results: results, jobID: jobID, pullEpoch: epoch, unreadable: unreadable)
             try Self.save(db, from: original, to: updated)
             return settlement
         }

@@ -13,7 +13,8 @@ extension LocalStore {
     /// Applies one pulled page in one transaction: households left (their data goes), households
     /// joined, the changes, the cursor; and, on the last page (`has_more` false), the end of the
     /// pull: stale records of a resync go, and acknowledged writes from before the pull began
-    /// leave the view (the server state now holds them).
+    /// whose jobs the page's `device_watermark` counts leave the view (the server state now
+    /// holds them).
     ///
     /// - Parameter epoch: the pull's epoch, from ``beginPull()``.
     func apply(_ page: PullPage, epoch: Int64) async throws -> PageEffect {
@@ -46,7 +47,7 @@ extension LocalStore {
                     effect.left += try Self.finishResync(db)
                     effect.finishedResync = true
                 }
-                try Self.dropAcknowledged(db, before: epoch)
+                try Self.dropAcknowledged(db, before: epoch, watermark: page.deviceWatermark)
             }
             effect.joined.sort()
             effect.left.sort()
@@ -81,12 +82,12 @@ extension LocalStore {
         return left
     }
 
-    private static func dropAcknowledged(_ db: Database, before epoch: Int64) throws {
+    private static func dropAcknowledged(_ db: Database, before epoch: Int64, watermark: Int64) throws {
         let keys = try entityKeys(db, sql: "SELECT household_id, entity_type, entity_id FROM outbox WHERE state = 'acknowledged' AND acked_epoch < ?", epoch)
         guard !keys.isEmpty else { return }
         let original = try slice(db, keys: keys)
         var updated = original
-        updated.dropAcknowledged(before: epoch)
+        updated.dropAcknowledged(before: epoch, watermark: watermark)
         updated.tidy()
         try save(db, from: original, to: updated)
     }

@@ -82,8 +82,9 @@ extension LocalStore {
         case .sent(let job):
             state = "sent"
             jobID = job
-        case .acknowledged(let version, let epoch):
+        case .acknowledged(let version, let epoch, let job):
             state = "acknowledged"
+            jobID = job.map { String($0) }
             ackedVersion = version
             ackedEpoch = epoch
         }
@@ -105,7 +106,9 @@ extension LocalStore {
         switch row["state"] as String {
         case "pending": state = .pending
         case "sent": state = .sent(jobID: row["job_id"])
-        default: state = .acknowledged(version: row["acked_version"], epoch: row["acked_epoch"])
+        default:
+            let jobID: String? = row["job_id"]
+            state = .acknowledged(version: row["acked_version"], epoch: row["acked_epoch"], jobID: jobID.flatMap { Int64($0) })
         }
         let data: String? = row["data"]
         return OutboxEntry(

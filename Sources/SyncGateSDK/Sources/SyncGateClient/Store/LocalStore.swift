@@ -148,7 +148,7 @@ final class LocalStore: Sendable {
         var cursor: String?
         /// A resync is under way: records are stale until pulled again.
         var resyncing: Bool
-        /// Incremented when a pull begins (see ``OutboxEntry/State/acknowledged(version:epoch:)``).
+        /// Incremented when a pull begins (see ``OutboxEntry/State/acknowledged(version:epoch:jobID:)``).
         var epoch: Int64
         /// The highest finished job of this device, as the last pull reported it.
         var deviceWatermark: String?
