@@ -304,6 +304,63 @@ struct SyncEngineTests {
         #expect(times[1] - times[0] >= .seconds(1))
     }
 
+    @Test("a CancellationError that is not the live task's own (a token provider's) is a failure to retry, not the end of live sync")
+    func strayCancellation() async throws {
+        let refusals = Atomic<Int>(0)
+        let pushes = Atomic<Int>(0)
+        let (client, _) = try scriptedClient(
+            token: {
+                if refusals.add(1, ordering: .relaxed).oldValue == 0 { throw CancellationError() }
+                return "token"
+            },
+            configure: {
+                $0.live.mode = .longPoll
+                $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50))
+            }
+        ) { request in
+            switch request.route {
+            case "/v1/sync/push":
+                pushes.add(1, ordering: .relaxed)
+                return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            default:
+                try await Task.sleep(for: .milliseconds(20))
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        let events = client.events()
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        client.startLive()
+        _ = try await first(of: events.compactMap { event -> Bool? in
+            if case .liveSyncFailed = event { return true }
+            return nil
+        }, within: hangGuard, "the provider's CancellationError reported as a failure")
+        try await eventually("the write pushed after the failure", every: .milliseconds(20)) { pushes.load(ordering: .relaxed) >= 1 }
+        await client.stopLive()
+    }
+
+    @Test("an event stream refused with Retry-After is not asked for again sooner")
+    func eventStreamRetryAfter() async throws {
+        let streams = Mutex<[ContinuousClock.Instant]>([])
+        let (client, _) = try scriptedClient(configure: {
+            $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50))
+        }) { request in
+            switch request.route {
+            case "/v1/sync/events":
+                streams.withLock { $0.append(.now) }
+                return ScriptedTransport.error(429, "RATE_LIMITED", retryAfter: "1")
+            default:
+                // The long-poll that stands in while the stream is down.
+                try await Task.sleep(for: .milliseconds(50))
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        client.startLive()
+        try await eventually("a second attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 2 }
+        await client.stopLive()
+        let times = streams.withLock { $0 }
+        #expect(times[1] - times[0] >= .seconds(1))
+    }
+
     @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
     func localErrors() async throws {
         let (client, _) = try scriptedClient(configure: { $0.readOnlyTypes = ["dailySummaries"] }) { _ in ScriptedTransport.emptyPage() }

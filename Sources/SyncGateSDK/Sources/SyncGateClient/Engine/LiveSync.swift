@@ -61,9 +61,9 @@ final class LiveSync: Sendable {
                 }
                 stuck = 0
                 try await waitForNews()
-            } catch is CancellationError {
-                return
             } catch {
+                // Only this task's own cancellation ends it: a `CancellationError` from elsewhere
+                // (a token provider awaiting a task someone cancelled) is a failure like any other.
                 if Task.isCancelled { return }
                 failures += 1
                 let clientError = error as? SyncGateClientError ?? SyncGateClientError(.transport, "\(error)")
@@ -103,6 +103,8 @@ final class LiveSync: Sendable {
     private func listen() async {
         var failures = 0
         while !Task.isCancelled {
+            // A refusal's `Retry-After` (429 at the server's live-connection cap, 503): never sooner.
+            var retryAfter: Duration?
             do {
                 let events = try await engine.api.events(idleTimeout: options.eventStreamIdleTimeout)
                 failures = 0
@@ -112,13 +114,14 @@ final class LiveSync: Sendable {
                 try await read(events)
             } catch {
                 failures += 1
+                retryAfter = (error as? SyncGateClientError)?.retryAfter
             }
             stream = .down
             if Task.isCancelled { return }
             // Long-poll takes over while the stream is down.
             wakeup.signal()
             do {
-                try await Task.sleep(for: engine.configuration.backoff.delay(afterFailures: max(failures, 1)))
+                try await Task.sleep(for: engine.configuration.backoff.delay(afterFailures: max(failures, 1), retryAfter: retryAfter))
             } catch {
                 return
             }

@@ -73,16 +73,18 @@ struct SyncAPI: Sendable {
     /// `GET /v1/sync/events`: the open stream, or an error for a refused one. The stream may stay
     /// silent for `idleTimeout` (the server sends a comment every 15 s) before the transport gives up.
     func events(idleTimeout: Duration) async throws -> TransportStream {
-        try await authorized { token in
+        // A 401 goes back to `authorized`, which refreshes the token and asks once more.
+        let stream = try await authorized { token in
             let request = TransportRequest(
                 method: "GET", path: "/v1/sync/events", headers: headers(token: token), timeout: max(requestTimeout, idleTimeout)
             )
             let stream = try await reaching { try await transport.stream(request) }
-            if stream.status == 200 { return (stream.status, stream) }
-            var body: [UInt8] = []
-            for try await chunk in stream.body where body.count < 65_536 { body += chunk }
-            throw Self.error(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
+            return (stream.status, stream)
         }
+        if stream.status == 200 { return stream }
+        var body: [UInt8] = []
+        for try await chunk in stream.body where body.count < 65_536 { body += chunk }
+        throw Self.error(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
     }
 
     // MARK: - Requests
