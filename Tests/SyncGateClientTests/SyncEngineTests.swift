@@ -366,6 +366,14 @@ struct SyncEngineTests {
         let (client, _) = try scriptedClient(configure: { $0.readOnlyTypes = ["dailySummaries"] }) { _ in ScriptedTransport.emptyPage() }
         await #expect(throws: SyncGateClientError.self) { try await client.write(type: "dailySummaries", id: "2026-01-15", data: [:]) }
         await #expect(throws: SyncGateClientError.self) { try await client.update(type: "weightLogs", id: "none", fields: ["kg": 1]) }
+        // JSON has no NaN or infinity (as `null` the field would be removed): refused, nothing written.
+        for bad: JSONValue in [.double(.nan), .double(.infinity), ["nested": [1, .double(-.infinity)]]] {
+            let error = await #expect(throws: SyncGateClientError.self) { try await client.write(type: "weightLogs", id: "w1", data: ["kg": bad]) }
+            #expect(error?.code == .invalidArgument)
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        await #expect(throws: SyncGateClientError.self) { try await client.update(type: "weightLogs", id: "w1", fields: ["kg": .double(.nan)]) }
+        #expect(try await client.read(type: "weightLogs").map(\.data) == [["kg": 70]])
         #expect(try await client.delete(type: "weightLogs", id: "none").idempotencyKey == nil)
         await client.close()
         await #expect(throws: SyncGateClientError.self) { try await client.sync() }

@@ -93,6 +93,15 @@ extension SyncClient {
         guard !type.isEmpty, !id.isEmpty else {
             throw SyncGateClientError(.invalidArgument, "an entity needs a type and an id")
         }
+        switch change {
+        case .put(let fields), .patch(let fields):
+            // JSON has no NaN or infinity: written as `null`, such a field would be removed.
+            guard fields.values.allSatisfy(\.isFinite) else {
+                throw SyncGateClientError(.invalidArgument, "a document's numbers must be finite (no NaN or infinity)")
+            }
+        case .delete:
+            break
+        }
         let key = EntityKey(entityType: type, entityID: id, householdID: household)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let effect = try await local {
@@ -101,5 +110,17 @@ extension SyncClient {
         if effect.idempotencyKey != nil { wakeup.signal() }
         await engine.refreshPendingWrites()
         return LocalWrite(key: key, idempotencyKey: effect.idempotencyKey)
+    }
+}
+
+extension JSONValue {
+    /// Whether every number in the value is finite.
+    fileprivate var isFinite: Bool {
+        switch self {
+        case .double(let number): return number.isFinite
+        case .array(let items): return items.allSatisfy(\.isFinite)
+        case .object(let fields): return fields.values.allSatisfy(\.isFinite)
+        case .null, .bool, .int, .string: return true
+        }
     }
 }
