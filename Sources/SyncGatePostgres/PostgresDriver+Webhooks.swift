@@ -143,12 +143,12 @@ extension PostgresDriver {
     }
 
     package func claimWebhookDeliveries(
-        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+        delivered: [WebhookClaim], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery] {
         let rows = try await run(
             "claim webhook deliveries", .job,
             ClaimWebhookDeliveriesStatement(
-                delivered: delivered, now: now.millisecondsSinceEpoch, excluding: excluding, perSubscription: perSubscription, limit: limit,
+                delivered: delivered.map(\.id), leases: delivered.map(\.leaseEnd), now: now.millisecondsSinceEpoch, excluding: excluding, perSubscription: perSubscription, limit: limit,
                 leaseMilliseconds: leaseMilliseconds
             )
         )
@@ -170,25 +170,28 @@ extension PostgresDriver {
             return WebhookDelivery(
                 id: claim.id, subscription: claim.subscription, scope: scope, firstSequence: claim.first, lastSequence: claim.last,
                 committedAt: claim.committed, createdAt: claim.created, attempts: claim.attempts,
+                leaseEnd: now.millisecondsSinceEpoch + leaseMilliseconds,
                 changes: inRange.map { AnnouncedChange(scope: scope, row: $0.value.row, committedAt: $0.value.committed) }
             )
         }.sorted { $0.id < $1.id }
     }
 
-    package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
+    package func finishWebhookDelivery(_ claim: WebhookClaim, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
+        let (id, lease) = (claim.id, claim.leaseEnd)
         switch outcome {
         // Neither waits for the WAL flush: a record lost in a crash only sends the message again,
         // the same bytes under the same id (at least once). Each flush cost the applies' commits.
         case .delivered:
             // The claim's record of a delivery, claiming nothing.
-            _ = try await claimWebhookDeliveries(delivered: [id], limit: 0, perSubscription: 0, excluding: [], leaseMilliseconds: 0, now: now)
+            _ = try await claimWebhookDeliveries(delivered: [claim], limit: 0, perSubscription: 0, excluding: [], leaseMilliseconds: 0, now: now)
         case .retry(let next, let error):
             try await execute(
                 "finish webhook delivery", .job,
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = \(next), last_error = \(error)
-                FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed WHERE id = \(id)
+                FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed
+                WHERE id = \(id) AND next_attempt_at = \(lease) AND delivered_at IS NULL
                 """
             )
         case .pause(let error):
@@ -196,7 +199,8 @@ extension PostgresDriver {
                 "pause webhook", .job,
                 """
                 WITH d AS (
-                    UPDATE webhook_deliveries SET next_attempt_at = \(at), last_error = \(error) WHERE id = \(id) RETURNING subscription_id
+                    UPDATE webhook_deliveries SET next_attempt_at = \(at), last_error = \(error)
+                    WHERE id = \(id) AND next_attempt_at = \(lease) AND delivered_at IS NULL RETURNING subscription_id
                 )
                 UPDATE webhook_subscriptions s SET paused_at = \(at), paused_reason = \(error)
                 FROM d WHERE s.id = d.subscription_id AND s.paused_at IS NULL
@@ -262,11 +266,12 @@ extension PostgresDriver {
 }
 
 /// A sender's claim (``PostgresDriver/claimWebhookDeliveries(delivered:limit:perSubscription:excluding:leaseMilliseconds:now:)``)
-/// in one round trip: it records the messages the sender delivered since its last claim, takes
-/// the next due ones, and reads their subscriptions and the changes of their ranges (each range
-/// once, however many subscriptions' messages announce it). The claim's checks leave out the
-/// messages it records, which its snapshot still sees as undelivered: the next message of their
-/// feed is due at once. `due` re-checks a row's state when it locks it: a row another sender
+/// in one round trip: it records the messages the sender delivered since its last claim (each
+/// only while it still holds the lease it was claimed with: a resume or replay since then sends
+/// it again), takes the next due ones, and reads their subscriptions and the changes of their
+/// ranges (each range once, however many subscriptions' messages announce it). The claim's
+/// checks leave out the messages it recorded, which its snapshot still sees as undelivered: the
+/// next message of their feed is due at once. `due` re-checks a row's state when it locks it: a row another sender
 /// claimed since the snapshot is no longer due, so no message is sent twice at once. Neither the
 /// records nor the claim wait for the WAL flush: one lost in a crash only sends a message again,
 /// the same bytes under the same id (at least once).
@@ -274,17 +279,19 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
     static let name = "sg_claim_webhook_deliveries"
     static let sql = """
         WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), recorded AS (
-            UPDATE webhook_deliveries SET delivered_at = $2::bigint, last_error = NULL
-            FROM relaxed WHERE id = ANY($1::bigint[])
+            UPDATE webhook_deliveries d SET delivered_at = $2::bigint, last_error = NULL
+            FROM relaxed, unnest($1::bigint[], $7::bigint[]) AS a(id, lease)
+            WHERE d.id = a.id AND d.next_attempt_at = a.lease AND d.delivered_at IS NULL
+            RETURNING d.id
         ), ranked AS (
             SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
             FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
             WHERE d.delivered_at IS NULL AND d.next_attempt_at <= $2::bigint AND s.paused_at IS NULL
-              AND s.name <> ALL($3::text[]) AND d.id <> ALL($1::bigint[])
+              AND s.name <> ALL($3::text[]) AND d.id <> ALL(ARRAY(SELECT id FROM recorded))
               AND NOT EXISTS (
                   SELECT 1 FROM webhook_deliveries e
                   WHERE e.subscription_id = d.subscription_id AND e.scope = d.scope AND e.delivered_at IS NULL AND e.id < d.id
-                    AND e.id <> ALL($1::bigint[])
+                    AND e.id <> ALL(ARRAY(SELECT id FROM recorded))
               )
         ), due AS (
             SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
@@ -317,13 +324,17 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
     }
 
     var delivered: [Int64]
+    /// The lease each of `delivered` was claimed with: recorded only while it still holds it.
+    var leases: [Int64]
     var now: Int64
     var excluding: [String]
     var perSubscription: Int
     var limit: Int
     var leaseMilliseconds: Int64
 
-    func makeBindings() throws -> PostgresBindings { PostgresBindings(delivered, now, excluding, Int64(perSubscription), Int64(limit), now + leaseMilliseconds) }
+    func makeBindings() throws -> PostgresBindings {
+        PostgresBindings(delivered, now, excluding, Int64(perSubscription), Int64(limit), now + leaseMilliseconds, leases)
+    }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let cells = row.makeRandomAccess()

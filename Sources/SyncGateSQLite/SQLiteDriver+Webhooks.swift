@@ -114,12 +114,12 @@ extension SQLiteDriver {
     }
 
     package func claimWebhookDeliveries(
-        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+        delivered: [WebhookClaim], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery] {
         let at = now.millisecondsSinceEpoch
         let excludedNames = excluding.isEmpty ? "" : "AND s.name NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
         return try await write { db in
-            for id in delivered { try Self.recordDelivered(db, id: id, at: at) }
+            for claim in delivered { try Self.recordDelivered(db, claim, at: at) }
             guard limit > 0 else { return [] }
             let rows = try Row.fetchAll(
                 db,
@@ -166,22 +166,31 @@ extension SQLiteDriver {
                 }
                 return WebhookDelivery(
                     id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: row[5],
-                    createdAt: row[6], attempts: (row[7] as Int) + 1, changes: changes
+                    createdAt: row[6], attempts: (row[7] as Int) + 1, leaseEnd: at + leaseMilliseconds, changes: changes
                 )
             }.sorted { $0.id < $1.id }
         }
     }
 
-    package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
+    package func finishWebhookDelivery(_ claim: WebhookClaim, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
+        let id = claim.id
         try await write { db in
             switch outcome {
             case .delivered:
-                try Self.recordDelivered(db, id: id, at: at)
+                try Self.recordDelivered(db, claim, at: at)
             case .retry(let next, let error):
-                try db.execute(sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ?", arguments: [next, error, id])
+                try db.execute(
+                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
+                    arguments: [next, error, id, claim.leaseEnd]
+                )
             case .pause(let error):
-                try db.execute(sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ?", arguments: [at, error, id])
+                try db.execute(
+                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
+                    arguments: [at, error, id, claim.leaseEnd]
+                )
+                // An attempt a resume or replay overtook pauses nothing.
+                guard db.changesCount == 1 else { return }
                 try db.execute(
                     sql: """
                         UPDATE webhook_subscriptions SET paused_at = ?, paused_reason = ?
@@ -193,9 +202,13 @@ extension SQLiteDriver {
         }
     }
 
-    /// A delivery answered `2xx`: delivered at `at`, its last error cleared.
-    private static func recordDelivered(_ db: Database, id: Int64, at: Int64) throws {
-        try db.execute(sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ?", arguments: [at, id])
+    /// A delivery answered `2xx`: delivered at `at`, its last error cleared, if it still holds
+    /// the claim's lease.
+    private static func recordDelivered(_ db: Database, _ claim: WebhookClaim, at: Int64) throws {
+        try db.execute(
+            sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
+            arguments: [at, claim.id, claim.leaseEnd]
+        )
     }
 
     package func replayWebhook(name: String, from: Timestamp, now: Timestamp) async throws -> Int? {

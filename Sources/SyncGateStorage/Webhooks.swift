@@ -124,11 +124,15 @@ package struct WebhookDelivery: Sendable, Hashable {
     /// When the announcer made it: the body's `timestamp`.
     package var createdAt: Int64
     package var attempts: Int
+    /// When this claim's lease ends (milliseconds since the epoch): the claim's token. Its
+    /// outcome is recorded only while the message still holds that lease; a resume, a replay or
+    /// another sender's claim after the lease gave it a new one.
+    package var leaseEnd: Int64
     package var changes: [AnnouncedChange]
 
     package init(
         id: Int64, subscription: WebhookSubscription, scope: Scope, firstSequence: Int64, lastSequence: Int64,
-        committedAt: Int64, createdAt: Int64, attempts: Int, changes: [AnnouncedChange] = []
+        committedAt: Int64, createdAt: Int64, attempts: Int, leaseEnd: Int64, changes: [AnnouncedChange] = []
     ) {
         self.id = id
         self.subscription = subscription
@@ -138,10 +142,25 @@ package struct WebhookDelivery: Sendable, Hashable {
         self.committedAt = committedAt
         self.createdAt = createdAt
         self.attempts = attempts
+        self.leaseEnd = leaseEnd
         self.changes = changes
     }
 
     package var messageID: String { "msg_\(id)" }
+
+    package var claim: WebhookClaim { WebhookClaim(id: id, leaseEnd: leaseEnd) }
+}
+
+/// One claimed attempt of a message, as its outcome is recorded: the message and the end of the
+/// lease the claim gave it (see ``WebhookDelivery/leaseEnd``).
+package struct WebhookClaim: Sendable, Hashable {
+    package var id: Int64
+    package var leaseEnd: Int64
+
+    package init(id: Int64, leaseEnd: Int64) {
+        self.id = id
+        self.leaseEnd = leaseEnd
+    }
 }
 
 /// How an attempt ended, as the sender decided it.

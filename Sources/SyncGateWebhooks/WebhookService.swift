@@ -35,7 +35,7 @@ package final class WebhookService: Service {
     private let claimable = Atomic<Bool>(true)
     /// Messages delivered and not yet recorded: the next claim records them (one statement for
     /// both, instead of one more per message). At most the attempts of one claim's worth.
-    private let delivered = Mutex<[Int64]>([])
+    private let delivered = Mutex<[WebhookClaim]>([])
 
     package func run() async throws {
         let client = WebhookSender.makeClient(configuration)
@@ -190,13 +190,13 @@ package final class WebhookService: Service {
         let outcome: WebhookAttemptOutcome
         guard let message = WebhookPayload.render(delivery) else {
             // Its range holds nothing the subscription wants: done without a request.
-            delivered.withLock { $0.append(delivery.id) }
+            delivered.withLock { $0.append(delivery.claim) }
             return
         }
         switch await sender.attempt(delivery, body: message.body, timestamp: now / 1000) {
         case .delivered:
             metrics.delivered(changes: message.changes, committedAt: delivery.committedAt, now: store.clock.wallNow().millisecondsSinceEpoch)
-            delivered.withLock { $0.append(delivery.id) }
+            delivered.withLock { $0.append(delivery.claim) }
             return
         case .failed(let error):
             switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: now, unit: Double.random(in: 0..<1)) {
@@ -225,7 +225,7 @@ package final class WebhookService: Service {
 
     private func finish(_ delivery: WebhookDelivery, _ outcome: WebhookAttemptOutcome) async {
         do {
-            try await store.finishWebhookDelivery(id: delivery.id, outcome: outcome)
+            try await store.finishWebhookDelivery(delivery.claim, outcome: outcome)
         } catch {
             logger.warning("webhook delivery not recorded; it is sent again after its lease", metadata: [
                 "syncgate.delivery": "\(delivery.id)", "syncgate.error": "\(error)",

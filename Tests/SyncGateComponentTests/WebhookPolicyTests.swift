@@ -113,7 +113,7 @@ struct WebhookPolicyTests {
         func message(_ subscription: WebhookSubscription, _ scope: Scope, _ changes: [AnnouncedChange]) -> (body: String, changes: Int)? {
             WebhookPayload.render(WebhookDelivery(
                 id: 5, subscription: subscription, scope: scope, firstSequence: changes.first?.row.sequence ?? 1,
-                lastSequence: changes.last?.row.sequence ?? 1, committedAt: 0, createdAt: 99_000, attempts: 1, changes: changes
+                lastSequence: changes.last?.row.sequence ?? 1, committedAt: 0, createdAt: 99_000, attempts: 1, leaseEnd: 0, changes: changes
             ))
         }
         #expect(message(everything, .user("alice"), alice)?.changes == 3)

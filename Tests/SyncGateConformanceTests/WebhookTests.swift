@@ -214,9 +214,9 @@ import Testing
             #expect(claimed.map(\.subscription.name) == ["slow", "slower"])
             #expect(claimed.map { $0.changes.map(\.row.sequence) } == [[1, 2, 3], [1, 2]])
             // One subscription received them; the other holds them.
-            try await store.finishWebhookDelivery(id: claimed[0].id, outcome: .delivered)
+            try await store.finishWebhookDelivery(claimed[0].claim, outcome: .delivered)
             try await maintenanceKeepsEverything()
-            try await store.finishWebhookDelivery(id: claimed[1].id, outcome: .delivered)
+            try await store.finishWebhookDelivery(claimed[1].claim, outcome: .delivered)
             _ = try await store.compactFeeds()
             #expect(try await Self.feedPositions(http.store).count == written.count - 2)
             #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 1)
@@ -237,7 +237,7 @@ import Testing
             #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
             _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
             #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
-            func claim(recording delivered: [Int64], limit: Int = 10) async throws -> [WebhookDelivery] {
+            func claim(recording delivered: [WebhookClaim], limit: Int = 10) async throws -> [WebhookDelivery] {
                 try await store.claimWebhookDeliveries(delivered: delivered, limit: limit, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
             }
             // Feed order: the second message waits while the first is undelivered.
@@ -245,14 +245,62 @@ import Testing
             #expect(first.map { $0.changes.map(\.row.sequence) } == [[1]])
             #expect(try await claim(recording: []).isEmpty)
             // Recording the first makes the second due in the same call.
-            let second = try await claim(recording: first.map(\.id))
+            let second = try await claim(recording: first.map(\.claim))
             #expect(second.map { $0.changes.map(\.row.sequence) } == [[2]])
             #expect(second.map(\.subscription.name) == ["backend"])
             #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[1, 1]])
             // A claim of nothing only records.
-            #expect(try await claim(recording: second.map(\.id), limit: 0).isEmpty)
+            #expect(try await claim(recording: second.map(\.claim), limit: 0).isEmpty)
             #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[0, 2]])
             #expect(try await claim(recording: []).isEmpty)
+        }
+    }
+
+    @Test("an attempt a resume or a replay overtook records nothing: its message is sent again, in feed order, and pauses nothing", arguments: Driver.selected)
+    func overtakenAttempts(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            #expect(try await store.createWebhook(NewWebhookSubscription(
+                name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+            )))
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            // Each claim its own lease length, so that leases differ under a clock that stands still.
+            func claim(recording delivered: [WebhookClaim] = [], lease: Int64) async throws -> [WebhookDelivery] {
+                try await store.claimWebhookDeliveries(delivered: delivered, limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: lease)
+            }
+            func sequences(_ deliveries: [WebhookDelivery]) -> [[Int64]] { deliveries.map { $0.changes.map(\.row.sequence) } }
+
+            // An operator pauses and resumes while the first message's attempt is in flight: the
+            // message is due again, and a second attempt takes it.
+            let overtaken = try await claim(lease: 60_000)
+            #expect(sequences(overtaken) == [[1]])
+            #expect(try await store.pauseWebhook(name: "backend", reason: "operator"))
+            #expect(try await store.resumeWebhook(name: "backend"))
+            let current = try await claim(lease: 120_000)
+            #expect(current.map(\.id) == overtaken.map(\.id))
+            // The overtaken attempt's outcomes change nothing: no pause, no retry time, no record,
+            // so the feed's next message still waits.
+            try await store.finishWebhookDelivery(overtaken[0].claim, outcome: .pause(error: "8 attempts failed"))
+            try await store.finishWebhookDelivery(overtaken[0].claim, outcome: .retry(at: 0, error: "stale"))
+            #expect(try await claim(recording: overtaken.map(\.claim), lease: 60_000).isEmpty)
+            #expect(try await store.webhooks().map(\.pausedAt) == [nil])
+            #expect(try await store.webhookBacklog().map { [$0.pending, $0.failing, $0.delivered] } == [[2, 0, 0]])
+            // The current attempt's record counts, and the next message follows.
+            let next = try await claim(recording: current.map(\.claim), lease: 60_000)
+            #expect(sequences(next) == [[2]])
+
+            // A replay lands after the second message was delivered and before its record: the
+            // record changes nothing, and the replay sends both again, in feed order.
+            #expect(try await store.replayWebhook(name: "backend", from: Timestamp(millisecondsSinceEpoch: 0)) == 2)
+            let replayed = try await claim(recording: next.map(\.claim), lease: 180_000)
+            #expect(sequences(replayed) == [[1]])
+            let then = try await claim(recording: replayed.map(\.claim), lease: 60_000)
+            #expect(sequences(then) == [[2]])
+            #expect(try await claim(recording: then.map(\.claim), lease: 60_000).isEmpty)
+            #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[0, 2]])
         }
     }
 

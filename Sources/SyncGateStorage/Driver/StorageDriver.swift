@@ -138,15 +138,18 @@ package protocol StorageDriver: Sendable {
     /// numbers of each. Without subscriptions it does nothing.
     func announceChanges(after: String?, feedLimit: Int, changeLimit: Int, now: Timestamp) async throws -> WebhookAnnouncement
     /// Records the messages in `delivered` as delivered (the sender's attempts since its last
-    /// claim), then takes up to `limit` due messages for an attempt, at most `perSubscription` of
-    /// each active subscription and none of `excluding`: each the oldest undelivered message of
-    /// its subscription and feed (feed order, counting those just recorded as delivered),
-    /// skipping rows another sender takes; then reads the changes of their ranges. Each is due
-    /// again after `leaseMilliseconds` unless finished first (a sender that died).
+    /// claim; each only while it still holds its claim's lease), then takes up to `limit` due
+    /// messages for an attempt, at most `perSubscription` of each active subscription and none
+    /// of `excluding`: each the oldest undelivered message of its subscription and feed (feed
+    /// order, counting those just recorded as delivered), skipping rows another sender takes;
+    /// then reads the changes of their ranges. Each is due again after `leaseMilliseconds`
+    /// unless finished first (a sender that died).
     func claimWebhookDeliveries(
-        delivered: [Int64], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
+        delivered: [WebhookClaim], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64, now: Timestamp
     ) async throws -> [WebhookDelivery]
-    func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome, now: Timestamp) async throws
+    /// Records an attempt's outcome, only while its message still holds the claim's lease: an
+    /// attempt a resume or replay overtook changes nothing (its message is sent again).
+    func finishWebhookDelivery(_ claim: WebhookClaim, outcome: WebhookAttemptOutcome, now: Timestamp) async throws
     /// Sends again the deliveries of a subscription made at or after `from`, delivered or not,
     /// and resumes it; `nil` when none has that name.
     func replayWebhook(name: String, from: Timestamp, now: Timestamp) async throws -> Int?

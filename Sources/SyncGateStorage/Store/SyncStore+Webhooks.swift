@@ -43,7 +43,7 @@ extension SyncStore {
 
     /// One sender's claim (see ``StorageDriver/claimWebhookDeliveries(delivered:limit:perSubscription:excluding:leaseMilliseconds:now:)``).
     package func claimWebhookDeliveries(
-        delivered: [Int64] = [], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64
+        delivered: [WebhookClaim] = [], limit: Int, perSubscription: Int, excluding: [String], leaseMilliseconds: Int64
     ) async throws -> [WebhookDelivery] {
         try await driver.claimWebhookDeliveries(
             delivered: delivered, limit: limit, perSubscription: perSubscription, excluding: excluding, leaseMilliseconds: leaseMilliseconds,
@@ -51,8 +51,8 @@ extension SyncStore {
         )
     }
 
-    package func finishWebhookDelivery(id: Int64, outcome: WebhookAttemptOutcome) async throws {
-        try await driver.finishWebhookDelivery(id: id, outcome: outcome, now: clock.wallNow())
+    package func finishWebhookDelivery(_ claim: WebhookClaim, outcome: WebhookAttemptOutcome) async throws {
+        try await driver.finishWebhookDelivery(claim, outcome: outcome, now: clock.wallNow())
     }
 
     /// Deletes deliveries delivered more than `age` ago: the replay window ends there.
