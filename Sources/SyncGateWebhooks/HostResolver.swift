@@ -6,10 +6,19 @@ import Darwin
 #endif
 
 /// The addresses a host name resolves to, for the SSRF check. Written by hand because NIO's
-/// resolver is internal to its bootstraps; getaddrinfo blocks, so it runs on NIO's thread pool.
-enum HostResolver {
-    static func addresses(of host: String) async throws -> [[UInt8]] {
-        try await NIOThreadPool.singleton.runIfActive { try resolve(host) }
+/// resolver is internal to its bootstraps. getaddrinfo blocks (up to tens of seconds when a
+/// name server does not answer), so it runs on threads of its own, as many as a process has
+/// attempts in flight by default: a receiver whose names do not resolve never holds up another's
+/// look-ups or NIO's shared thread pool.
+package enum HostResolver {
+    private static let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: WebhookConfiguration().concurrency)
+        pool.start()
+        return pool
+    }()
+
+    package static func addresses(of host: String) async throws -> [[UInt8]] {
+        try await threads.runIfActive { try resolve(host) }
     }
 
     struct Failure: Error, CustomStringConvertible {

@@ -17,10 +17,16 @@ package struct WebhookSender: Sendable {
 
     let client: HTTPClient
     let configuration: WebhookConfiguration
+    /// A host's addresses, for the SSRF check (tests stand in a slow one).
+    let resolve: @Sendable (String) async throws -> [[UInt8]]
 
-    package init(client: HTTPClient, configuration: WebhookConfiguration) {
+    package init(
+        client: HTTPClient, configuration: WebhookConfiguration,
+        resolve: @escaping @Sendable (String) async throws -> [[UInt8]] = HostResolver.addresses(of:)
+    ) {
         self.client = client
         self.configuration = configuration
+        self.resolve = resolve
     }
 
     /// The client a sender needs: no redirects (a receiver must not send the server elsewhere),
@@ -43,9 +49,6 @@ package struct WebhookSender: Sendable {
         case .failure(let refusal): return .unsendable(refusal.description)
         case .success(let parsed): target = parsed
         }
-        if !configuration.allowPrivateAddresses, let refusal = await Self.refusal(ofHost: target.host) {
-            return .failed(refusal)
-        }
         let body = Array(body.utf8)
         var request = HTTPClientRequest(url: subscription.url)
         request.method = .POST
@@ -57,8 +60,14 @@ package struct WebhookSender: Sendable {
         request.body = .bytes(ByteBuffer(bytes: body))
         let prepared = request
         let limit = configuration.maximumResponseBytes
+        let checked = !configuration.allowPrivateAddresses
         do {
-            return try await Self.within(configuration.timeout) { [client] in
+            // The host's look-up is inside the attempt's time: a resolver that does not answer
+            // must not hold an attempt past its lease (another sender would send it again).
+            return try await Self.within(configuration.timeout) { [client, resolve] in
+                if checked, let refusal = await Self.refusal(ofHost: target.host, resolve: resolve) {
+                    return .failed(refusal)
+                }
                 let response = try await client.execute(prepared, timeout: .seconds(Int64(configuration.timeout.components.seconds) + 1))
                 // Read at most `limit` of the answer; what is beyond it is dropped with the connection.
                 var read = 0
@@ -76,10 +85,10 @@ package struct WebhookSender: Sendable {
 
     /// Why `host` may not receive (SSRF): it does not resolve, or one of its addresses is
     /// internal; `nil` when it may. Checked when a subscription is made and at every attempt.
-    static func refusal(ofHost host: String) async -> String? {
+    static func refusal(ofHost host: String, resolve: @Sendable (String) async throws -> [[UInt8]] = HostResolver.addresses(of:)) async -> String? {
         let addresses: [[UInt8]]
         do {
-            addresses = try await HostResolver.addresses(of: host)
+            addresses = try await resolve(host)
         } catch {
             return "\(WebhookAddressPolicy.Refusal.unresolvable(host)): \(error)"
         }

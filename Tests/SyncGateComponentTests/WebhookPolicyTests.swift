@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Crypto
 import Foundation
 import SyncGateCore
@@ -155,6 +156,30 @@ struct WebhookPolicyTests {
             ],
         ]
         #expect(rendered == expected.serialized())
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aHostWhoseLookUpDoesNotAnswerFailsWithinTheAttemptsTime() async throws {
+        var configuration = WebhookConfiguration()
+        configuration.timeout = .milliseconds(200)
+        let client = WebhookSender.makeClient(configuration)
+        // A name server that never answers: only the attempt's end (cancellation) stops the look-up.
+        let sender = WebhookSender(client: client, configuration: configuration) { _ in
+            try await Task.sleep(for: .seconds(3600))
+            return []
+        }
+        let subscription = WebhookSubscription(
+            id: 1, name: "slow", url: "https://receiver.example/hook", secret: WebhookSignature.newSecret(), entityTypes: nil,
+            events: Set(WebhookEvent.allCases), createdAt: Timestamp(millisecondsSinceEpoch: 0)
+        )
+        let delivery = WebhookDelivery(id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0)
+        let result = await sender.attempt(delivery, body: "{}", timestamp: 0)
+        try await client.shutdown()
+        guard case .failed(let reason) = result else {
+            Issue.record("expected a failed attempt, got \(result)")
+            return
+        }
+        #expect(reason.contains("no answer within"))
     }
 
     @Test func aClaimNeverTakesASubscriptionPastItsShare() {
