@@ -97,6 +97,7 @@ let package = Package(
                 .embedInCode("0014_push_registrations.sql"),
                 .embedInCode("0015_job_errors.sql"),
                 .embedInCode("0016_maintenance_runs.sql"),
+                .embedInCode("0017_push_attempts.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -117,6 +118,7 @@ let package = Package(
                 .embedInCode("0011_push_registrations.sql"),
                 .embedInCode("0012_job_errors.sql"),
                 .embedInCode("0013_maintenance_runs.sql"),
+                .embedInCode("0014_push_attempts.sql"),
             ],
             swiftSettings: swiftSettings
         ),

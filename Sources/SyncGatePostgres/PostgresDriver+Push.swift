@@ -100,10 +100,12 @@ extension PostgresDriver {
     static let nudgeReaders = """
         all_readers AS (
             SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
-            JOIN push_registrations r ON t.scope = 'u:' || r.user_id
+            -- By the key's parts, so the joins use the registrations' and members' keys.
+            JOIN push_registrations r ON left(t.scope, 2) = 'u:' AND r.user_id = substr(t.scope, 3)
             UNION ALL
             SELECT t.scope, r.user_id, r.device_id, r.pending_scopes, r.leased_until FROM taken t
-            JOIN household_members m ON t.scope = 'h:' || m.household_id JOIN push_registrations r ON r.user_id = m.user_id
+            JOIN household_members m ON left(t.scope, 2) = 'h:' AND m.household_id = substr(t.scope, 3)
+            JOIN push_registrations r ON r.user_id = m.user_id
         ), readers AS (
             SELECT scope, user_id, device_id FROM all_readers
             WHERE pending_scopes IS NULL OR NOT pending_scopes @> ARRAY[scope] OR leased_until IS NOT NULL
@@ -125,7 +127,7 @@ extension PostgresDriver {
                 pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
                 pending_version = r.pending_version + 1,
                 pending_since = least(r.pending_since, coalesce(t.since, \(at))),
-                due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_sent_at, 0) + \(intervalMilliseconds)))
+                due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_attempt_at, r.last_sent_at, 0) + \(intervalMilliseconds)))
             FROM targets t JOIN locked l USING (user_id, device_id) WHERE r.user_id = t.user_id AND r.device_id = t.device_id
               -- A device that waits out its interval with these feeds pending already is not
               -- rewritten at every pass; one whose nudge is out is (its version tells the send).
@@ -347,7 +349,8 @@ struct FinishNudgeStatement: PostgresPreparedStatement {
     static let sql = """
         WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit))
         UPDATE push_registrations SET
-            last_sent_at = CASE WHEN $7::boolean THEN $6::bigint ELSE last_sent_at END, leased_until = NULL, attempts = 0,
+            last_sent_at = CASE WHEN $7::boolean THEN $6::bigint ELSE last_sent_at END, last_attempt_at = $6::bigint,
+            leased_until = NULL, attempts = 0,
             last_error = $8::text, held_live_at = NULL,
             pending_scopes = CASE WHEN pending_version = $5::bigint THEN NULL ELSE pending_scopes END,
             pending_since = CASE WHEN pending_version = $5::bigint THEN NULL ELSE pending_since END,

@@ -111,11 +111,14 @@ extension SQLiteDriver {
                             """,
                         arguments: [household]
                     )
-                } else {
+                } else if let scope = Scope(key: range.scope), case .user(let user) = scope {
+                    // By the user's id, so the look-up uses the key.
                     rows = try Row.fetchAll(
-                        db, sql: "SELECT user_id, device_id, pending_scopes, leased_until FROM push_registrations WHERE 'u:' || user_id = ?",
-                        arguments: [range.scope]
+                        db, sql: "SELECT user_id, device_id, pending_scopes, leased_until FROM push_registrations WHERE user_id = ?",
+                        arguments: [user]
                     )
+                } else {
+                    continue
                 }
                 // A device with the feed pending already and no nudge out gains nothing (as PostgreSQL's pass).
                 let readers = rows.filter { row in
@@ -144,7 +147,7 @@ extension SQLiteDriver {
                     sql: """
                         UPDATE push_registrations SET pending_scopes = ?, pending_version = pending_version + 1,
                             pending_since = min(coalesce(pending_since, ?), ?),
-                            due_at = coalesce(due_at, max(?, coalesce(last_sent_at, 0) + ?))
+                            due_at = coalesce(due_at, max(?, coalesce(last_attempt_at, last_sent_at, 0) + ?))
                         WHERE user_id = ? AND device_id = ?
                         """,
                     arguments: [merged, target.since ?? at, target.since ?? at, at, intervalMilliseconds, device.userID, device.deviceID]
@@ -227,13 +230,14 @@ extension SQLiteDriver {
                 try db.execute(
                     sql: """
                         UPDATE push_registrations SET
-                            last_sent_at = coalesce(?, last_sent_at), leased_until = NULL, attempts = 0, last_error = ?, held_live_at = NULL,
+                            last_sent_at = coalesce(?, last_sent_at), last_attempt_at = ?, leased_until = NULL, attempts = 0, last_error = ?,
+                            held_live_at = NULL,
                             pending_scopes = CASE WHEN pending_version = ? THEN NULL ELSE pending_scopes END,
                             pending_since = CASE WHEN pending_version = ? THEN NULL ELSE pending_since END,
                             due_at = CASE WHEN pending_version = ? THEN NULL ELSE ? END
                         WHERE user_id = ? AND device_id = ? AND token = ? AND leased_until = ?
                         """,
-                    arguments: [sent, error, nudge.version, nudge.version, nudge.version, at + intervalMilliseconds] + claimed
+                    arguments: [sent, at, error, nudge.version, nudge.version, nudge.version, at + intervalMilliseconds] + claimed
                 )
             case .retry(let due, let error):
                 try db.execute(

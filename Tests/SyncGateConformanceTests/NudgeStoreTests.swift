@@ -94,6 +94,24 @@ import Testing
     }
 
     @Test(arguments: Driver.selected)
+    func aRefusedNudgeWaitsOutTheIntervalAsASentOneDoes(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            try await Self.household(harness)
+            _ = try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "alice", device: "tablet")
+            _ = try await Self.mark(harness, at: 10)
+            let refused = try #require(try await Self.claim(harness, at: 10).nudges.first)
+            // The provider refuses it for good (a wrong key, say): dropped, never sent.
+            try await harness.store.driver.finishNudge(refused, outcome: .dropped(error: "InvalidProviderToken"), intervalMilliseconds: Self.interval, now: Self.at(10))
+            // The next change is due an interval after that attempt, not at once: a device the
+            // provider refuses is tried once an interval, not at every change.
+            _ = try await harness.apply([Op.create("inventory", "eggs", ["qty": 6], household: "home")], user: "alice", device: "tablet")
+            _ = try await Self.mark(harness, at: 11)
+            #expect(try await Self.claim(harness, at: 39).nudges.isEmpty)
+            #expect(try await Self.claim(harness, at: 40).nudges.map(\.device) == [Self.phone])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
     func aNudgerThatDiedLeavesItsNudgeToAnother(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
             try await Self.household(harness)

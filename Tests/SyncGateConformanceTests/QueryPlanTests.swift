@@ -151,6 +151,44 @@ import Testing
         }
     }
 
+    /// A nudger's mark pass finds the devices that read an advanced feed by the registrations' and
+    /// members' keys, and a registration finds the old registrations of its token by the token:
+    /// none of them reads those tables whole, however many devices are registered. Here 20,000
+    /// registrations of users in 2,000 households.
+    @Test func nudgeReadersAndMovedTokensAreFoundByKey() async throws {
+        let url = DatabaseURL.postgres(try await TestDatabases.shared.freshPostgres())
+        let now = Timestamp.now()
+        try await StoreHarness.withExisting(url) { harness in
+            try await harness.execute("INSERT INTO households (household_id, owner_id) SELECT 'h' || g, 'u' || (g * 10) FROM generate_series(0, 1999) g")
+            try await harness.execute("""
+                INSERT INTO household_members (household_id, user_id, role)
+                SELECT 'h' || (g / 10), 'u' || g, CASE WHEN g % 10 = 0 THEN 'owner' ELSE 'member' END FROM generate_series(0, 19999) g
+                """)
+            try await harness.execute("""
+                INSERT INTO push_registrations (user_id, device_id, provider, token, created_at, updated_at)
+                SELECT 'u' || g, 'phone', 'fcm', 'token-' || g, 0, 0 FROM generate_series(0, 19999) g
+                """)
+            try await harness.execute("ANALYZE")
+            // The feeds these devices read get their positions, as registering gives them.
+            _ = try await harness.store.driver.trackPushFeeds()
+        }
+        let before = try await Self.settledCounters(url).rowsRead
+        try await StoreHarness.withExisting(url) { harness in
+            // A user's own feed and a household's advance, written from a device of no one's.
+            _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])], user: "u5", device: "laptop")
+            _ = try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "h7")], user: "u70", device: "laptop")
+            let pass = try await harness.store.driver.markNudges(scopes: nil, feedLimit: 100, intervalMilliseconds: 30_000, now: now)
+            #expect(pass.feeds == 2 && pass.devices == 11)
+            // A token that moves to another device.
+            try await harness.store.driver.upsertPushRegistration(DeviceKey(userID: "u9", deviceID: "tablet"), .fcm(token: "token-3"), now: now)
+        }
+        let after = try await Self.settledCounters(url).rowsRead
+        for table in ["push_registrations", "household_members"] {
+            let read = after[table, default: 0] - before[table, default: 0]
+            #expect(read < 2000, "a mark pass and a registration read \(read) rows of \(table) (20,000)")
+        }
+    }
+
     /// A pass finds the feeds with tombstones to purge from the index of tombstones by age,
     /// reading no change when none is old enough, however many changes the table holds. Here
     /// 50,000 changes, 5,000 of them young tombstones, the statistics know them.

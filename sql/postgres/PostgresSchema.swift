@@ -21,5 +21,6 @@ package enum PostgresSchema {
         (14, "push_registrations", false, PackageResources._014_push_registrations_sql),
         (15, "job_errors", false, PackageResources._015_job_errors_sql),
         (16, "maintenance_runs", false, PackageResources._016_maintenance_runs_sql),
+        (17, "push_attempts", false, PackageResources._017_push_attempts_sql),
     ]
 }

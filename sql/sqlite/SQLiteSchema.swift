@@ -17,5 +17,6 @@ package enum SQLiteSchema {
         (11, "push_registrations", false, PackageResources._011_push_registrations_sql),
         (12, "job_errors", false, PackageResources._012_job_errors_sql),
         (13, "maintenance_runs", false, PackageResources._013_maintenance_runs_sql),
+        (14, "push_attempts", false, PackageResources._014_push_attempts_sql),
     ]
 }
