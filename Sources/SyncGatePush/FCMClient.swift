@@ -127,7 +127,9 @@ package actor FCMClient {
             "message": [
                 "token": .string(registration),
                 "data": .object(nudge.fcmData()),
-                "android": ["priority": .string(priority.rawValue)],
+                // As APNs' collapse id and expiry: an offline device keeps only the newest nudge,
+                // for an hour (FCM keeps up to 100 uncollapsed messages for 4 weeks by default).
+                "android": ["priority": .string(priority.rawValue), "collapse_key": "sync_nudge", "ttl": "3600s"],
             ]
         ]
         var request = HTTPClientRequest(url: "\(baseURL)/v1/projects/\(account.projectID)/messages:send")

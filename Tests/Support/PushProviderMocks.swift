@@ -255,6 +255,7 @@ package final class FCMMock: Sendable {
         package var registration: String
         package var data: JSONObject
         package var priority: String?
+        package var android: JSONObject?
     }
 
     package let projectID = "pantry-test"
@@ -356,13 +357,20 @@ package final class FCMMock: Sendable {
             else { return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT") }
             let priority = message["android"]?["priority"]?.stringValue
             if let priority, !["high", "normal", "HIGH", "NORMAL"].contains(priority) { return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT") }
+            // FCM's `ttl` is a duration in seconds, "3.5s" style, at most 4 weeks.
+            if let ttl = message["android"]?["ttl"] {
+                guard let text = ttl.stringValue, text.hasSuffix("s"), let seconds = Double(text.dropLast()), (0...2_419_200).contains(seconds) else {
+                    return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT")
+                }
+            }
+            let android = message["android"]?.objectValue
             return self.state.withLock { state in
                 if var answers = state.scripts[registration], !answers.isEmpty {
                     let answer = answers.removeFirst()
                     state.scripts[registration] = answers
                     return Self.fcmError(answer)
                 }
-                state.received.append(Received(registration: registration, data: data, priority: priority))
+                state.received.append(Received(registration: registration, data: data, priority: priority, android: android))
                 let name: JSONValue = ["name": .string("projects/\(self.projectID)/messages/\(state.received.count)")]
                 return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: name.serializedBytes())))
             }

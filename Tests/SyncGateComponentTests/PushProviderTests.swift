@@ -297,6 +297,8 @@ import Testing
             let received = mock.received
             #expect(received.map(\.registration) == ["fcm-registration-1", "fcm-registration-2"])
             #expect(received.first?.data == ["type": "sync_nudge", "scopes": #"["user","household:home"]"#] && received.first?.priority == "normal")
+            // Collapsed and expired as APNs' nudges: an offline device keeps the newest, for an hour.
+            #expect(received.first?.android?["collapse_key"] == "sync_nudge" && received.first?.android?["ttl"] == "3600s")
             #expect(mock.grants == 1 && mock.refused.isEmpty)
             // Renewed five minutes before it expires.
             clock.advance(minutes: 54)
