@@ -87,6 +87,35 @@ import Testing
         }
     }
 
+    /// A commit announces its feed heads before its jobs: a process that hears a job finished
+    /// knows the heads the job advanced, so a long-poll's page, whose watermark is read with the
+    /// heads, never counts a job whose changes it did not read.
+    @Test(arguments: Driver.selected)
+    func aCommitAnnouncesItsHeadsBeforeItsJobs(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true) { http in
+            if case .postgres(let location) = http.store.url {
+                try await eventually("the listener connected") { try await Self.listeners(location) == 1 }
+            }
+            let subscription = http.store.store.notifier.subscribe(.init(feeds: true))
+            defer { subscription.cancel() }
+            let pushed = try await http.push([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone", wait: 30_000)
+            #expect(pushed.status == 200)
+            func isJob(_ event: StoreEvent) -> Bool {
+                if case .jobFinished = event { return true }
+                return false
+            }
+            var heard: [StoreEvent] = []
+            let deadline = ContinuousClock.now + Self.promptly
+            while !heard.contains(where: isJob), let events = await subscription.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+                heard += events
+            }
+            let head = heard.firstIndex(of: .feedAdvanced(.user("alice"), head: 1))
+            let job = heard.firstIndex(where: isJob)
+            #expect(head != nil && job != nil, "\(heard)")
+            if let head, let job { #expect(head < job, "\(heard)") }
+        }
+    }
+
     /// The LISTEN connection dies; a change commits while it is away, so its NOTIFY is lost. When
     /// the listener is back it resynchronizes every waiter, which finds the change long before the
     /// safety net would have; pokes and wake-ups work again afterwards.

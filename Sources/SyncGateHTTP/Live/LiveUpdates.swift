@@ -206,6 +206,9 @@ struct LiveUpdates: Sendable {
     private func continuation(_ query: PullQuery, after previous: PullResult, device: DeviceKey) async throws -> PullResult {
         guard let cursor = query.cursor else { return try await store.pull(query) }
         let heads = watcher.heads(of: cursor.positions.keys)
+        // The device's jobs that finished while it waited, as the notifications told them, read
+        // with the heads (a job is heard after its heads): the reads below cover their changes.
+        let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
         let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)
         var pages: [Scope: [FeedChange]] = [:]
         for read in plan.reads {
@@ -219,8 +222,6 @@ struct LiveUpdates: Sendable {
             guard read.after >= slice.floor else { throw CursorError.expired(read.scope) }
             pages[read.scope] = slice.changes
         }
-        // The device's jobs that finished while it waited, as the notifications told them.
-        let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
         return plan.assemble(pages: pages, deviceWatermark: watermark)
     }
 }

@@ -226,6 +226,7 @@ extension SyncStore {
         var sequences: [[Scope: [Int64]]] = []
         var changedHouseholds: [HouseholdState] = []
         var wakeUsers: Set<String> = []
+        var finishedEvents: [StoreEvent] = []
         for (job, outcome) in zip(held, outcomesOfJobs) {
             // A service key's push (its device `service:<name>`) marks its changes with that origin.
             let origin = DeviceID.isReserved(job.job.deviceID) ? job.job.deviceID : nil
@@ -241,7 +242,7 @@ extension SyncStore {
             let results = JobCodec.encodeResults(outcome.results)
             let finished = FinishedJob(id: job.job.id, userID: job.job.userID, deviceID: job.job.deviceID, state: .done, results: results)
             write.finished.append(finished)
-            write.events.append(.jobFinished(finished))
+            finishedEvents.append(.jobFinished(finished))
         }
         write.heads = heads.filter { advanced.contains($0.key) }
         write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
@@ -250,6 +251,9 @@ extension SyncStore {
             let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted())
             write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
         }
+        // The jobs last: a process that hears a job finished has heard the heads it advanced, so
+        // a long-poll's page never counts a job in its watermark whose changes it did not read.
+        write.events += finishedEvents
         // The notifications go out when the transaction commits (PostgreSQL NOTIFY, or the SQLite
         // driver's in-process signal after its commit): each job's span covers both.
         if !probe {
