@@ -62,6 +62,14 @@ import Testing
         #expect(throws: JSONParseError.self) { try parser.compacted(text) }
     }
 
+    @Test func aNumberOutOfRangeIsNamed() {
+        // docs/protocol.md: a number the server would change is refused, naming the number.
+        for text in ["1e400", "-2.5E999"] {
+            let error = #expect(throws: JSONParseError.self) { try parser.parse(text) }
+            #expect(error?.message.contains(text) == true, "\(String(describing: error))")
+        }
+    }
+
     @Test func rejectsInvalidUTF8() throws {
         let invalid: [[UInt8]] = [
             [0x22, 0xFF, 0x22],

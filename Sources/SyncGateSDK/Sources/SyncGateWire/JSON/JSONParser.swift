@@ -391,7 +391,7 @@ private struct Reader {
             return .int(integer)
         }
         guard let double = Double(text), double.isFinite else {
-            throw JSONParseError(message: "number out of range", offset: start)
+            throw JSONParseError(message: "number \(text.prefix(40)) is out of range of a 64-bit float", offset: start)
         }
         // At most 15 digits and no exponent: a double keeps every such decimal (15 is
         // `DBL_DIG`: two of them never share a double, so the shortest form of the double is the
