@@ -159,11 +159,16 @@ extension PostgresDriver {
         return NudgePass(feeds: feeds, devices: devices, more: more)
     }
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
+    package func claimNudges(
+        limit: Int, providers: Set<PushRegistration.Provider>, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp
+    ) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
         let rows = try await run(
             "claim nudges", .job,
-            ClaimNudgesStatement(at: at, limit: limit, recheckAt: at + recheckMilliseconds, leasedUntil: at + leaseMilliseconds)
+            ClaimNudgesStatement(
+                at: at, limit: limit, recheckAt: at + recheckMilliseconds, leasedUntil: at + leaseMilliseconds,
+                providers: providers.map(\.rawValue).sorted()
+            )
         )
         var claim = NudgeClaim()
         for (user, device, provider, token, topic, environment, scopes, version, attempts, since, held, present) in rows {
@@ -382,7 +387,7 @@ struct ClaimNudgesStatement: PostgresPreparedStatement {
     static let sql = """
         WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), due AS (
             SELECT user_id, device_id, held_live_at FROM push_registrations
-            WHERE due_at <= $1::bigint AND (leased_until IS NULL OR leased_until <= $1::bigint)
+            WHERE due_at <= $1::bigint AND (leased_until IS NULL OR leased_until <= $1::bigint) AND provider = ANY($5::text[])
             ORDER BY due_at LIMIT $2::bigint
             FOR UPDATE SKIP LOCKED
         ), present AS (
@@ -415,8 +420,9 @@ struct ClaimNudgesStatement: PostgresPreparedStatement {
     var limit: Int
     var recheckAt: Int64
     var leasedUntil: Int64
+    var providers: [String]
 
-    func makeBindings() throws -> PostgresBindings { PostgresBindings(at, Int64(limit), recheckAt, leasedUntil) }
+    func makeBindings() throws -> PostgresBindings { PostgresBindings(at, Int64(limit), recheckAt, leasedUntil, providers) }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

@@ -6,7 +6,7 @@ import Synchronization
 package import SyncGateConcurrency
 package import SyncGateCore
 package import SyncGateStorage
-import SyncGateWire
+package import SyncGateWire
 
 /// The nudger of a worker process (docs/push.md): it adds the feeds that advanced to the pending
 /// set of each registered device that reads them, and sends each device at most one silent push
@@ -25,7 +25,8 @@ package final class NudgeService: Service {
     private let advanced = Mutex<(scopes: Set<Scope>, all: Bool)>(([], true))
     /// More notified feeds than this are not kept one by one: the next pass looks at all.
     static let advancedLimit = 10_000
-    private let inFlight = Atomic<Int>(0)
+    /// Attempts in flight in this process, by provider.
+    private let inFlight = Mutex<[PushRegistration.Provider: Int]>([:])
     /// Whether a pass made nudges due or an attempt ended since the last claim.
     private let claimable = Atomic<Bool>(true)
 
@@ -147,24 +148,45 @@ package final class NudgeService: Service {
     }
 
     private func claim(senders: Senders, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
-        let free = configuration.concurrency - inFlight.load(ordering: .relaxed)
-        guard free > 0 else { return }
-        let claim = try await store.claimNudges(
-            limit: free, leaseMilliseconds: configuration.effectiveLeaseMilliseconds, recheckMilliseconds: configuration.liveRecheckMilliseconds
-        )
-        if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
-        // Rows held or dropped for a live connection took the claim's places: claim again at
-        // once rather than a poll interval later.
-        if claim.held + claim.present > 0 { claimable.store(true, ordering: .relaxed) }
-        for nudge in claim.nudges {
-            inFlight.add(1, ordering: .relaxed)
-            group.addTask {
-                await self.send(nudge, senders: senders)
-                self.inFlight.subtract(1, ordering: .relaxed)
-                self.claimable.store(true, ordering: .relaxed)
-                bell.publish(.jobsAvailable)
+        // Claims again while a claim took all it might (bounded: a claim closes a provider or
+        // ends the loop).
+        for _ in 0...PushRegistration.Provider.allCases.count {
+            let next = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency) }
+            guard next.limit > 0 else { return }
+            let claim = try await store.claimNudges(
+                limit: next.limit, providers: next.providers, leaseMilliseconds: configuration.effectiveLeaseMilliseconds,
+                recheckMilliseconds: configuration.liveRecheckMilliseconds
+            )
+            if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
+            // Rows held or dropped for a live connection took the claim's places: claim again at
+            // once rather than a poll interval later.
+            if claim.held + claim.present > 0 { claimable.store(true, ordering: .relaxed) }
+            for nudge in claim.nudges {
+                let provider = nudge.registration.provider
+                inFlight.withLock { $0[provider, default: 0] += 1 }
+                group.addTask {
+                    await self.send(nudge, senders: senders)
+                    self.inFlight.withLock { $0[provider, default: 1] -= 1 }
+                    self.claimable.store(true, ordering: .relaxed)
+                    bell.publish(.jobsAvailable)
+                }
             }
+            guard claim.nudges.count == next.limit else { return }
         }
+    }
+
+    /// What the next claim may take, given the attempts in flight by provider: of the free slots,
+    /// no more than any provider it may take has left of its share (three quarters of them), so
+    /// that a provider that does not answer, each attempt held to its timeout, leaves the other
+    /// room; a provider at its share is not taken.
+    package static func nextClaim(
+        inFlight: [PushRegistration.Provider: Int], concurrency: Int
+    ) -> (limit: Int, providers: Set<PushRegistration.Provider>) {
+        let share = max(1, concurrency * 3 / 4)
+        let free = concurrency - inFlight.values.reduce(0, +)
+        let open = Set(PushRegistration.Provider.allCases.filter { inFlight[$0, default: 0] < share })
+        let room = open.map { share - inFlight[$0, default: 0] }.min() ?? 0
+        return (max(0, min(free, room)), open)
     }
 
     /// One attempt and its record. A record that fails to commit leaves the nudge leased until

@@ -161,8 +161,12 @@ extension SQLiteDriver {
         }
     }
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim {
+    package func claimNudges(
+        limit: Int, providers: Set<PushRegistration.Provider>, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp
+    ) async throws -> NudgeClaim {
         let at = now.millisecondsSinceEpoch
+        let names = providers.map(\.rawValue).sorted()
+        let listed = names.isEmpty ? "NULL" : names.map { _ in "?" }.joined(separator: ", ")
         return try await write { db in
             let due = try Row.fetchAll(
                 db,
@@ -172,10 +176,10 @@ extension SQLiteDriver {
                                    WHERE p.user_id = r.user_id AND p.device_id = r.device_id),
                            held_live_at
                     FROM push_registrations r
-                    WHERE due_at <= ? AND (leased_until IS NULL OR leased_until <= ?)
+                    WHERE due_at <= ? AND (leased_until IS NULL OR leased_until <= ?) AND provider IN (\(listed))
                     ORDER BY due_at LIMIT ?
                     """,
-                arguments: [at, at, at, limit]
+                arguments: StatementArguments([at, at, at] + names.map { $0 as any DatabaseValueConvertible } + [limit])
             )
             var claim = NudgeClaim()
             for row in due {

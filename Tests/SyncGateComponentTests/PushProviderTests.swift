@@ -289,6 +289,29 @@ import Testing
         PushNudge(address: .fcm(token: token), scopes: ["user", "household:home"])
     }
 
+    @Test func aNudgeClaimNeverTakesAProviderPastItsShare() {
+        // Every state of 1 to 8 slots: a claim fits the free slots and each provider it may take
+        // stays within its share; a provider with room and a free slot is never starved.
+        for concurrency in 1...8 {
+            let share = max(1, concurrency * 3 / 4)
+            for apns in 0...share {
+                for fcm in 0...share where apns + fcm <= concurrency {
+                    let inFlight: [PushRegistration.Provider: Int] = [.apns: apns, .fcm: fcm]
+                    let next = NudgeService.nextClaim(inFlight: inFlight, concurrency: concurrency)
+                    let free = concurrency - apns - fcm
+                    #expect(next.limit <= free)
+                    for provider in next.providers {
+                        #expect(inFlight[provider, default: 0] + next.limit <= share, "\(concurrency) \(inFlight) \(next)")
+                    }
+                    #expect(!next.providers.contains { inFlight[$0, default: 0] >= share })
+                    if free > 0, apns < share || fcm < share { #expect(next.limit > 0, "\(concurrency) \(inFlight)") }
+                }
+            }
+        }
+        // Thirty-two slots: a provider that holds 24 leaves the other the remaining 8.
+        #expect(NudgeService.nextClaim(inFlight: [.apns: 24], concurrency: 32) == (8, [.fcm]))
+    }
+
     @Test func fcmDataMessageWithAnAccessTokenFromTheServiceAccount() async throws {
         let clock = ManualWallClock()
         try await Self.withFCM(clock: clock) { client, mock in

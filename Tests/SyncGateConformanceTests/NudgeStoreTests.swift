@@ -27,8 +27,10 @@ import Testing
         try await harness.store.driver.markNudges(scopes: scopes, feedLimit: 100, intervalMilliseconds: interval, now: at(seconds))
     }
 
-    static func claim(_ harness: StoreHarness, at seconds: Int64, lease: Int64 = 60_000) async throws -> NudgeClaim {
-        try await harness.store.driver.claimNudges(limit: 10, leaseMilliseconds: lease, recheckMilliseconds: 20_000, now: at(seconds))
+    static func claim(
+        _ harness: StoreHarness, at seconds: Int64, lease: Int64 = 60_000, providers: Set<PushRegistration.Provider> = Set(PushRegistration.Provider.allCases)
+    ) async throws -> NudgeClaim {
+        try await harness.store.driver.claimNudges(limit: 10, providers: providers, leaseMilliseconds: lease, recheckMilliseconds: 20_000, now: at(seconds))
     }
 
     @Test(arguments: Driver.selected)
@@ -108,6 +110,19 @@ import Testing
             _ = try await Self.mark(harness, at: 11)
             #expect(try await Self.claim(harness, at: 39).nudges.isEmpty)
             #expect(try await Self.claim(harness, at: 40).nudges.map(\.device) == [Self.phone])
+        }
+    }
+
+    @Test(arguments: Driver.selected)
+    func aClaimTakesOnlyTheProvidersItNames(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            try await Self.household(harness)
+            // A device of Alice's that is neither: Bob's phone (FCM) and her tablet (APNs) are due.
+            _ = try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "alice", device: "laptop")
+            #expect(try await Self.mark(harness, at: 1).devices == 2)
+            #expect(try await Self.claim(harness, at: 1, providers: [.apns]).nudges.map(\.device) == [Self.tablet])
+            #expect(try await Self.claim(harness, at: 1, providers: [.apns]).nudges.isEmpty)
+            #expect(try await Self.claim(harness, at: 1, providers: [.fcm]).nudges.map(\.device) == [Self.phone])
         }
     }
 

@@ -252,6 +252,32 @@ import Testing
         }
     }
 
+    @Test("a provider that does not answer leaves the other room: an FCM nudge goes out while every APNs attempt hangs", arguments: Driver.selected)
+    func aStalledProviderLeavesTheOtherRoom(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1) { http in
+            try await Self.household(http)
+            try await Self.withProviders { providers in
+                // Bob's five iPads, then his phone on FCM: more APNs nudges due than the nudger's slots.
+                for index in 1...5 {
+                    try await Self.register(http, "bob", "b-ipad\(index)", Self.apns(String(repeating: "b\(index)", count: 32)))
+                }
+                try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
+                let gate = TestGate("APNs answers")
+                defer { gate.open() }
+                providers.apns.hold(until: gate)
+                var configuration = providers.configuration
+                configuration.concurrency = 4
+                try await whileRunning(Self.nudger(http, configuration)) {
+                    _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], device: "a-phone")
+                    try await eventually("the FCM nudge sent while APNs holds every attempt") { !providers.fcm.received.isEmpty }
+                    #expect(providers.apns.received.isEmpty)
+                    gate.open()
+                    try await eventually("every iPad nudged once APNs answers") { providers.apns.received.count == 5 }
+                }
+            }
+        }
+    }
+
     @Test("a nudger that dies while sending leaves the nudge to another", arguments: Driver.selected)
     func anotherNudgerTakesOver(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, workers: 1) { http in

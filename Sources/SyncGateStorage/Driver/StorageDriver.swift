@@ -180,8 +180,11 @@ package protocol StorageDriver: Sendable {
     /// nudger holds. A due nudge whose device has a live connection (on a front whose heartbeat
     /// is fresh) is held `recheckMilliseconds` instead, and dropped if the device still has one
     /// then: that connection delivers the changes. (A front learns that a client vanished only
-    /// when it next writes to it: a keep-alive, or the long-poll's answer.)
-    func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp) async throws -> NudgeClaim
+    /// when it next writes to it: a keep-alive, or the long-poll's answer.) Only registrations
+    /// of `providers` are taken.
+    func claimNudges(
+        limit: Int, providers: Set<PushRegistration.Provider>, leaseMilliseconds: Int64, recheckMilliseconds: Int64, now: Timestamp
+    ) async throws -> NudgeClaim
     /// Records how an attempt ended; a sent nudge leaves the device due again no sooner than
     /// `intervalMilliseconds` after it if its pending set grew meanwhile.
     func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64, now: Timestamp) async throws

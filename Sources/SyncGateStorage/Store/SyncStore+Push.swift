@@ -1,5 +1,5 @@
 package import SyncGateCore
-import SyncGateWire
+package import SyncGateWire
 
 /// Push nudges (docs/push.md): the nudger's passes, claims and records, and the fronts' presence.
 extension SyncStore {
@@ -11,8 +11,13 @@ extension SyncStore {
         try await driver.markNudges(scopes: scopes, feedLimit: feedLimit, intervalMilliseconds: intervalMilliseconds, now: clock.wallNow())
     }
 
-    package func claimNudges(limit: Int, leaseMilliseconds: Int64, recheckMilliseconds: Int64) async throws -> NudgeClaim {
-        try await driver.claimNudges(limit: limit, leaseMilliseconds: leaseMilliseconds, recheckMilliseconds: recheckMilliseconds, now: clock.wallNow())
+    package func claimNudges(
+        limit: Int, providers: Set<PushRegistration.Provider> = Set(PushRegistration.Provider.allCases), leaseMilliseconds: Int64,
+        recheckMilliseconds: Int64
+    ) async throws -> NudgeClaim {
+        try await driver.claimNudges(
+            limit: limit, providers: providers, leaseMilliseconds: leaseMilliseconds, recheckMilliseconds: recheckMilliseconds, now: clock.wallNow()
+        )
     }
 
     package func finishNudge(_ nudge: ClaimedNudge, outcome: NudgeFinish, intervalMilliseconds: Int64) async throws {
