@@ -317,6 +317,24 @@ import Yams
     }
 
     /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
+    /// User ids may hold any printable character: a client that encodes its paths (the console
+    /// does) sends `auth0|abc 1` as `auth0%7Cabc%201`, and that is the user it means.
+    @Test(arguments: Driver.selected)
+    func aUserIdInThePathIsPercentDecoded(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 1) { http, admin, key in
+            let user = "auth0|abc 1"
+            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 60])], user: user)
+            let path = "/admin/v1/users/auth0%7Cabc%201"
+            let shown = try #require(try await Self.send(admin, .get, path, key: key).json)
+            #expect(shown["devices"]?.arrayValue?.count == 1, "\(shown)")
+            let exported = try await admin.executeRequest(uri: "\(path)/export", method: .get, headers: [.authorization: "Bearer \(key)"], body: nil)
+            let export = try #require(try? JSONParser().parse(Array(exported.body.readableBytesView)), "\(String(buffer: exported.body))")
+            #expect(export["entities"]?.arrayValue?.compactMap { $0["entity_id"]?.stringValue } == ["w1"], "\(export)")
+            // Not percent-encoding at all: refused, not read as another user.
+            #expect(try await Self.send(admin, .get, "/admin/v1/users/bad%E", key: key).status == 400)
+        }
+    }
+
     @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
         let port = SyncGateProcess.freePort()
         try await StoreHarness.with(.sqlite) { store in

@@ -1,3 +1,4 @@
+import Foundation
 package import Hummingbird
 import Logging
 import NIOCore
@@ -254,8 +255,15 @@ struct AdminRoutes: Sendable {
         return Response(status: .noContent)
     }
 
+    /// The user of a `users/:user` path. The router hands over the path segment as sent, so it
+    /// is percent-decoded here: user ids may hold any printable character (`auth0|abc` arrives as
+    /// `auth0%7Cabc` from a client that encodes its paths, as the console does).
     static func user(_ context: SyncRequestContext) throws -> String {
-        try ServiceRoutes.userID(.string(try context.parameters.require("user")))
+        let segment = try context.parameters.require("user")
+        guard let user = segment.removingPercentEncoding else {
+            throw ProtocolError(.validationError, "the user id in the path is not valid percent-encoding")
+        }
+        return try ServiceRoutes.userID(.string(user))
     }
 
     func detail(_ id: Int64) async throws -> JSONValue {
