@@ -284,11 +284,11 @@ final class PostgresTransaction: StorageTransaction {
         try await query("DELETE FROM push_positions WHERE scope = \(scope)")
         try await query("DELETE FROM feeds WHERE scope = \(scope)")
         try await query("DELETE FROM household_members WHERE user_id = \(userID)")
-        // A writer is `<device id>/<user id>` (device ids hold no `/`).
+        // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
         erased.householdChangesUnattributed = try await count(
             """
             UPDATE changes SET writer = NULL
-            WHERE scope = ANY(\(households.map { Scope.household($0).key })::text[]) AND right(writer, length(\(userID)::text) + 1) = '/' || \(userID)
+            WHERE scope = ANY(\(households.map { Scope.household($0).key })::text[]) AND substr(writer, strpos(writer, '/') + 1) = \(userID)
             RETURNING 1
             """
         )

@@ -317,10 +317,10 @@ final class SQLiteTransaction: StorageTransaction {
             _ = try count("DELETE FROM push_positions WHERE scope = ?", [scope])
             _ = try count("DELETE FROM feeds WHERE scope = ?", [scope])
             _ = try count("DELETE FROM household_members WHERE user_id = ?", [userID])
-            // A writer is `<device id>/<user id>` (device ids hold no `/`).
+            // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
             erased.householdChangesUnattributed = try count(
-                "UPDATE changes SET writer = NULL WHERE scope IN (SELECT value FROM json_each(?)) AND substr(writer, -(length(?) + 1)) = '/' || ?",
-                [householdScopes, userID, userID]
+                "UPDATE changes SET writer = NULL WHERE scope IN (SELECT value FROM json_each(?)) AND substr(writer, instr(writer, '/') + 1) = ?",
+                [householdScopes, userID]
             )
             return erased
         }

@@ -317,6 +317,25 @@ import Yams
     }
 
     /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
+    /// Erasing a user unattributes their changes in households, not those of a user whose id
+    /// ends the same way (`team/bob` against `bob`: user ids may hold `/`).
+    @Test(arguments: Driver.selected)
+    func anEraseUnattributesOnlyItsUsersChanges(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results([
+                Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob"), HouseholdTests.member("home", "team/bob"),
+            ], user: "alice")
+            _ = try await http.results([Op.create("inventory", "eggs", ["quantity": 12], household: "home")], user: "bob")
+            _ = try await http.results([Op.create("inventory", "milk", ["quantity": 1], household: "home")], user: "team/bob")
+            func writers() async throws -> [String] {
+                try await http.store.queryTexts("SELECT coalesce(writer, '-') FROM changes WHERE scope = 'h:home' AND entity_type = 'inventory' ORDER BY entity_id")
+            }
+            #expect(try await writers() == ["d1/bob", "d1/team/bob"])
+            _ = try await Self.erase("bob", http: http, admin: admin, key: key)
+            #expect(try await writers() == ["-", "d1/team/bob"])
+        }
+    }
+
     /// User ids may hold any printable character: a client that encodes its paths (the console
     /// does) sends `auth0|abc 1` as `auth0%7Cabc%201`, and that is the user it means.
     @Test(arguments: Driver.selected)
