@@ -205,10 +205,11 @@ struct LiveUpdates: Sendable {
     /// its position (shared), the others keep theirs.
     private func continuation(_ query: PullQuery, after previous: PullResult, device: DeviceKey) async throws -> PullResult {
         guard let cursor = query.cursor else { return try await store.pull(query) }
-        let heads = watcher.heads(of: cursor.positions.keys)
         // The device's jobs that finished while it waited, as the notifications told them, read
-        // with the heads (a job is heard after its heads): the reads below cover their changes.
+        // before the heads: the watcher learns a job's heads no later than the job (one batch
+        // at a time, heads first), so the heads below and the reads after them cover its changes.
         let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
+        let heads = watcher.heads(of: cursor.positions.keys)
         let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)
         var pages: [Scope: [FeedChange]] = [:]
         for read in plan.reads {
