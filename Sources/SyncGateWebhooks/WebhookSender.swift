@@ -3,6 +3,7 @@ import Crypto
 import NIOCore
 import SyncGateConcurrency
 import NIOHTTP1
+import Synchronization
 package import SyncGateStorage
 
 /// One attempt of one delivery: the SSRF check, the signed POST, the answer read within bounds.
@@ -60,14 +61,22 @@ package struct WebhookSender: Sendable {
         request.body = .bytes(ByteBuffer(bytes: body))
         let prepared = request
         let limit = configuration.maximumResponseBytes
-        let checked = !configuration.allowPrivateAddresses
-        do {
-            // The host's look-up is inside the attempt's time: a resolver that does not answer
-            // must not hold an attempt past its lease (another sender would send it again).
-            return try await Self.within(configuration.timeout) { [client, resolve] in
-                if checked, let refusal = await Self.refusal(ofHost: target.host, resolve: resolve) {
+        let started = ContinuousClock.now
+        if !configuration.allowPrivateAddresses {
+            // The host's look-up counts in the attempt's time, and one that does not answer is
+            // left behind, not waited for (getaddrinfo cannot be cancelled): an attempt must not
+            // outlive its lease, or another sender would send the message again.
+            let host = target.host
+            do {
+                if let refusal = try await Self.unlessLate(configuration.timeout, { [resolve] in await Self.refusal(ofHost: host, resolve: resolve) }) {
                     return .failed(refusal)
                 }
+            } catch {
+                return .failed("the receiver's host was not looked up within \(configuration.timeout)")
+            }
+        }
+        do {
+            return try await Self.within(configuration.timeout - started.duration(to: .now)) { [client] in
                 let response = try await client.execute(prepared, timeout: .seconds(Int64(configuration.timeout.components.seconds) + 1))
                 // Read at most `limit` of the answer; what is beyond it is dropped with the connection.
                 var read = 0
@@ -100,6 +109,27 @@ package struct WebhookSender: Sendable {
         var description: String
     }
 
+    /// `body`'s value, or ``TimedOut`` once `limit` passes. Unlike ``within(_:_:)`` it does not wait
+    /// for a `body` that ignores cancellation: that one is cancelled and left to end on its own.
+    static func unlessLate<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let race = FirstResult<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation)
+                let work = Task {
+                    do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
+                }
+                let timer = Task {
+                    try? await Task.sleep(for: limit)
+                    race.finish(.failure(Task.isCancelled ? CancellationError() : TimedOut(description: "no answer within \(limit)")))
+                }
+                race.add([work, timer])
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
     /// `body`, or an error once `limit` passes (the attempt is cancelled).
     static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
@@ -117,5 +147,40 @@ package struct WebhookSender: Sendable {
     static func text(of address: [UInt8]) -> String {
         if address.count == 4 { return address.map(String.init).joined(separator: ".") }
         return stride(from: 0, to: address.count, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }.joined(separator: ":")
+    }
+}
+
+/// The first of several results resumes the waiter; the tasks that race for it are cancelled then.
+private final class FirstResult<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, done: Bool, tasks: [Task<Void, Never>])>((nil, false, []))
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        let early = state.withLock { state -> Bool in
+            if state.done { return true }
+            state.continuation = continuation
+            return false
+        }
+        // Cancelled before it began.
+        if early { continuation.resume(throwing: CancellationError()) }
+    }
+
+    func add(_ tasks: [Task<Void, Never>]) {
+        let done = state.withLock { state -> Bool in
+            state.tasks += tasks
+            return state.done
+        }
+        if done { tasks.forEach { $0.cancel() } }
+    }
+
+    func finish(_ result: Swift.Result<T, any Error>) {
+        let taken = state.withLock { state -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>])? in
+            if state.done { return nil }
+            state.done = true
+            defer { state.continuation = nil }
+            return (state.continuation, state.tasks)
+        }
+        guard let (continuation, tasks) = taken else { return }
+        continuation?.resume(with: result)
+        tasks.forEach { $0.cancel() }
     }
 }

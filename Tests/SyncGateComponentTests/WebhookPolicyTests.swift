@@ -6,6 +6,7 @@ import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWebhooks
 import SyncGateWire
+import Synchronization
 import Testing
 
 /// The pure parts of change webhooks: signing, which addresses are refused, retries, payloads.
@@ -163,9 +164,11 @@ struct WebhookPolicyTests {
         var configuration = WebhookConfiguration()
         configuration.timeout = .milliseconds(200)
         let client = WebhookSender.makeClient(configuration)
-        // A name server that never answers: only the attempt's end (cancellation) stops the look-up.
+        // A name server that never answers, and a look-up that cannot be cancelled (getaddrinfo):
+        // it ends only when the test lets it, after the attempt.
+        let lookUps = ParkedLookUps()
         let sender = WebhookSender(client: client, configuration: configuration) { _ in
-            try await Task.sleep(for: .seconds(3600))
+            await withCheckedContinuation { lookUps.park($0) }
             return []
         }
         let subscription = WebhookSubscription(
@@ -174,12 +177,13 @@ struct WebhookPolicyTests {
         )
         let delivery = WebhookDelivery(id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0)
         let result = await sender.attempt(delivery, body: "{}", timestamp: 0)
+        lookUps.release()
         try await client.shutdown()
         guard case .failed(let reason) = result else {
             Issue.record("expected a failed attempt, got \(result)")
             return
         }
-        #expect(reason.contains("no answer within"))
+        #expect(reason.contains("was not looked up within"))
     }
 
     @Test func aClaimNeverTakesASubscriptionPastItsShare() {
@@ -188,5 +192,27 @@ struct WebhookPolicyTests {
         #expect(WebhookService.nextClaim(inFlight: ["slow": 7], concurrency: 16, perSubscription: 8) == (9, 1, []))
         #expect(WebhookService.nextClaim(inFlight: ["slow": 8, "fast": 2], concurrency: 16, perSubscription: 8) == (6, 6, ["slow"]))
         #expect(WebhookService.nextClaim(inFlight: ["a": 8, "b": 8], concurrency: 16, perSubscription: 8) == (0, 8, ["a", "b"]))
+    }
+}
+
+/// Look-ups held until ``release()``, whatever cancels their tasks.
+final class ParkedLookUps: Sendable {
+    private let parked = Mutex<(continuations: [CheckedContinuation<Void, Never>], released: Bool)>(([], false))
+
+    func park(_ continuation: CheckedContinuation<Void, Never>) {
+        let released = parked.withLock { state -> Bool in
+            if !state.released { state.continuations.append(continuation) }
+            return state.released
+        }
+        if released { continuation.resume() }
+    }
+
+    func release() {
+        let continuations = parked.withLock { state in
+            state.released = true
+            defer { state.continuations = [] }
+            return state.continuations
+        }
+        continuations.forEach { $0.resume() }
     }
 }
