@@ -127,7 +127,7 @@ extension PostgresDriver {
                 pending_scopes = ARRAY(SELECT DISTINCT s FROM unnest(coalesce(r.pending_scopes, '{}') || t.scopes) AS s ORDER BY s),
                 pending_version = r.pending_version + 1,
                 pending_since = least(r.pending_since, coalesce(t.since, \(at))),
-                due_at = coalesce(r.due_at, greatest(\(at), coalesce(r.last_attempt_at, r.last_sent_at, 0) + \(intervalMilliseconds)))
+                due_at = coalesce(r.due_at, greatest(\(at), greatest(coalesce(r.last_attempt_at, 0), coalesce(r.last_sent_at, 0)) + \(intervalMilliseconds)))
             FROM targets t JOIN locked l USING (user_id, device_id) WHERE r.user_id = t.user_id AND r.device_id = t.device_id
               -- A device that waits out its interval with these feeds pending already is not
               -- rewritten at every pass; one whose nudge is out is (its version tells the send).

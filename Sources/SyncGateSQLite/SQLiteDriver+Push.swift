@@ -147,7 +147,7 @@ extension SQLiteDriver {
                     sql: """
                         UPDATE push_registrations SET pending_scopes = ?, pending_version = pending_version + 1,
                             pending_since = min(coalesce(pending_since, ?), ?),
-                            due_at = coalesce(due_at, max(?, coalesce(last_attempt_at, last_sent_at, 0) + ?))
+                            due_at = coalesce(due_at, max(?, max(coalesce(last_attempt_at, 0), coalesce(last_sent_at, 0)) + ?))
                         WHERE user_id = ? AND device_id = ?
                         """,
                     arguments: [merged, target.since ?? at, target.since ?? at, at, intervalMilliseconds, device.userID, device.deviceID]
