@@ -148,31 +148,41 @@ package final class NudgeService: Service {
     }
 
     private func claim(senders: Senders, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
-        // Claims again while a claim took all it might (bounded: a claim closes a provider or
-        // ends the loop).
-        for _ in 0...PushRegistration.Provider.allCases.count {
-            let next = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency) }
-            guard next.limit > 0 else { return }
-            let claim = try await store.claimNudges(
-                limit: next.limit, providers: next.providers, leaseMilliseconds: configuration.effectiveLeaseMilliseconds,
-                recheckMilliseconds: configuration.liveRecheckMilliseconds
-            )
-            if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
-            // Rows held or dropped for a live connection took the claim's places: claim again at
-            // once rather than a poll interval later.
-            if claim.held + claim.present > 0 { claimable.store(true, ordering: .relaxed) }
-            for nudge in claim.nudges {
-                let provider = nudge.registration.provider
-                inFlight.withLock { $0[provider, default: 0] += 1 }
-                group.addTask {
-                    await self.send(nudge, senders: senders)
-                    self.inFlight.withLock { $0[provider, default: 1] -= 1 }
-                    self.claimable.store(true, ordering: .relaxed)
-                    bell.publish(.jobsAvailable)
-                }
-            }
-            guard claim.nudges.count == next.limit else { return }
+        // One claim over every provider with room, of as many as none of them can pass its share
+        // with; if it took all of those, more may be due: each provider then on its own, up to
+        // its share.
+        let first = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency) }
+        guard first.limit > 0 else { return }
+        guard try await take(first.limit, of: first.providers, senders: senders, bell: bell, group: &group) == first.limit else { return }
+        for provider in PushRegistration.Provider.allCases {
+            let limit = inFlight.withLock { Self.room(of: provider, inFlight: $0, concurrency: configuration.concurrency) }
+            if limit > 0 { _ = try await take(limit, of: [provider], senders: senders, bell: bell, group: &group) }
         }
+    }
+
+    /// One claim, and a task for each nudge it took; how many it took.
+    private func take(
+        _ limit: Int, of providers: Set<PushRegistration.Provider>, senders: Senders, bell: ChangeNotifier, group: inout DiscardingTaskGroup
+    ) async throws -> Int {
+        let claim = try await store.claimNudges(
+            limit: limit, providers: providers, leaseMilliseconds: configuration.effectiveLeaseMilliseconds,
+            recheckMilliseconds: configuration.liveRecheckMilliseconds
+        )
+        if claim.present > 0 { metrics.outcome(provider: "any", "live", count: claim.present) }
+        // Rows held or dropped for a live connection took the claim's places: claim again at
+        // once rather than a poll interval later.
+        if claim.held + claim.present > 0 { claimable.store(true, ordering: .relaxed) }
+        for nudge in claim.nudges {
+            let provider = nudge.registration.provider
+            inFlight.withLock { $0[provider, default: 0] += 1 }
+            group.addTask {
+                await self.send(nudge, senders: senders)
+                self.inFlight.withLock { $0[provider, default: 1] -= 1 }
+                self.claimable.store(true, ordering: .relaxed)
+                bell.publish(.jobsAvailable)
+            }
+        }
+        return claim.nudges.count
     }
 
     /// What the next claim may take, given the attempts in flight by provider: of the free slots,
@@ -182,11 +192,16 @@ package final class NudgeService: Service {
     package static func nextClaim(
         inFlight: [PushRegistration.Provider: Int], concurrency: Int
     ) -> (limit: Int, providers: Set<PushRegistration.Provider>) {
+        let open = Set(PushRegistration.Provider.allCases.filter { room(of: $0, inFlight: inFlight, concurrency: concurrency) > 0 })
+        return (open.map { room(of: $0, inFlight: inFlight, concurrency: concurrency) }.min() ?? 0, open)
+    }
+
+    /// How many more attempts of `provider` may start: the free slots, and no more than what is
+    /// left of its share (three quarters of the slots).
+    package static func room(of provider: PushRegistration.Provider, inFlight: [PushRegistration.Provider: Int], concurrency: Int) -> Int {
         let share = max(1, concurrency * 3 / 4)
         let free = concurrency - inFlight.values.reduce(0, +)
-        let open = Set(PushRegistration.Provider.allCases.filter { inFlight[$0, default: 0] < share })
-        let room = open.map { share - inFlight[$0, default: 0] }.min() ?? 0
-        return (max(0, min(free, room)), open)
+        return max(0, min(free, share - inFlight[provider, default: 0]))
     }
 
     /// One attempt and its record. A record that fails to commit leaves the nudge leased until

@@ -305,6 +305,11 @@ import Testing
                     }
                     #expect(!next.providers.contains { inFlight[$0, default: 0] >= share })
                     if free > 0, apns < share || fcm < share { #expect(next.limit > 0, "\(concurrency) \(inFlight)") }
+                    // A provider's own claim after that: its share, within the free slots.
+                    for provider in PushRegistration.Provider.allCases {
+                        let room = NudgeService.room(of: provider, inFlight: inFlight, concurrency: concurrency)
+                        #expect(room == max(0, min(free, share - inFlight[provider, default: 0])))
+                    }
                 }
             }
         }
