@@ -316,7 +316,6 @@ import Yams
         }
     }
 
-    /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
     /// Erasing a user unattributes their changes in households, not those of a user whose id
     /// ends the same way (`team/bob` against `bob`: user ids may hold `/`).
     @Test(arguments: Driver.selected)
@@ -354,6 +353,7 @@ import Yams
         }
     }
 
+    /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
     @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
         let port = SyncGateProcess.freePort()
         try await StoreHarness.with(.sqlite) { store in
