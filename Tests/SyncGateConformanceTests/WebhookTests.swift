@@ -226,17 +226,24 @@ import Testing
         }
     }
 
+    /// A subscription `backend` (its receiver is never reached here) and two messages of one
+    /// feed, each announced: `w1` created, then updated.
+    static func twoMessagesOfOneFeed(_ http: HTTPHarness) async throws -> SyncStore {
+        let store = http.store.store
+        #expect(try await store.createWebhook(NewWebhookSubscription(
+            name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+        )))
+        _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
+        #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+        _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
+        #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+        return store
+    }
+
     @Test("a claim records the messages its sender delivered and, in the same call, takes the next message of their feeds", arguments: Driver.selected)
     func aClaimRecordsWhatWasDelivered(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
-            let store = http.store.store
-            #expect(try await store.createWebhook(NewWebhookSubscription(
-                name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
-            )))
-            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
-            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
-            _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
-            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            let store = try await Self.twoMessagesOfOneFeed(http)
             func claim(recording delivered: [WebhookClaim], limit: Int = 10) async throws -> [WebhookDelivery] {
                 try await store.claimWebhookDeliveries(delivered: delivered, limit: limit, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
             }
@@ -259,14 +266,7 @@ import Testing
     @Test("an attempt a resume or a replay overtook records nothing: its message is sent again, in feed order, and pauses nothing", arguments: Driver.selected)
     func overtakenAttempts(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
-            let store = http.store.store
-            #expect(try await store.createWebhook(NewWebhookSubscription(
-                name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
-            )))
-            _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])])
-            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
-            _ = try await http.results([Op.update("weightLogs", "w1", base: 1, ["kg": 71])])
-            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 1)
+            let store = try await Self.twoMessagesOfOneFeed(http)
             // Each claim its own lease length, so that leases differ under a clock that stands still.
             func claim(recording delivered: [WebhookClaim] = [], lease: Int64) async throws -> [WebhookDelivery] {
                 try await store.claimWebhookDeliveries(delivered: delivered, limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: lease)
