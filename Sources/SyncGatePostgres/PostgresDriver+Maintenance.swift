@@ -321,13 +321,18 @@ extension PostgresDriver {
         }
     }
 
-    package func householdRows(userID: String?) async throws -> [HouseholdRow] {
+    package func householdRows(userID: String?, after: String?, limit: Int?) async throws -> [HouseholdRow] {
         try await query(
             "list households", .maintenance,
             """
             SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
-            FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
-            WHERE \(userID)::text IS NULL OR h.household_id IN (SELECT household_id FROM household_members WHERE user_id = \(userID))
+            FROM (
+                SELECT household_id, owner_id, archived FROM households
+                WHERE (\(after)::text IS NULL OR household_id > \(after))
+                  AND (\(userID)::text IS NULL OR household_id IN (SELECT household_id FROM household_members WHERE user_id = \(userID)))
+                ORDER BY household_id LIMIT \(limit)
+            ) h LEFT JOIN household_members m ON m.household_id = h.household_id
+            ORDER BY h.household_id
             """,
             as: HouseholdColumns.self
         ).map(Self.householdRow)

@@ -269,16 +269,21 @@ extension SQLiteDriver {
         }
     }
 
-    package func householdRows(userID: String?) async throws -> [HouseholdRow] {
+    package func householdRows(userID: String?, after: String?, limit: Int?) async throws -> [HouseholdRow] {
         try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
                     SELECT h.household_id, h.owner_id, h.archived, m.user_id, m.role
-                    FROM households h LEFT JOIN household_members m ON m.household_id = h.household_id
-                    WHERE ? IS NULL OR h.household_id IN (SELECT household_id FROM household_members WHERE user_id = ?)
+                    FROM (
+                        SELECT household_id, owner_id, archived FROM households
+                        WHERE (? IS NULL OR household_id > ?)
+                          AND (? IS NULL OR household_id IN (SELECT household_id FROM household_members WHERE user_id = ?))
+                        ORDER BY household_id LIMIT ?
+                    ) h LEFT JOIN household_members m ON m.household_id = h.household_id
+                    ORDER BY h.household_id
                     """,
-                arguments: [userID, userID]
+                arguments: [after, after, userID, userID, limit ?? -1]
             ).map(Self.householdRow)
         }
     }

@@ -114,7 +114,7 @@ package protocol MaintenanceStore: Sendable {
     func recordMaintenanceRun(milliseconds: Int64, report: JSONValue) async throws
     func listJobs(_ filter: JobFilter) async throws -> [JobRecord]
     func retryDeadJobs(ids: [Int64]?) async throws -> Int
-    func households(userID: String?) async throws -> [HouseholdState]
+    func households(userID: String?, after: String?, limit: Int?) async throws -> [HouseholdState]
     /// Stores a new service key; `false` when the name is taken (by a valid or revoked key).
     func createServiceKey(_ key: NewServiceKey) async throws -> Bool
     /// Every service key, revoked ones included, by name.

@@ -394,19 +394,26 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List households and their members.")
         @OptionGroup var common: Common
         @Option(help: "Only households this user belongs to") var user: String?
+        @Option(help: "List the households whose ids sort after this one (the last page's `after`)") var after: String?
+        @Option(help: "At most this many households (1–1000)") var limit = 100
+
+        func validate() throws {
+            guard (1...1000).contains(limit) else { throw ValidationError("--limit must be between 1 and 1000") }
+        }
 
         func run() async throws {
-            let user = self.user
-            let households = try await common.withStore { try await $0.households(userID: user) }
+            let (user, after, limit) = (self.user, self.after, self.limit)
+            let page = try await common.withStore { try await $0.householdPage(userID: user, after: after, limit: limit) }
             if common.json {
-                print(JSONValue.object(["households": .array(households.map(\.json))]).serialized())
+                print(page.json.serialized())
                 return
             }
-            for household in households {
+            for household in page.households {
                 let members = household.members.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.rawValue))" }
                 print("\(household.id)\towner=\(household.ownerID)\t\(household.archived ? "archived" : "active")\t\(members.joined(separator: ", "))")
             }
-            if households.isEmpty { print("no households") }
+            if page.households.isEmpty { print("no households") }
+            if case .string(let next)? = page.json["after"] { print("more follow: --after \(next)") }
         }
     }
 }

@@ -316,6 +316,33 @@ import Yams
         }
     }
 
+    /// The households list comes in pages by id (a deployment holds many), the same shape as
+    /// `syncgate admin households --json`.
+    @Test(arguments: Driver.selected)
+    func householdsComeInPagesById(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results(["h3", "h1", "h2"].map { Op.create("households", $0, ["name": .string($0)]) } + [HouseholdTests.member("h2", "bob")], user: "alice")
+            var listed: [JSONValue] = []
+            var query = "limit=2"
+            for _ in 0..<3 {
+                let page = try await Self.send(admin, .get, "/admin/v1/households?\(query)", key: key)
+                #expect(page.status == 200, "\(String(describing: page.json))")
+                listed += page.json?["households"]?.arrayValue ?? []
+                guard page.json?["has_more"] == true, case .string(let after)? = page.json?["after"] else { break }
+                query = "limit=2&after=\(after)"
+            }
+            #expect(listed.map { $0["household_id"] } == ["h1", "h2", "h3"], "\(listed)")
+            #expect(listed[1]["members"] == [["user_id": "alice", "role": "owner"], ["user_id": "bob", "role": "member"]], "\(listed)")
+            let last = try #require(try await Self.send(admin, .get, "/admin/v1/households?after=h2", key: key).json)
+            #expect(last["households"]?.arrayValue?.count == 1 && last["has_more"] == false && last["after"] == .null, "\(last)")
+            let bobs = try #require(try await Self.send(admin, .get, "/admin/v1/households?user=bob&limit=1", key: key).json)
+            #expect(bobs["households"]?[0]?["household_id"] == "h2" && bobs["has_more"] == false, "\(bobs)")
+            for bad in ["limit=0", "limit=1001", "limit=x", "page=2"] {
+                #expect(try await Self.send(admin, .get, "/admin/v1/households?\(bad)", key: key).status == 400, "\(bad)")
+            }
+        }
+    }
+
     /// Erasing a user unattributes their changes in households, not those of a user whose id
     /// ends the same way (`team/bob` against `bob`: user ids may hold `/`).
     @Test(arguments: Driver.selected)

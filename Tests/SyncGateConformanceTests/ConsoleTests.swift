@@ -110,4 +110,23 @@ import Testing
             #expect(try await http.store.store.job(id: id, userID: "alice") == nil)
         }
     }
+
+    /// A user id may hold `/` or `|` (`team/bob`, `auth0|abc`): every link to a user's page
+    /// percent-encodes it, and the households page pages by id.
+    @Test(arguments: Driver.selected)
+    func linksToAUserEncodeTheirIdAndHouseholdsComeInPages(_ driver: Driver) async throws {
+        try await AdminAPITests.with(driver, workers: 2) { http, admin, key in
+            let households = (0..<201).map { String(format: "h%03d", $0) }
+            _ = try await http.results(households.map { Op.create("households", $0, [:]) } + [HouseholdTests.member("h000", "team/bob")], user: "auth0|abc")
+            let first = try await Self.request(admin, .get, "/admin/console/households", cookie: key)
+            #expect(first.body.contains(#"href="/admin/console/users/team%2Fbob""#) && first.body.contains(#"href="/admin/console/users/auth0%7Cabc""#), "\(first.body)")
+            #expect(first.body.contains("h199") && !first.body.contains("h200"), "\(first.body)")
+            #expect(first.body.contains(#"href="/admin/console/households?after=h199""#), "\(first.body)")
+            let second = try await Self.request(admin, .get, "/admin/console/households?after=h199", cookie: key)
+            #expect(second.body.contains("h200") && !second.body.contains("h199") && !second.body.contains("Next households"), "\(second.body)")
+            let bob = try await Self.request(admin, .get, "/admin/console/users/team%2Fbob", cookie: key)
+            #expect(bob.status == 200 && bob.body.contains(#"<span id="user-id">team/bob</span>"#), "\(bob.body)")
+            #expect(bob.body.contains(#"action="/admin/console/users/team%2Fbob/erase""#) && bob.body.contains(#"href="/admin/console/jobs?user=team%2Fbob""#), "\(bob.body)")
+        }
+    }
 }

@@ -45,7 +45,7 @@ package func buildAdminRouter(
 ///
 /// - `GET /admin/v1/overview`: jobs by state, queue depth, the oldest queued job's age, table
 ///   sizes, pending nudges, webhook deliveries by subscription.
-/// - `GET /admin/v1/households?user=`: households with their members.
+/// - `GET /admin/v1/households?user=&after=&limit=`: households with their members, a page by id.
 /// - `GET /admin/v1/settings`: the settings this process was given, secrets redacted.
 /// - `GET /admin/v1/maintenance`: the last 50 maintenance passes, whichever process ran them.
 /// - `POST /admin/v1/jobs/retry-dead`, `POST /admin/v1/maintenance`, `POST /admin/v1/force-resync`,
@@ -98,9 +98,10 @@ struct AdminRoutes: Sendable {
 
     func households(_ request: Request, context: SyncRequestContext) async throws -> Response {
         _ = try context.service(granting: .admin)
-        let query = try RequestReader(request: request).query(allowed: ["user"])
+        let query = try RequestReader(request: request).query(allowed: ["user", "after", "limit"])
         let user = try query["user"].map { try ServiceRoutes.userID(.string($0)) }
-        return .json(["households": .array(try await store.households(userID: user).map(\.json))])
+        let limit = try RequestReader.integer(query, "limit", in: 1...1000, default: 100)
+        return .json(try await store.householdPage(userID: user, after: query["after"], limit: limit).json)
     }
 
     func runningSettings(_ request: Request, context: SyncRequestContext) async throws -> Response {

@@ -125,7 +125,7 @@ struct Console: Sendable {
             "jobs": jobs.map { job -> [String: Any] in
                 [
                     "id": job.id, "state": job.state.rawValue, "attempts": job.attempts, "maxAttempts": job.maximumAttempts,
-                    "operations": job.operationCount, "user": job.userID, "device": job.deviceID, "created": job.createdAt.rfc3339,
+                    "operations": job.operationCount, "user": job.userID, "userPath": Self.path(job.userID), "device": job.deviceID, "created": job.createdAt.rfc3339,
                     "lastError": job.lastError.map { String($0.prefix(160)) } ?? "",
                 ]
             },
@@ -140,7 +140,7 @@ struct Console: Sendable {
         let record = detail.record
         let listed = json["operation_list"]?.arrayValue ?? []
         let values: [String: Any] = [
-            "id": id, "state": record.state.rawValue, "user": record.userID, "device": record.deviceID, "attempts": record.attempts,
+            "id": id, "state": record.state.rawValue, "user": record.userID, "userPath": Self.path(record.userID), "device": record.deviceID, "attempts": record.attempts,
             "maxAttempts": record.maximumAttempts, "created": record.createdAt.rfc3339, "runAt": detail.runAt.rfc3339,
             "updated": detail.updatedAt.rfc3339, "finished": record.finishedAt?.rfc3339 ?? "–",
             "lease": detail.leaseOwner.map { "\($0) until \(detail.leaseExpiresAt?.rfc3339 ?? "?")" } ?? "none",
@@ -181,15 +181,18 @@ struct Console: Sendable {
     }
 
     func households(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let households = try await store.households(userID: nil)
-        let values: [String: Any] = [
-            "households": households.map { household -> [String: Any] in
+        let after = request.uri.queryParameters["after"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+        let listed = try await store.householdPage(userID: nil, after: after, limit: 200)
+        var values: [String: Any] = [
+            "households": listed.households.map { household -> [String: Any] in
                 [
-                    "id": household.id, "owner": household.ownerID, "state": household.archived ? "archived" : "active",
-                    "members": household.members.keys.sorted().map { ["user": $0, "role": household.members[$0]?.rawValue ?? ""] },
+                    "id": household.id, "owner": household.ownerID, "ownerPath": Self.path(household.ownerID),
+                    "state": household.archived ? "archived" : "active",
+                    "members": household.members.keys.sorted().map { ["user": $0, "userPath": Self.path($0), "role": household.members[$0]?.rawValue ?? ""] },
                 ]
             },
         ]
+        if case .string(let next)? = listed.json["after"] { values["next"] = Self.query(next) }
         return page("households", values, context: context)
     }
 
@@ -237,7 +240,7 @@ struct Console: Sendable {
         let user = try AdminRoutes.user(context)
         let overview = try await store.userOverview(user)
         let values: [String: Any] = [
-            "user": user, "resyncEpoch": overview["resync_epoch"]?.intValue ?? 0,
+            "user": user, "userPath": Self.path(user), "userQuery": Self.query(user), "resyncEpoch": overview["resync_epoch"]?.intValue ?? 0,
             "devices": (overview["devices"]?.arrayValue ?? []).map { device -> [String: Any] in
                 let push = device["push"] ?? .null
                 return [

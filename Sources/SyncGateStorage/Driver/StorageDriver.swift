@@ -106,7 +106,9 @@ package protocol StorageDriver: Sendable {
     func finishedPerMinute(since: Timestamp) async throws -> [(minute: Int64, done: Int, dead: Int)]
     /// The user's devices that pushed or registered for nudges, by id; `live` against `now`.
     func devices(userID: String, now: Timestamp) async throws -> [DeviceRecord]
-    func householdRows(userID: String?) async throws -> [HouseholdRow]
+    /// The rows of at most `limit` households (all when `nil`) whose ids sort after `after`,
+    /// ordered by household id as the database compares them.
+    func householdRows(userID: String?, after: String?, limit: Int?) async throws -> [HouseholdRow]
 
     // MARK: Service keys
 

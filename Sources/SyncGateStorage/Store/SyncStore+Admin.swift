@@ -24,6 +24,18 @@ extension SyncStore {
         return .object(overview)
     }
 
+    /// A page of households by id, as `GET /admin/v1/households` and `syncgate admin households
+    /// --json` answer it: `households`, `has_more`, and `after`, the next page's, while more follow.
+    package func householdPage(userID: String?, after: String?, limit: Int) async throws -> (households: [HouseholdState], json: JSONValue) {
+        let households = try await households(userID: userID, after: after, limit: limit + 1)
+        let page = Array(households.prefix(limit))
+        let more = households.count > limit
+        let json: JSONValue = [
+            "households": .array(page.map(\.json)), "has_more": .bool(more), "after": more ? page.last.map { .string($0.id) } ?? .null : .null,
+        ]
+        return (page, json)
+    }
+
     /// Records a maintenance pass, keeping the last 50 (``maintenanceRuns(limit:)``).
     package func recordMaintenanceRun(milliseconds: Int64, report: JSONValue) async throws {
         try await driver.recordMaintenanceRun(finishedAt: clock.wallNow(), milliseconds: milliseconds, report: report.serialized(), keep: 50)

@@ -167,9 +167,13 @@ extension SyncStore {
         try await driver.currentEntities(in: scope, types: types, after: after, limit: limit).map(EntityState.init(stored:))
     }
 
-    package func households(userID: String?) async throws -> [HouseholdState] {
-        let households = HouseholdState.fold(try await driver.householdRows(userID: userID))
-        return households.keys.sorted().compactMap { households[$0] }
+    /// At most `limit` households (all when `nil`) whose ids sort after `after`, by id.
+    package func households(userID: String?, after: String? = nil, limit: Int? = nil) async throws -> [HouseholdState] {
+        let rows = try await driver.householdRows(userID: userID, after: after, limit: limit)
+        let households = HouseholdState.fold(rows)
+        // The rows' order, not Swift's: a next page's `after` compares as the database does.
+        var listed = Set<String>()
+        return rows.compactMap { listed.insert($0.householdID).inserted ? households[$0.householdID] : nil }
     }
 
     /// Repeats a bounded step until it does less than a full batch; returns the total.
