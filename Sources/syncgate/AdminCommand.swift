@@ -124,9 +124,15 @@ struct AdminCommand: AsyncParsableCommand {
             func run() async throws { try await Self.perform(.retry, on: id, common: common) }
 
             /// Takes `action` and prints what it did, or refuses as the admin API does (404, 409).
+            /// `--json` prints the job as the API answers (`delete`: `{"id", "outcome"}`, where the
+            /// API answers 204).
             static func perform(_ action: JobAction, on id: Int64, common: Common) async throws {
-                switch try await common.withStore({ try await $0.perform(action, onJob: id, by: "syncgate admin job \(action.rawValue)") }) {
-                case .applied: common.report("job \(id) \(action.done)", json: ["id": .int(id), "outcome": .string(action.done)])
+                let (outcome, detail) = try await common.withStore { store in
+                    let outcome = try await store.perform(action, onJob: id, by: "syncgate admin job \(action.rawValue)")
+                    return (outcome, outcome == .applied && action != .delete ? try await store.jobDetail(id: id) : nil)
+                }
+                switch outcome {
+                case .applied: common.report("job \(id) \(action.done)", json: detail?.json ?? ["id": .int(id), "outcome": .string(action.done)])
                 case .notFound: throw ValidationError("no job \(id)")
                 case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(action.rule)")
                 }

@@ -48,7 +48,7 @@ extension AdminCommand {
             func run() async throws {
                 let keys = try await common.withStore { try await $0.serviceKeys() }
                 if common.json {
-                    print(JSONValue.array(keys.map(\.json)).serialized())
+                    print(JSONValue.object(["keys": .array(keys.map(\.json))]).serialized())
                     return
                 }
                 print("name\thint\tscopes\tcreated\trevoked")

@@ -13,9 +13,15 @@ extension AdminCommand {
         )
 
         /// Runs `change` on the subscription `name` and reports it as `verb`; an unknown name is an error.
+        /// Makes a change and reports it; `--json` prints the subscription as the API answers
+        /// (`deleted`: `{"deleted": name}`, where the API answers 204).
         static func change(_ name: String, _ common: Common, _ verb: String, _ change: @Sendable (SyncStore) async throws -> Bool) async throws {
-            guard try await common.withStore(change) else { throw ValidationError("no subscription is named '\(name)'") }
-            common.report("\(verb) webhook '\(name)'", json: [verb: .string(name)])
+            let listed = try await common.withStore { store -> [JSONValue]? in
+                guard try await change(store) else { return nil }
+                return verb == "deleted" ? [] : try await WebhookAdmin.list(in: store)
+            }
+            guard let listed else { throw ValidationError("no subscription is named '\(name)'") }
+            common.report("\(verb) webhook '\(name)'", json: listed.first { $0["name"]?.stringValue == name } ?? [verb: .string(name)])
         }
 
         struct Create: AsyncParsableCommand {
@@ -54,7 +60,7 @@ extension AdminCommand {
             func run() async throws {
                 let listed = try await common.withStore { try await WebhookAdmin.list(in: $0) }
                 if common.json {
-                    print(JSONValue.array(listed).serialized())
+                    print(JSONValue.object(["webhooks": .array(listed)]).serialized())
                     return
                 }
                 print("name\turl\tevents\tpending\tfailing\tdelivered\tpaused")

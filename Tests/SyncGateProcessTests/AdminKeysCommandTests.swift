@@ -46,7 +46,7 @@ import Testing
         #expect(revoked.status == 0, "\(revoked.output)")
         try await refused("admin", "keys", "revoke", "billing", saying: "no valid key is named 'billing'")
         let after = try await syncgate("admin", "keys", "list", "--json")
-        let keys = try #require(after.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first?.arrayValue)
+        let keys = try #require(after.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first?["keys"]?.arrayValue)
         #expect(keys.count == 1)
         #expect(keys.first?["revoked_at"]?.stringValue != nil)
     }
