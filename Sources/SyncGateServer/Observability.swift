@@ -50,6 +50,6 @@ package struct QueueSampler: Service {
 package func buildMetricsServer(host: String, port: Int, logger: Logger) -> some Service {
     let router = Router()
     router.get("/metrics") { _, _ in Response.prometheus(PrometheusMetricsFactory.defaultRegistry) }
-    router.get("/healthz") { _, _ in HTTPResponse.Status.ok }
+    router.get("/healthz") { _, _ in Response.json(["status": "ok"]) }
     return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "syncgate-metrics"), logger: logger)
 }

@@ -46,7 +46,8 @@ import Testing
         let hidden = try await client.request(.GET, "/metrics", device: nil)
         #expect(hidden.status == 404 && hidden.json?.errorCode == "NOT_FOUND")
         #expect(try await metrics.text("/metrics").contains("syncgate_http_requests_total"))
-        #expect(try await metrics.request(.GET, "/healthz", device: nil).status == 200)
+        let health = try await metrics.request(.GET, "/healthz", device: nil)
+        #expect(health.status == 200 && health.json?["status"] == "ok", "\(health)")
     }
 
     @Test func aFrontAndAWorkerExportMetricsTracesAndJSONLogs() async throws {
