@@ -199,6 +199,15 @@ import SyncGateWire
         )
         #expect(Self.statusCodes(setup) == ["applied", "applied", "applied", "PROJECT_ARCHIVED", "PROJECT_ARCHIVED", "PROJECT_ARCHIVED", "applied"])
         #expect(setup.results[3].status == .rejected(errorCode: "PROJECT_ARCHIVED", message: "projects 'p1' is archived", retryable: false))
+        // Nor can an entry be moved out of the archived project, nor one moved into it.
+        let moves = world.push(
+            Self.alice,
+            [
+                Self.op(.update, "timeEntries", "t1", base: 1, data: ["project_id": "elsewhere", "minutes": 500]),
+                Self.op(.update, "timeEntries", "t3", base: 1, data: ["project_id": "p1"]),
+            ]
+        )
+        #expect(Self.statusCodes(moves) == ["PROJECT_ARCHIVED", "PROJECT_ARCHIVED"])
         let reopened = world.push(
             Self.alice,
             [Self.op(.update, "projects", "p1", base: 2, data: ["archived": false]), Self.op(.create, "timeEntries", "t2", data: ["project_id": "p1", "minutes": 5], key: "again")]

@@ -270,8 +270,9 @@ extension BatchApplier {
                         "the stored \(operation.entityType) would be \(size) bytes, over the limit of \(limits.maximumBytes) (SYNCGATE_MAX_DOCUMENT_BYTES)"
                     )
                 }
-                if let rejection = checkParent(operation, type: type, key: key, document: state.data ?? current?.data) {
-                    return rejection
+                // The stored parent too: an entry cannot leave an archived project any more than change in it.
+                for document in [state.data, current?.data] {
+                    if let rejection = checkParent(operation, type: type, key: key, document: document) { return rejection }
                 }
                 let sideEffects = applyHouseholdEffects(operation, type: type, key: key, state: &state)
                 record(state)
