@@ -65,12 +65,45 @@ import Testing
                 #expect(message.contains("cannot store") && message.contains("poison refused") && !message.contains("transaction") && !retryable, "\(message)")
             }
             #expect(try await harness.pullAll().changes.map(\.entityID).sorted() == ["w1", "w3"])
-            // Alone, it is the job's permanent failure: dead at once, not retried.
+            // Alone, it is refused the same way, and its job done on its first attempt (not dead,
+            // which would tell the client to push it again).
             let id = try await harness.push([Op.create("weightLogs", "w4", ["poison": 1])])
             try await harness.withWorkers(1, concurrency: 1) {
                 let job = try await harness.waitFinished(id)
-                #expect(job.state == .dead && job.attempts == 1, "\(job.state) after \(job.attempts)")
+                #expect(job.state == .done && job.attempts == 1, "\(job.state) after \(job.attempts)")
+                let results = try JobCodec.decodeResults(try #require(job.storedResults))
+                #expect(results.map(\.outcome) == ["VALIDATION_ERROR"], "\(results)")
             }
+        }
+    }
+
+    /// When what the database refuses is the feed an operation opens (here a household's,
+    /// refused by a trigger), the run without it neither locks nor reads that feed: the
+    /// operation is refused and its neighbour applies.
+    @Test(arguments: Driver.selected)
+    func anOperationWhoseFeedTheDatabaseRefusesIsRejectedAlone(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            switch harness.driver {
+            case .postgres:
+                if TestDatabases.citusWorkers != nil {
+                    try await harness.execute(
+                        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET citus.enable_unsafe_triggers = on', current_database()); END $$"
+                    )
+                }
+                try await harness.execute("""
+                    CREATE FUNCTION refuse_feed() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN IF NEW.scope = 'h:poison' THEN RAISE EXCEPTION 'feed refused' USING ERRCODE = '54000'; END IF; RETURN NEW; END $$
+                    """)
+                try await harness.execute("CREATE TRIGGER refuse_feed BEFORE INSERT ON feeds FOR EACH ROW EXECUTE FUNCTION refuse_feed()")
+            case .sqlite:
+                try await harness.execute("""
+                    CREATE TRIGGER refuse_feed BEFORE INSERT ON feeds WHEN NEW.scope = 'h:poison'
+                    BEGIN SELECT RAISE(ABORT, 'feed refused'); END
+                    """)
+            }
+            let results = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70]), Op.create("households", "poison", ["name": "Home"])])
+            #expect(results.map(\.outcome) == ["applied", "VALIDATION_ERROR"], "\(results)")
+            #expect(try await harness.pullAll().changes.map(\.entityID) == ["w1"])
         }
     }
 

@@ -121,13 +121,15 @@ import SyncGateWire
         #expect(disagreements.isEmpty)
     }
 
-    /// Measuring by bytes where that decides agrees with counting characters.
-    @Test func lengthsAgreeWithCharacterCounts() {
+    /// Measuring by bytes where that decides agrees with counting code points (not graphemes:
+    /// a letter with 50,000 combining marks is one grapheme of 100,001 bytes).
+    @Test func lengthsAgreeWithCodePointCounts() {
         let values = ["", "a", "ab", "abc", "é", "e\u{301}", "e\u{301}\u{302}", "👩‍👩‍👧", "日本語", "a👩‍👩‍👧b", "\r\n", String(repeating: "x", count: 128),
-                      String(repeating: "x", count: 129), String(repeating: "é", count: 70), String(repeating: "e\u{301}", count: 128), String(repeating: "👍", count: 40)]
+                      String(repeating: "x", count: 129), String(repeating: "é", count: 70), String(repeating: "e\u{301}", count: 128), String(repeating: "👍", count: 40),
+                      String(repeating: "👍", count: 128), String(repeating: "👍", count: 129), "e" + String(repeating: "\u{301}", count: 50_000)]
         for value in values {
             for range in [0...0, 1...1, 1...2, 1...3, 2...3, 0...128, 1...128, 1...129, 3...300, 1...512] {
-                #expect(IdentifierLimits.hasLength(value, in: range) == range.contains(value.count), "\(value.debugDescription) in \(range)")
+                #expect(IdentifierLimits.hasLength(value, in: range) == range.contains(value.unicodeScalars.count), "\(value.prefix(8).debugDescription) in \(range)")
             }
         }
     }

@@ -170,14 +170,14 @@ package enum IdentifierLimits {
         hasLength(value, in: 1...userID)
     }
 
-    /// Whether `value` has a number of characters in `range`. A character is at least one UTF-8
-    /// byte, so a value of no more bytes than the range's end is measured by its byte count alone;
-    /// only longer ones are walked character by character (grapheme breaking, otherwise paid for
-    /// every identifier of every operation).
+    /// Whether `value` has a number of characters in `range`. A character is a Unicode code
+    /// point (as PostgreSQL's `char_length` counts), not a grapheme: one letter with thousands of
+    /// combining marks is one grapheme, and would pass any limit. A code point is 1–4 UTF-8
+    /// bytes, so a value of no more bytes than the range's end is measured by its byte count alone.
     package static func hasLength(_ value: String, in range: ClosedRange<Int>) -> Bool {
         let bytes = value.utf8.count
         if bytes <= range.upperBound, range.lowerBound <= 1 { return bytes >= range.lowerBound }
-        return range.contains(value.count)
+        return bytes <= 4 * range.upperBound && range.contains(value.unicodeScalars.count)
     }
 
     /// Whether a scalar is a control character (general category Cc): exactly U+0000–U+001F and

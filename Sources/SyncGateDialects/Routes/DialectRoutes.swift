@@ -119,7 +119,7 @@ struct DialectRoutes: Sendable {
             if required { throw ProtocolError(.validationError, "'household_id' is required") }
             return nil
         }
-        guard text.count <= IdentifierLimits.householdID else {
+        guard IdentifierLimits.hasLength(text, in: 1...IdentifierLimits.householdID) else {
             throw ProtocolError(.validationError, "'household_id' must be 1 to \(IdentifierLimits.householdID) characters")
         }
         return text

@@ -84,7 +84,7 @@ extension SyncStore {
             return try await run(
                 prepared ?? Work(job, context: context, operations: operations, collections: collections, now: now, refused: [:]), probe: false
             )
-        } catch where error.isDataRefusal && operations.count > 1 {
+        } catch where error.isDataRefusal {
             var refused: [String: String] = [:]
             for operation in operations where refused[operation.idempotencyKey] == nil {
                 do {
@@ -126,7 +126,9 @@ extension SyncStore {
             self.context = context
             self.operations = operations
             self.applier = applier
-            self.requirements = applier.requirements(for: operations)
+            // What the refused operations would need is not locked or read: their feed may be
+            // the very value the database refused.
+            self.requirements = applier.requirements(for: operations.filter { refused[$0.idempotencyKey] == nil })
         }
     }
 
