@@ -41,6 +41,10 @@ import SyncGateWire
         #expect(DailySummaries.rounded(1.005) == .int(1))
         #expect(DailySummaries.rounded(2.0000001) == .int(2))
         #expect(DailySummaries.rounded(-3.456) == .double(-3.46))
+        // Finite values whose hundredths overflow stay finite (an infinity would be written as
+        // null, and differ from the stored summary at every touch).
+        #expect(DailySummaries.rounded(1e307) == .double(1e307))
+        #expect(DailySummaries.rounded(-1.7e308) == .double(-1.7e308))
     }
 
     @Test func aDayWithoutLogsHasNoSummary() {

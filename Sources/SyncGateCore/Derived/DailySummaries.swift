@@ -61,6 +61,8 @@ package struct DailySummaries: Derivation {
     static func rounded(_ value: Double) -> JSONValue {
         guard value.isFinite else { return .int(0) }
         let hundredths = (value * 100).rounded()
+        // Past ~1.8e306 the hundredths overflow (and two decimals mean nothing): the value as it is.
+        guard hundredths.isFinite else { return .double(value) }
         if hundredths.truncatingRemainder(dividingBy: 100) == 0, let whole = Int64(exactly: hundredths / 100) {
             return .int(whole)
         }
