@@ -145,6 +145,34 @@ import Testing
 
     /// No idempotency keys: the client resends a push it got no answer to, unchanged. The resend
     /// applies nothing twice; a different change of the same document applies.
+    /// A client that pages by the answer's `cursor` and keeps its `since` reads every change
+    /// once and stops; an empty `collections` reads every collection, as an absent one does.
+    @Test(arguments: Driver.selected)
+    func dietPullPagesByCursorAndReadsAnEmptyCollectionsAsAll(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
+            _ = try await Self.dietPush(http, (1...3).map { Self.change("weightLogs", "create", "w\($0)", data: ["kg": .int(Int64(70 + $0))], at: "2026-01-15T08:00:00.000Z") })
+            var read: [String] = []
+            var cursor: String?
+            var pages = 0
+            for _ in 0..<10 {
+                pages += 1
+                let page = try await Self.get(http, "/sync/pull?since=&limit=1" + (cursor.map { "&cursor=\(Self.escaped($0))" } ?? ""))
+                #expect(page.status == 200, "\(page.json)")
+                read += (page.json["changes"]?.arrayValue ?? []).compactMap { $0["documentId"]?.stringValue }
+                guard page.json["hasMore"] == true else {
+                    #expect(page.json["cursor"] == nil, "\(page.json)")
+                    break
+                }
+                #expect(page.json["cursor"] == page.json["serverTime"], "\(page.json)")
+                cursor = page.json["cursor"]?.stringValue
+            }
+            #expect(read == ["w1", "w2", "w3"] && pages > 1, "\(read) in \(pages) pages")
+            let all = try await Self.get(http, "/sync/pull?collections=")
+            #expect(all.status == 200 && all.json["changes"]?.arrayValue?.count == 3, "\(all.json)")
+            #expect(try await Self.get(http, "/sync/pull?cursor=yesterday").status == 400)
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func aResentDietPushAppliesOnce(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, server: Self.mounted) { http in

@@ -49,12 +49,16 @@ struct DialectRoutes: Sendable {
         return .json(DietTrackerDialect.response(changes: push.changes, results: results, serverTime: .now()))
     }
 
-    /// `GET /sync/pull?since=&collections=&limit=` (diet tracker).
+    /// `GET /sync/pull?since=&collections=&limit=&cursor=` (diet tracker). While `hasMore`, the
+    /// answer's `cursor` (its `serverTime`) reads the next page: a client that pages by `cursor`
+    /// and keeps `since` gets the same pages as one that sends `serverTime` back as `since`.
     func dietPull(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let userID = try context.userID()
-        let parameters = Self.parameters(request)
+        var parameters = Self.parameters(request)
+        if let cursor = parameters["cursor"], !cursor.isEmpty { parameters["since"] = cursor }
         var types: Set<String>?
-        if let list = parameters["collections"] {
+        // Empty is omitted, as the Express server's `req.query.collections ? … : all` read it.
+        if let list = parameters["collections"], !list.isEmpty {
             let names = list.split(separator: ",").map(String.init)
             guard !names.isEmpty, names.count <= 100, names.allSatisfy({ (1...IdentifierLimits.entityType).contains($0.count) }) else {
                 throw ProtocolError(.validationError, "'collections' must be a comma-separated list of 1 to 100 collection names")
@@ -63,11 +67,10 @@ struct DialectRoutes: Sendable {
         }
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.maximumPullLimit)
         let page = try await store.changesSince(SinceQuery(userID: userID, since: try Self.since(parameters), entityTypes: types, limit: limit))
-        return .json([
-            "changes": .array(page.changes.map(DietTrackerDialect.change)),
-            "serverTime": .string(Timestamp(millisecondsSinceEpoch: page.serverTime).rfc3339),
-            "hasMore": .bool(page.hasMore),
-        ])
+        let serverTime = JSONValue.string(Timestamp(millisecondsSinceEpoch: page.serverTime).rfc3339)
+        var answer: JSONObject = ["changes": .array(page.changes.map(DietTrackerDialect.change)), "serverTime": serverTime, "hasMore": .bool(page.hasMore)]
+        if page.hasMore { answer["cursor"] = serverTime }
+        return .json(.object(answer))
     }
 
     /// `GET|POST /sync/full?household_id=` (both apps): every live document, and the time to
@@ -105,11 +108,12 @@ struct DialectRoutes: Sendable {
         return parameters
     }
 
-    /// `since`: an RFC 3339 time (what `serverTime` was), absent or empty for everything.
+    /// `since` (or the diet tracker's `cursor`): an RFC 3339 time (what `serverTime` was), absent
+    /// or empty for everything.
     static func since(_ parameters: [String: String]) throws(ProtocolError) -> Int64? {
         guard let text = parameters["since"], !text.isEmpty else { return nil }
         guard text.utf8.count <= 64, let time = Timestamp(rfc3339: text) else {
-            throw ProtocolError(.validationError, "'since' must be an RFC 3339 time, as the last serverTime")
+            throw ProtocolError(.validationError, "'since' (or 'cursor') must be an RFC 3339 time, as the last serverTime")
         }
         return time.millisecondsSinceEpoch
     }
