@@ -384,13 +384,14 @@ package final class PostgresDriver: StorageDriver, Service {
     }
 
     /// Runs `body` in a READ COMMITTED transaction on one connection; rolls back when it throws.
+    /// A maintenance transaction takes the maintenance pool's connection and deadline.
     package func transaction<Result: Sendable>(
-        now: Timestamp?,
+        now: Timestamp?, for purpose: TransactionPurpose,
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {
         let logger = self.logger
         let citus = try await isCitus()
-        return try await withConnection("transaction", .job) { connection in
+        return try await withConnection("transaction", purpose == .maintenance ? .maintenance : .job) { connection in
             try await connection.inTransaction(logger: logger) {
                 // Citus refuses to write a reference table (households) after a multi-shard
                 // statement ran in parallel in the same transaction.

@@ -144,8 +144,9 @@ package final class SQLiteDriver: StorageDriver, Service {
     /// until it commits or rolls back; its announcements are published only after the commit.
     /// Its first step begins it (``SQLiteTransaction``), one hop to the writer fewer; a body that
     /// makes none has nothing to commit.
+    /// SQLite has no deadline of its own: `purpose` changes nothing.
     package func transaction<Result: Sendable>(
-        now: Timestamp?,
+        now: Timestamp?, for purpose: TransactionPurpose,
         _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
     ) async throws -> Result {
         try await writer.withLock {

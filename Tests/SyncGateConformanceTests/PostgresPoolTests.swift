@@ -29,6 +29,31 @@ import Testing
         }
     }
 
+    /// An operator's and the maintenance pass's transactions (an erase, a purge, a recompute) are
+    /// as large as the data: they run within the maintenance deadline, not a worker's. With the
+    /// worker's deadline at a nanosecond, each still finishes.
+    @Test func maintenanceTransactionsTakeTheMaintenanceDeadline() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        try await StoreHarness.withExisting(.postgres(location)) { harness in
+            _ = try await harness.apply([Op.create("foodLogs", "f1", ["loggedDate": "2026-01-15", "items": [["id": "a", "calories": 500]]])], user: "bob")
+            _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70]), Op.delete("weightLogs", "w1", base: 1)])
+        }
+        var configuration = PostgresDriver.Configuration.forTests(location, maximumConnections: 2)
+        configuration.jobTimeout = .nanoseconds(1)
+        let driver = PostgresDriver(configuration: configuration, logger: StoreHarness.logger)
+        let store = SyncStore(driver: driver, logger: StoreHarness.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            try await store.forceResync(userID: nil)
+            #expect(try await store.retryDeadJobs(ids: nil) == 0)
+            #expect(try await store.purgeTombstones(olderThanMilliseconds: -60_000).purgedTombstones == 1)
+            _ = try await store.recomputeDerived(userID: "bob", from: nil, through: nil, collections: .default, now: .now())
+            guard case .erased = try await store.eraseUser("bob") else { Issue.record("bob was not erased"); return }
+        }
+    }
+
     /// Without keep-alive queries, a session the server ends must still leave the pool: the
     /// pool opens its connections again and later statements do not fail on the ended ones.
     @Test func aPoolThatKeepsItsConnectionsReplacesTheOnesTheServerEnds() async throws {

@@ -213,7 +213,28 @@ package protocol StorageDriver: Sendable {
 
     /// Runs `body` in one write transaction; commits when it returns, rolls back when it throws.
     /// Announcements made in it reach the notifier only if it commits.
-    func transaction<Result: Sendable>(now: Timestamp?, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result) async throws -> Result
+    func transaction<Result: Sendable>(
+        now: Timestamp?, for purpose: TransactionPurpose, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
+    ) async throws -> Result
+}
+
+/// What a transaction is for, which decides how long it may take (and, on PostgreSQL, which pool
+/// it takes its connection from).
+package enum TransactionPurpose: Sendable, Hashable {
+    /// A worker's: applying or settling jobs, within the worker's deadline.
+    case apply
+    /// An operator's or the maintenance pass's (an erase, a purge batch, a recompute), whose size
+    /// is the data's: within the maintenance deadline.
+    case maintenance
+}
+
+extension StorageDriver {
+    /// A worker's transaction (``TransactionPurpose/apply``).
+    package func transaction<Result: Sendable>(
+        now: Timestamp?, _ body: @escaping @Sendable (any StorageTransaction) async throws -> Result
+    ) async throws -> Result {
+        try await transaction(now: now, for: .apply, body)
+    }
 }
 
 /// The statements of one open write transaction.

@@ -75,7 +75,7 @@ extension SyncStore {
     /// device's watermark advances and a client waiting for it is answered. A running job is
     /// refused: its attempt ends on its own (done, retried or dead).
     package func cancelJob(id: Int64, reason: String) async throws -> JobActionOutcome {
-        let cancelled = try await driver.transaction(now: clock.now()) { transaction -> Bool in
+        let cancelled = try await driver.transaction(now: clock.now(), for: .maintenance) { transaction -> Bool in
             guard let job = try await transaction.lockWaitingJob(id: id) else { return false }
             let operations: [SyncOperation]
             do {
@@ -214,7 +214,7 @@ extension SyncStore {
         }
         let householdIDs = named.sorted()
         return .erased(
-            try await driver.transaction(now: clock.now()) { transaction in
+            try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
                 let erased = try await transaction.eraseUser(userID, households: householdIDs)
                 try await transaction.bumpResyncEpoch(userID: userID)
                 let versions = try await transaction.bumpScopesVersions(userIDs: [userID])

@@ -52,7 +52,7 @@ extension SyncStore {
         var report = PurgeReport()
         for scope in try await driver.scopesWithTombstones(before: cutoff) {
             let purged = try await inBatches { limit in
-                try await driver.transaction(now: clock.now()) { transaction in
+                try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
                     _ = try await transaction.lockFeeds([scope])
                     return try await transaction.purgeTombstones(scope: scope, before: cutoff, limit: limit)
                 }
@@ -66,7 +66,7 @@ extension SyncStore {
     }
 
     package func forceResync(userID: String?) async throws {
-        try await driver.transaction(now: clock.now()) { transaction in
+        try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
             try await transaction.bumpResyncEpoch(userID: userID)
             if let userID {
                 let versions = try await transaction.bumpScopesVersions(userIDs: [userID])
@@ -91,7 +91,7 @@ extension SyncStore {
         var report = DerivationReport()
         for scope in scopes {
             for derivation in derivations {
-                let (checked, written) = try await driver.transaction(now: clock.now()) { transaction in
+                let (checked, written) = try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
                     var heads = try await transaction.lockFeeds([scope])
                     let stored = try await transaction.entities(derivation.rebuildInputs(scope: scope, from: lower, through: upper))
                     let (checked, writes) = derivation.rebuild(stored: Array(stored.values), now: now)
@@ -124,7 +124,7 @@ extension SyncStore {
     }
 
     package func retryDeadJobs(ids: [Int64]?) async throws -> Int {
-        try await driver.transaction(now: clock.now()) { transaction in
+        try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
             let count = try await transaction.requeueDeadJobs(ids: ids)
             if count > 0 { try await transaction.announce([.jobsAvailable]) }
             return count
