@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GRDB
 import SyncGateConcurrency
 import Synchronization
@@ -6,6 +11,9 @@ package import SyncGateWire
 package import SyncGateStorage
 
 extension SQLiteDriver {
+    /// One pass at a time per database file, across processes (`serve` and `syncgate admin
+    /// maintain`): an exclusive `flock` on `<database>-maintenance`, which the kernel releases if
+    /// the process dies. SQLite has no advisory lock of its own to stand in for PostgreSQL's.
     package func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result? {
         let acquired = maintenanceRunning.withLock { running in
             defer { running = true }
@@ -13,6 +21,13 @@ extension SQLiteDriver {
         }
         guard acquired else { return nil }
         defer { maintenanceRunning.withLock { $0 = false } }
+        let descriptor = open(path + "-maintenance", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw StoreUnavailableError("cannot open \(path)-maintenance: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            if errno == EWOULDBLOCK { return nil }
+            throw StoreUnavailableError("cannot lock \(path)-maintenance: \(String(cString: strerror(errno)))")
+        }
         return try await body()
     }
 

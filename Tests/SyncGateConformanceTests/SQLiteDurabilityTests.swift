@@ -24,6 +24,24 @@ import Testing
         #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
     }
 
+    /// One maintenance pass at a time per file, whichever process runs it (`serve`'s and
+    /// `syncgate admin maintain`'s drivers are two): a second driver on the file is told another
+    /// holds the lock, and gets it once the first let go.
+    @Test func oneMaintenancePassAtATimePerFileAcrossDrivers() async throws {
+        let path = try TestDatabases.freshSQLitePath()
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let first = try SQLiteDriver(path: path, logger: TestDatabases.logger)
+        let second = try SQLiteDriver(path: path, logger: TestDatabases.logger)
+        let holding = TestGate("the first pass running")
+        let release = TestGate("the first pass released")
+        let pass = Task { try await first.withMaintenanceLock { holding.open(); try await release.wait(); return 1 } }
+        try await holding.wait()
+        #expect(try await second.withMaintenanceLock { 2 } == nil)
+        release.open()
+        #expect(try await pass.value == 1)
+        #expect(try await second.withMaintenanceLock { 2 } == 2)
+    }
+
     /// A claim or a lease extension commits without syncing the log (`durable: false`: lost in a
     /// power cut, it only runs a job again); every other write syncs its commit, after a relaxed
     /// one and after a relaxed one that failed.
