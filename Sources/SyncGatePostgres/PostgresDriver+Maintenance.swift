@@ -61,7 +61,8 @@ extension PostgresDriver {
             """
             WITH gone AS (
                 DELETE FROM jobs WHERE id IN (
-                    SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < timestamptz 'epoch' + \(cutoff.millisecondsSinceEpoch)::bigint * interval '1 millisecond' LIMIT \(limit)
+                    SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < timestamptz 'epoch' + \(cutoff.millisecondsSinceEpoch)::bigint * interval '1 millisecond'
+                      AND device_id <> \(SyncStore.eraseDevice) LIMIT \(limit)
                 ) RETURNING 1
             ) SELECT count(*)::int FROM gone
             """

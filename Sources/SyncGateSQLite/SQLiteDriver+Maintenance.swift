@@ -41,8 +41,8 @@ extension SQLiteDriver {
 
     package func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await deleteBatch(
-            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? LIMIT ?)",
-            [cutoff.millisecondsSinceEpoch, limit]
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? AND device_id <> ? LIMIT ?)",
+            [cutoff.millisecondsSinceEpoch, SyncStore.eraseDevice, limit]
         )
     }
 

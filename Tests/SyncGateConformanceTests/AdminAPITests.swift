@@ -362,6 +362,27 @@ import Yams
         }
     }
 
+    /// The second call of an erase finds the households the first one's job left even after
+    /// the job retention has passed: retention keeps the erase's jobs until the erase ends.
+    @Test(arguments: Driver.selected)
+    func anEraseFinishedAfterTheJobRetentionStillUnattributes(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "alice")
+            _ = try await http.results([Op.create("inventory", "eggs", ["quantity": 12], household: "home")], user: "bob")
+            let uri = "/admin/v1/users/bob/erase", confirm = #"{"confirm": "bob"}"#
+            let leaving = try await Self.post(admin, uri, key: key, body: confirm)
+            let job = try #require(leaving.json?["job_id"]?.intValue, "\(leaving)")
+            #expect(try await http.store.waitFinished(job, user: "bob").state == .done)
+            // Every finished job is past its retention: bob's push goes, the erase's job stays.
+            #expect(try await http.store.store.deleteFinishedJobs(olderThanMilliseconds: -60_000) >= 1)
+            #expect(try await http.store.store.job(id: job, userID: "bob") != nil)
+            let erased = try await Self.post(admin, uri, key: key, body: confirm)
+            #expect(erased.status == 200 && erased.json?["status"] == "erased", "\(erased)")
+            let writers = try await http.store.queryTexts("SELECT coalesce(writer, '-') FROM changes WHERE scope = 'h:home' AND entity_type = 'inventory'")
+            #expect(writers == ["-"], "\(writers)")
+        }
+    }
+
     /// User ids may hold any printable character: a client that encodes its paths (the console
     /// does) sends `auth0|abc 1` as `auth0%7Cabc%201`, and that is the user it means.
     @Test(arguments: Driver.selected)

@@ -65,7 +65,8 @@ package protocol StorageDriver: Sendable {
 
     /// Runs `body` while holding the cluster-wide maintenance lock; `nil` when another process holds it.
     func withMaintenanceLock<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result?
-    /// Deletes up to `limit` finished jobs that finished before `cutoff`; returns how many.
+    /// Deletes up to `limit` jobs finished before `cutoff`, except the erase's own
+    /// (``SyncStore/eraseDevice``: a later erase reads which households they left); returns how many.
     func deleteFinishedJobs(before cutoff: Timestamp, limit: Int) async throws -> Int
     /// Deletes up to `limit` idempotency records made before `cutoff`; returns how many.
     func deleteIdempotencyRecords(before cutoff: Timestamp, limit: Int) async throws -> Int
