@@ -342,6 +342,24 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
+    /// A purge's deletes: the tombstones of the list (JSON rows of type, id, seq, version) and
+    /// every older change of their entities; then each one's entity by its key. Each row of the
+    /// list is looked up by key (RetentionTests checks the plans), so a batch costs its size.
+    static let purgeChanges = """
+        DELETE FROM changes WHERE (scope, seq) IN (
+            SELECT c.scope, c.seq FROM json_each(?) p CROSS JOIN changes c
+            ON c.scope = ? AND c.entity_type = json_extract(p.value, '$[0]') AND c.entity_id = json_extract(p.value, '$[1]')
+               AND c.seq <= json_extract(p.value, '$[2]')
+        )
+        """
+    static let purgeEntities = """
+        DELETE FROM entities WHERE (scope, entity_type, entity_id) IN (
+            SELECT e.scope, e.entity_type, e.entity_id FROM json_each(?) p CROSS JOIN entities e
+            ON e.scope = ? AND e.entity_type = json_extract(p.value, '$[0]') AND e.entity_id = json_extract(p.value, '$[1]')
+            WHERE e.data IS NULL AND e.version = json_extract(p.value, '$[3]')
+        )
+        """
+
     func purgeTombstones(scope: Scope, before cutoff: Timestamp, limit: Int) async throws -> Int {
         try await step { db in
             let purged = try Row.fetchAll(
@@ -360,29 +378,11 @@ final class SQLiteTransaction: StorageTransaction {
             guard let newest = purged.map({ $0["seq"] as Int64 }).max() else { return 0 }
             let list = JSONValue.rows(purged.map { [.string($0["entity_type"]), .string($0["entity_id"]), .int($0["seq"]), .int($0["version"])] })
             // The tombstones and every older change of their entities: a new reader must not see them alive.
-            try db.execute(
-                cached: """
-                    DELETE FROM changes WHERE (scope, seq) IN (
-                        SELECT c.scope, c.seq FROM json_each(?) p CROSS JOIN changes c
-                        ON c.scope = ? AND c.entity_type = json_extract(p.value, '$[0]') AND c.entity_id = json_extract(p.value, '$[1]')
-                           AND c.seq <= json_extract(p.value, '$[2]')
-                    )
-                    """,
-                arguments: [list, scope.key]
-            )
+            try db.execute(cached: Self.purgeChanges, arguments: [list, scope.key])
             // Each tombstone's entity by its key, unless written again since. (Matching every
             // entity against the whole list instead, in a correlated subquery, made a batch of
             // 5,000 take ~11 s under the one writer: RetentionTests.)
-            try db.execute(
-                cached: """
-                    DELETE FROM entities WHERE (scope, entity_type, entity_id) IN (
-                        SELECT e.scope, e.entity_type, e.entity_id FROM json_each(?) p CROSS JOIN entities e
-                        ON e.scope = ? AND e.entity_type = json_extract(p.value, '$[0]') AND e.entity_id = json_extract(p.value, '$[1]')
-                        WHERE e.data IS NULL AND e.version = json_extract(p.value, '$[3]')
-                    )
-                    """,
-                arguments: [list, scope.key]
-            )
+            try db.execute(cached: Self.purgeEntities, arguments: [list, scope.key])
             try db.execute(cached: "UPDATE feeds SET floor = max(floor, ?) WHERE scope = ?", arguments: [newest, scope.key])
             return purged.count
         }

@@ -97,26 +97,37 @@ import Glibc
             defer { for process in fronts + workers { Task { await process.stop() } } }
             try await client.waitUntilReady(fronts[0])
 
+            // The load runs until told to stop (SIGTERM: it then verifies), not for a time a busy
+            // machine could spend on the restarts alone.
             let load = try Self.niced(
-                ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "3", "--batch", "5", "--duration", "24", "--verify"], environment: environment
+                ["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "3", "--batch", "5", "--duration", "3600", "--verify"], environment: environment
             )
             defer { Task { await load.stop() } }
+            // Between faults, the pipeline applies jobs again: 10 more done than before.
+            func applying(_ what: String) async throws {
+                let before = try await Self.doneJobs(server.location)
+                try await eventually("jobs applied \(what)", every: .milliseconds(200)) {
+                    (try? await Self.doneJobs(server.location)).map { $0 >= before + 10 } ?? false
+                }
+            }
+            try await applying("under load")
             for round in 1...3 {
-                try await Task.sleep(for: .seconds(2))
                 workers.last!.signal(SIGKILL)
                 _ = await workers.last!.waitForExit(timeout: hangGuard)
                 workers.append(try worker())
+                try await applying("after the worker's kill, round \(round)")
 
-                try await Task.sleep(for: .seconds(2))
                 fronts.last!.signal(SIGKILL)
                 _ = await fronts.last!.waitForExit(timeout: hangGuard)
                 fronts.append(try front())
                 try await client.waitUntilReady(fronts.last!)
+                try await applying("after the front's kill, round \(round)")
 
-                try await Task.sleep(for: .seconds(2))
                 let stopped = try await server.crash(round: round)
                 print("crash round \(round): worker killed, front killed, \(stopped) stopped immediately and started")
+                try await applying("after the database's restart, round \(round)")
             }
+            load.signal(SIGTERM)
             let status = await load.waitForExit(timeout: .seconds(300))
             let line = Self.verifyLine(load.log)
             print(load.log.split(separator: "\n").suffix(8).joined(separator: "\n"))
@@ -139,6 +150,16 @@ import Glibc
             }
             #expect(receiver.deliveries.allSatisfy { $0.signatureValid })
             print("webhooks: \(positions.count) changes in \(receiver.deliveries.count) requests, \(stored.count) in the feeds at the end")
+        }
+    }
+
+    static func doneJobs(_ location: DatabaseURL.PostgresLocation) async throws -> Int {
+        try await withConnection(location) { connection in
+            var count = 0
+            for try await done in try await connection.query("SELECT count(*)::int FROM jobs WHERE state = 'done'", logger: TestDatabases.logger).decode(Int.self) {
+                count = done
+            }
+            return count
         }
     }
 
@@ -167,7 +188,7 @@ import Glibc
         let serve = try Self.niced(["serve", "--port", "\(port)"], environment: environment)
         defer { Task { await serve.stop() } }
         try await ProcessClient(base: "http://127.0.0.1:\(port)").waitUntilReady(serve)
-        let load = try Self.niced(["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "2", "--duration", "3", "--verify"], environment: environment)
+        let load = try Self.niced(["load", "sync", "--url", "http://127.0.0.1:\(port)", "--users", "2", "--duration", "3600", "--verify"], environment: environment)
         defer { Task { await load.stop() } }
         // Once some weight logs were applied (on a loaded machine the niced load may take a while
         // to start: a fixed sleep could delete nothing and leave nothing to report).
@@ -177,6 +198,8 @@ import Glibc
             }
             try await harness.execute("DELETE FROM changes WHERE entity_id IN (SELECT entity_id FROM changes WHERE entity_type = 'weightLogs' LIMIT 3)")
         }
+        // Only now does the load stop and verify (at a set duration it could verify before the delete).
+        load.signal(SIGTERM)
         let status = await load.waitForExit(timeout: .seconds(120))
         #expect(status != nil && status != 0, "\(load.log.suffix(1000))")
         let line = Self.verifyLine(load.log) ?? ""
