@@ -20,14 +20,16 @@ import SyncGateWire
 
     struct Unreachable: Error {}
 
-    @Test func aStandbysPageIsAnsweredUnlessItRemovesAHousehold() {
+    @Test func aStandbysPageIsAnsweredUnlessItChangesTheHouseholds() {
         #expect(ReplicaVerdict.of(.success(Self.page())) == .answer)
         #expect(ReplicaVerdict.of(.success(Self.page(hasMore: true))) == .answer)
-        // A resync or a new household is as true on the primary: the standby replayed it.
+        // A resync is as true on the primary: the standby replayed it.
         #expect(ReplicaVerdict.of(.success(Self.page(forceResync: true))) == .answer)
-        #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"]))) == .answer)
-        // A removal may be the standby not having replayed the membership yet.
+        // A removal may be the standby not having replayed the membership yet; so may an
+        // addition: a cursor the primary issued after a leave, on a standby still holding the
+        // membership, reads as a join and would send the household's feed again.
         #expect(ReplicaVerdict.of(.success(Self.page(removed: ["h1"]))) == .askPrimary(.behind))
+        #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"]))) == .askPrimary(.behind))
         #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"], removed: ["h1"]))) == .askPrimary(.behind))
     }
 

@@ -8,8 +8,10 @@ import SyncGateWire
 /// - a cursor error: the cursor may hold a position or a resync epoch the standby has not
 ///   replayed yet (`ahead`), which is no reason to make the client start over; the primary
 ///   decides whether the cursor is invalid;
-/// - a household removal: the standby may not have replayed the membership the cursor was built
-///   under, and `scopes.removed` makes the client delete that household's data.
+/// - a change of households: the standby may not have replayed the membership the cursor was
+///   built under. `scopes.removed` would make the client delete a household it still belongs
+///   to; `scopes.added` would send a member the primary has already removed (the cursor, issued
+///   after the leave, no longer holds it) that household's whole feed again.
 package enum ReplicaVerdict: Sendable, Hashable {
     /// Give the client the standby's page.
     case answer
@@ -26,7 +28,7 @@ package enum ReplicaVerdict: Sendable, Hashable {
     package static func of(_ result: Result<PullResult, any Error>) -> ReplicaVerdict {
         switch result {
         case .success(let page):
-            return page.scopesRemoved.isEmpty ? .answer : .askPrimary(.behind)
+            return page.scopesRemoved.isEmpty && page.scopesAdded.isEmpty ? .answer : .askPrimary(.behind)
         case .failure(is CursorError):
             return .askPrimary(.behind)
         case .failure:
