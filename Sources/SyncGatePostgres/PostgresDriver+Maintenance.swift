@@ -63,7 +63,11 @@ extension PostgresDriver {
                 DELETE FROM jobs WHERE id IN (
                     SELECT id FROM jobs WHERE state IN ('done', 'dead') AND finished_at < timestamptz 'epoch' + \(cutoff.millisecondsSinceEpoch)::bigint * interval '1 millisecond'
                       AND device_id <> \(SyncStore.eraseDevice) LIMIT \(limit)
-                ) RETURNING 1
+                )
+                -- Checked again on the row as it is when locked: a dead job an operator queued
+                -- again meanwhile is kept (the subquery read it before the retry committed).
+                AND state IN ('done', 'dead')
+                RETURNING 1
             ) SELECT count(*)::int FROM gone
             """
         )

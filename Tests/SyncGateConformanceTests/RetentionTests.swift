@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import PostgresNIO
 import SyncGateCore
 import SyncGateWire
 @testable import SyncGateStorage
@@ -287,6 +288,29 @@ import Testing
                 let alias = table == "changes" ? "c" : "e"
                 #expect(plan.contains { $0.hasPrefix("SEARCH \(alias) USING") } && !plan.contains { $0.hasPrefix("SCAN \(alias)") }, "\(table): \(plan)")
             }
+        }
+    }
+
+    /// Retention's delete picks finished jobs, then deletes them: a dead job an operator queues
+    /// again between the two (its retry waiting on no lock of retention's, committed while the
+    /// delete waits on the row) is kept. PostgreSQL only: SQLite's one writer orders the two.
+    @Test func retentionKeepsADeadJobQueuedAgainWhileItDeletes() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        try await StoreHarness.withExisting(.postgres(location)) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            try await harness.execute("UPDATE jobs SET state = 'dead', finished_at = now() - interval '2 days' WHERE id = \(id)")
+            try await withConnection(location) { session in
+                _ = try await session.query("BEGIN", logger: TestDatabases.logger)
+                _ = try await session.query("UPDATE jobs SET state = 'queued', finished_at = NULL WHERE id = \(unescaped: String(id))", logger: TestDatabases.logger)
+                let deleting = Task { try await harness.store.deleteFinishedJobs(olderThanMilliseconds: 86_400_000) }
+                try await eventually("retention's delete waiting for the retried job's row") {
+                    try await harness.queryTexts("SELECT pid::text FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM jobs%'").count == 1
+                }
+                _ = try await session.query("COMMIT", logger: TestDatabases.logger)
+                #expect(try await deleting.value == 0)
+            }
+            #expect(try await harness.store.job(id: id, userID: "alice")?.state == .queued)
         }
     }
 
