@@ -296,13 +296,27 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int {
+        // The users' enqueue locks first (syncgate_enqueue's), in one order: a push enqueued
+        // meanwhile is either seen below as a later unfinished job, or queued after this commits
+        // (behind the retried job).
         try await query(
+            """
+            SELECT count(pg_advisory_xact_lock(1397182805, hashtext(user_id)))::int FROM (
+                SELECT DISTINCT user_id FROM jobs WHERE state = 'dead' AND (\(ids == nil) OR id = ANY(\(ids ?? [])::bigint[])) ORDER BY user_id
+            ) users
+            """
+        ).collect(Int.self)
+        return try await query(
             """
             WITH retried AS (
                 UPDATE jobs SET state = 'queued', attempts = 0, run_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now()), results = NULL,
                     finished_at = NULL, last_error = 'retried by an operator after: ' || coalesce(last_error, ''),
                     updated_at = coalesce(timestamptz 'epoch' + \(now)::bigint * interval '1 millisecond', now())
                 WHERE state = 'dead' AND (\(ids == nil) OR id = ANY(\(ids ?? [])::bigint[]))
+                  AND NOT EXISTS (
+                      SELECT 1 FROM jobs later
+                      WHERE later.user_id = jobs.user_id AND later.id > jobs.id AND later.state IN ('queued', 'running', 'retrying')
+                  )
                 RETURNING 1
             ) SELECT count(*)::int FROM retried
             """

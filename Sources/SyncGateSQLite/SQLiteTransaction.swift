@@ -335,6 +335,10 @@ final class SQLiteTransaction: StorageTransaction {
                     UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?, results = NULL, finished_at = NULL,
                         last_error = 'retried by an operator after: ' || coalesce(last_error, ''), updated_at = ?
                     WHERE state = 'dead' AND (? OR id IN (SELECT value FROM json_each(?)))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM jobs later
+                          WHERE later.user_id = jobs.user_id AND later.id > jobs.id AND later.state IN ('queued', 'running', 'retrying')
+                      )
                     """,
                 arguments: [now, now, ids == nil, list]
             )

@@ -62,6 +62,13 @@ package enum JobActionOutcome: Sendable, Hashable {
     case notFound
     /// The job is in a state the action does not apply to.
     case refused(JobState)
+    /// A dead job whose user has later jobs unfinished: retried now, it would run beside them.
+    case waitsForLaterJobs
+}
+
+extension JobActionOutcome {
+    /// Why a retry of a dead job waits, as an operator is told it.
+    package static let laterJobsRule = "the user's later jobs are not all finished (retried now, it would run beside them): retry it once they are"
 }
 
 extension JobRecord {

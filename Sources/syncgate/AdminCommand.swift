@@ -135,6 +135,7 @@ struct AdminCommand: AsyncParsableCommand {
                 case .applied: common.report("job \(id) \(action.done)", json: detail?.json ?? ["id": .int(id), "outcome": .string(action.done)])
                 case .notFound: throw ValidationError("no job \(id)")
                 case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(action.rule)")
+                case .waitsForLaterJobs: throw ValidationError("job \(id) stays dead: \(JobActionOutcome.laterJobsRule)")
                 }
             }
         }

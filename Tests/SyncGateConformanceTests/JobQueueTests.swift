@@ -275,6 +275,29 @@ extension JobQueueTests {
             #expect(results[second]?.map(\.outcome) == ["applied"])
         }
     }
+
+    /// A dead job is queued again only once its user's later jobs finished: a claim waits only
+    /// for a user's earlier jobs, so queued beside a later unfinished one (here running) it would
+    /// be claimed and applied at the same time, two of one user's jobs at once.
+    @Test(arguments: Driver.selected)
+    func aDeadJobIsRetriedOnlyOnceItsUsersLaterJobsFinished(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let dead = try await harness.push([Op.create("weightLogs", "a", ["kg": 1], key: "a")])
+            #expect(try await harness.store.cancelJob(id: dead, reason: "cancelled by the test") == .applied)
+            let later = try await harness.push([Op.create("weightLogs", "b", ["kg": 2], key: "b")])
+            let running = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 600_000).first)
+            #expect(running.id == later)
+            #expect(try await harness.store.retryDeadJob(id: dead) == .waitsForLaterJobs)
+            #expect(try await harness.store.retryDeadJobs(ids: nil) == 0)
+            #expect(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 600_000).isEmpty)
+            #expect(try await harness.store.job(id: dead, userID: "alice")?.state == .dead)
+            // The later job done, the retry goes through and the job applies after it.
+            _ = try await harness.store.apply(running, collections: .default, now: .now())
+            #expect(try await harness.store.retryDeadJob(id: dead) == .applied)
+            let results = try await harness.drain()
+            #expect(results[dead]?.map(\.outcome) == ["applied"])
+        }
+    }
 }
 
 /// A worker's store that counts its heartbeats.

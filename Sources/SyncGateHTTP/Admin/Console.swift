@@ -175,6 +175,7 @@ struct Console: Sendable {
             message = "Job \(id) \(action.done)."
         case .notFound: message = "No job \(id)."
         case .refused(let state): message = "Job \(id) is \(state.rawValue): nothing done."
+        case .waitsForLaterJobs: message = "Job \(id) stays dead: \(JobActionOutcome.laterJobsRule)."
         }
         let target = outcome == .applied && action == .delete ? "\(Self.root)/jobs" : "\(Self.root)/jobs/\(id)"
         return Self.redirect("\(target)?flash=\(Self.query(message))")

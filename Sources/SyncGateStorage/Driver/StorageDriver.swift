@@ -275,6 +275,8 @@ package protocol StorageTransaction: AnyObject {
     /// Up to `limit` running jobs whose lease has expired, locked, skipping rows an apply holds.
     func expiredLeases(limit: Int) async throws -> [ClaimedJob<String>]
     /// Queues dead jobs again with fresh attempts (all of them when `ids` is nil); returns how many.
+    /// A job whose user has a later job unfinished stays dead: queued, it would be claimed beside
+    /// that job (a claim waits only for a user's earlier jobs), two of one user's jobs at a time.
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int
     /// Locks a job no worker holds yet (`queued` or `retrying`); `nil` when there is none by that
     /// id in those states.

@@ -97,7 +97,9 @@ extension SyncStore {
 
     /// Queues a dead job again with fresh attempts.
     package func retryDeadJob(id: Int64) async throws -> JobActionOutcome {
-        try await retryDeadJobs(ids: [id]) > 0 ? .applied : try await refusal(id)
+        if try await retryDeadJobs(ids: [id]) > 0 { return .applied }
+        guard let job = try await driver.jobDetail(id: id) else { return .notFound }
+        return job.record.state == .dead ? .waitsForLaterJobs : .refused(job.record.state)
     }
 
     /// Deletes a finished job (its client then gets 404 for it, as after the job retention).
