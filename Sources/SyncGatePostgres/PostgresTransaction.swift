@@ -263,7 +263,15 @@ final class PostgresTransaction: StorageTransaction {
     func lockWaitingJob(id: Int64) async throws -> JobDetail? {
         // A claim that holds the row commits it `running`: the state is checked again after the wait.
         try await query(
-            "SELECT \(unescaped: PostgresDriver.jobDetailColumns) FROM jobs WHERE id = \(id) AND state IN ('queued', 'retrying') FOR UPDATE"
+            """
+            SELECT \(unescaped: PostgresDriver.jobDetailColumns) FROM jobs WHERE id = \(id) AND state IN ('queued', 'retrying')
+              AND NOT EXISTS (
+                  SELECT 1 FROM jobs earlier
+                  WHERE earlier.user_id = jobs.user_id AND earlier.device_id = jobs.device_id AND earlier.id < jobs.id
+                    AND earlier.state IN ('queued', 'running', 'retrying')
+              )
+            FOR UPDATE
+            """
         ).collect(PostgresDriver.JobDetailColumns.self).first.map(PostgresDriver.jobDetail)
     }
 

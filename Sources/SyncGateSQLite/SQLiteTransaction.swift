@@ -292,7 +292,16 @@ final class SQLiteTransaction: StorageTransaction {
         // The transaction holds SQLite's write lock: no claim runs beside it.
         try await step { db in
             try Row.fetchOne(
-                db, cached: "SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')", arguments: [id]
+                db,
+                cached: """
+                    SELECT \(SQLiteDriver.jobDetailColumns) FROM jobs WHERE id = ? AND state IN ('queued', 'retrying')
+                      AND NOT EXISTS (
+                          SELECT 1 FROM jobs earlier
+                          WHERE earlier.user_id = jobs.user_id AND earlier.device_id = jobs.device_id AND earlier.id < jobs.id
+                            AND earlier.state IN ('queued', 'running', 'retrying')
+                      )
+                    """,
+                arguments: [id]
             ).map(SQLiteDriver.jobDetail)
         }
     }

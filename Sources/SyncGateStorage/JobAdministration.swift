@@ -64,11 +64,16 @@ package enum JobActionOutcome: Sendable, Hashable {
     case refused(JobState)
     /// A dead job whose user has later jobs unfinished: retried now, it would run beside them.
     case waitsForLaterJobs
+    /// A waiting job whose device has earlier jobs unfinished: cancelled now, it would finish
+    /// before them, and the device's watermark would count jobs that have not finished.
+    case waitsForEarlierJobs
 }
 
 extension JobActionOutcome {
     /// Why a retry of a dead job waits, as an operator is told it.
     package static let laterJobsRule = "the user's later jobs are not all finished (retried now, it would run beside them): retry it once they are"
+    /// Why a cancel of a waiting job waits.
+    package static let earlierJobsRule = "the device's earlier jobs are not all finished (its jobs finish in push order): cancel those first"
 }
 
 extension JobRecord {

@@ -136,6 +136,7 @@ struct AdminCommand: AsyncParsableCommand {
                 case .notFound: throw ValidationError("no job \(id)")
                 case .refused(let state): throw ValidationError("job \(id) is \(state.rawValue): \(action.rule)")
                 case .waitsForLaterJobs: throw ValidationError("job \(id) stays dead: \(JobActionOutcome.laterJobsRule)")
+                case .waitsForEarlierJobs: throw ValidationError("job \(id) is not cancelled: \(JobActionOutcome.earlierJobsRule)")
                 }
             }
         }

@@ -298,6 +298,26 @@ extension JobQueueTests {
             #expect(results[dead]?.map(\.outcome) == ["applied"])
         }
     }
+
+    /// A device's jobs finish in push order (its watermark counts on it): a waiting job is not
+    /// cancelled while an earlier job of its device is unfinished (here retrying); another
+    /// device's is.
+    @Test(arguments: Driver.selected)
+    func aJobIsCancelledOnlyOnceItsDevicesEarlierJobsFinished(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let first = try await harness.push([Op.create("weightLogs", "a", ["kg": 1], key: "a")])
+            let second = try await harness.push([Op.create("weightLogs", "b", ["kg": 2], key: "b")])
+            let other = try await harness.push([Op.create("weightLogs", "c", ["kg": 3], key: "c")], device: "d2")
+            let claimed = try #require(try await harness.store.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 600_000).first)
+            #expect(claimed.id == first)
+            #expect(try await harness.store.fail(claimed, error: "connection reset", settlement: .retry(afterMilliseconds: 600_000)))
+            #expect(try await harness.store.cancelJob(id: second, reason: "test") == .waitsForEarlierJobs)
+            #expect(try await harness.store.job(id: second, userID: "alice")?.state == .queued)
+            #expect(try await harness.store.cancelJob(id: other, reason: "test") == .applied)
+            #expect(try await harness.store.cancelJob(id: first, reason: "test") == .applied)
+            #expect(try await harness.store.cancelJob(id: second, reason: "test") == .applied)
+        }
+    }
 }
 
 /// A worker's store that counts its heartbeats.

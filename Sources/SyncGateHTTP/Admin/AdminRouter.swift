@@ -137,6 +137,7 @@ struct AdminRoutes: Sendable {
         case .notFound: throw Self.unknown(id)
         case .refused(let state): throw ProtocolError(.stateConflict, "job \(id) is \(state.rawValue): \(action.rule)")
         case .waitsForLaterJobs: throw ProtocolError(.stateConflict, "job \(id) stays dead: \(JobActionOutcome.laterJobsRule)")
+        case .waitsForEarlierJobs: throw ProtocolError(.stateConflict, "job \(id) is not cancelled: \(JobActionOutcome.earlierJobsRule)")
         }
         context.logger.notice("job \(action.done) by an operator", metadata: ["syncgate.job": "\(id)", "syncgate.service": "\(admin.name)"])
         return id

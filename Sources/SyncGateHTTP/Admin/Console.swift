@@ -176,6 +176,7 @@ struct Console: Sendable {
         case .notFound: message = "No job \(id)."
         case .refused(let state): message = "Job \(id) is \(state.rawValue): nothing done."
         case .waitsForLaterJobs: message = "Job \(id) stays dead: \(JobActionOutcome.laterJobsRule)."
+        case .waitsForEarlierJobs: message = "Job \(id) is not cancelled: \(JobActionOutcome.earlierJobsRule)."
         }
         let target = outcome == .applied && action == .delete ? "\(Self.root)/jobs" : "\(Self.root)/jobs/\(id)"
         return Self.redirect("\(target)?flash=\(Self.query(message))")

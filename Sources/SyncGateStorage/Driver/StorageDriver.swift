@@ -278,8 +278,9 @@ package protocol StorageTransaction: AnyObject {
     /// A job whose user has a later job unfinished stays dead: queued, it would be claimed beside
     /// that job (a claim waits only for a user's earlier jobs), two of one user's jobs at a time.
     func requeueDeadJobs(ids: [Int64]?) async throws -> Int
-    /// Locks a job no worker holds yet (`queued` or `retrying`); `nil` when there is none by that
-    /// id in those states.
+    /// Locks a job no worker holds yet (`queued` or `retrying`) and whose device has no earlier
+    /// job unfinished (a device's jobs finish in push order: its watermark counts them so);
+    /// `nil` when there is none by that id in those states.
     func lockWaitingJob(id: Int64) async throws -> JobDetail?
     /// Deletes what is the user's alone: their jobs (first: an apply in flight finishes before,
     /// and one not yet started then holds no job), idempotency records, devices, push

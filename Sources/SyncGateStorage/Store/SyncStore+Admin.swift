@@ -92,7 +92,9 @@ extension SyncStore {
             try await transaction.announce([.jobFinished(finished)])
             return true
         }
-        return cancelled ? .applied : try await refusal(id)
+        if cancelled { return .applied }
+        guard let job = try await driver.jobDetail(id: id) else { return .notFound }
+        return job.record.state == .queued || job.record.state == .retrying ? .waitsForEarlierJobs : .refused(job.record.state)
     }
 
     /// Queues a dead job again with fresh attempts.
