@@ -64,10 +64,15 @@ package final class Worker: Service {
         let subscription = store.notifier.subscribe(.init(jobsAvailable: true))
         let leases = LeasesInHand()
         logger.info("worker started", metadata: ["syncgate.concurrency": "\(configuration.concurrency)"])
+        // The heartbeat outlives the stop: it keeps the leases of the jobs the lanes still finish.
+        let drained = StopSignal()
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                group.addTask { await self.runProducer(subscription: subscription, leases: leases, stop: stop) }
-                group.addTask { await self.runHeartbeat(leases: leases, stop: stop) }
+                group.addTask {
+                    await self.runProducer(subscription: subscription, leases: leases, stop: stop)
+                    drained.trigger()
+                }
+                group.addTask { await self.runHeartbeat(leases: leases, stop: drained) }
                 group.addTask { await self.runRescuer(stop: stop) }
             }
         } onGracefulShutdown: {
@@ -217,7 +222,8 @@ package final class Worker: Service {
         return load.map { $0.jobs.sorted().map { jobs[$0] } }
     }
 
-    /// One statement per interval extends every lease this process holds.
+    /// One statement per interval extends every lease this process holds, until `stop` (the
+    /// lanes drained: a graceful shutdown stops the claims, not the jobs in hand).
     func runHeartbeat(leases: LeasesInHand, stop: StopSignal) async {
         while !stop.isTriggered, !Task.isCancelled {
             await stop.sleep(for: configuration.heartbeatInterval)

@@ -4,6 +4,7 @@ import SyncGateWire
 @testable import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWorker
+import ServiceLifecycle
 import Testing
 import SyncGateConcurrency
 
@@ -248,6 +249,43 @@ extension JobQueueTests {
                 #expect(try job.decodedResults()?.map(\.outcome) == ["applied"])
             }
             #expect(try await harness.pullAll().changes.map(\.version) == [1])
+        }
+    }
+
+    /// A graceful shutdown stops the claims, not the heartbeat: a job still in hand when it
+    /// comes keeps its lease until it finishes (a lane may hold several, each up to the job
+    /// deadline), and applies in its one attempt.
+    @Test(arguments: Driver.selected)
+    func theHeartbeatKeepsTheLeasesOfJobsFinishingAfterAShutdown(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let id = try await harness.push([Op.create("weightLogs", "slow", ["kg": 1], key: "slow")])
+            let store = HeartbeatCounter(store: harness.store)
+            let started = TestGate("the job in hand")
+            let release = TestGate("the job's release")
+            let hooks = WorkerHooks(beforeApply: { _ in
+                started.open()
+                try await release.wait()
+            })
+            let worker = Worker(
+                store: store, collections: harness.collections,
+                configuration: StoreHarness.workerConfiguration(concurrency: 1, leaseMilliseconds: 1_000), hooks: hooks, logger: StoreHarness.logger
+            )
+            let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [], logger: StoreHarness.logger)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                try await started.wait()
+                await group.triggerGracefulShutdown()
+                for _ in 0..<5 {
+                    clock.advance(milliseconds: 600)
+                    let begun = store.begun.value
+                    try await eventually("a heartbeat after the shutdown", every: .milliseconds(5)) { store.heartbeats.value > begun }
+                }
+                release.open()
+                try await tasks.waitForAll()
+            }
+            let job = try #require(try await harness.store.job(id: id, userID: "alice"))
+            #expect(job.state == .done && job.attempts == 1, "\(job.state) after \(job.attempts) attempts")
         }
     }
 
