@@ -334,7 +334,7 @@ package final class Worker: Service {
         span.recordError(error)
         // A failure retrying cannot fix (a stored row that does not decode) kills the job at once.
         let permanent = error.isPermanentFailure
-        let settlement = configuration.retryPolicy.settle(
+        let settlement = configuration.retryPolicy.allowing(job.maximumAttempts).settle(
             operations: job.operations, afterAttempts: job.attempts, permanent: permanent, jitter: Double.random(in: 0..<1)
         )
         logger.log(level: permanent ? .error : .warning, "job attempt failed", metadata: [

@@ -124,7 +124,8 @@ package struct StoreHarness: Sendable {
     @discardableResult
     package func push(_ operations: [SyncOperation], user: String = "alice", device: String = "d1") async throws -> Int64 {
         let result = try await store.enqueue(
-            QueuedJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 5),
+            // The test workers' budget (workerConfiguration): a job keeps the one it was queued with.
+            QueuedJob(userID: user, deviceID: device, operations: operations, maximumAttempts: 3),
             limits: .init(maximumQueuedPerUser: .max, maximumQueuedTotal: .max)
         )
         guard case .accepted(let id) = result else { throw TestEnvironmentError(description: "enqueue refused: \(result)") }

@@ -112,14 +112,20 @@ import SyncGateConcurrency
         }
     }
 
+    /// A job's attempts are the budget its front gave it when it was queued (`max_attempts`, as
+    /// the admin API shows it), not the rescuing process's: here 1 against the policy's 5.
     @Test(arguments: Driver.selected)
     func aRescuedJobOutOfAttemptsIsDead(_ driver: Driver) async throws {
         let clock = ManualClock()
         try await StoreHarness.with(driver, clock: clock) { harness in
-            let id = try await harness.push([Op.create("weightLogs", "w1", ["kg": 70])])
+            let queued = QueuedJob(userID: "alice", deviceID: "d1", operations: [Op.create("weightLogs", "w1", ["kg": 70])], maximumAttempts: 1)
+            guard case .accepted(let id) = try await harness.store.enqueue(queued, limits: .init(maximumQueuedPerUser: .max, maximumQueuedTotal: .max)) else {
+                Issue.record("enqueue refused")
+                return
+            }
             _ = try await harness.store.claimJobs(workerID: "dies", limit: 1, leaseMilliseconds: 20)
             clock.advance(milliseconds: 21)
-            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(maximumAttempts: 1), jitter: { 0 })
+            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(maximumAttempts: 5), jitter: { 0 })
             #expect(report == RescueReport(requeued: 0, dead: 1))
             let job = try #require(try await harness.store.job(id: id, userID: "alice"))
             #expect(job.state == .dead)

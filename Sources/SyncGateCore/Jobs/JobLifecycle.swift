@@ -17,6 +17,14 @@ package struct RetryPolicy: Sendable, Hashable {
         case dead
     }
 
+    /// This policy with a job's own budget: the one its front gave it when it was queued (and
+    /// the admin API shows), whatever this process was configured with.
+    package func allowing(_ attempts: Int) -> RetryPolicy {
+        var policy = self
+        policy.maximumAttempts = attempts
+        return policy
+    }
+
     /// - Parameters:
     ///   - attempts: attempts made so far, including the one that failed.
     ///   - jitter: a number in `0..<1`; half the delay is fixed and half scales with it, so

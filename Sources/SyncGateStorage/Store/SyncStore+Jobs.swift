@@ -59,7 +59,9 @@ extension SyncStore {
                 let error = "lease expired: the worker stopped before finishing the job"
                 let settlement: JobSettlement
                 do {
-                    settlement = policy.settle(operations: try JobPayload(stored: job.payload).operations, afterAttempts: job.attempts, jitter: jitter())
+                    settlement = policy.allowing(job.maximumAttempts).settle(
+                        operations: try JobPayload(stored: job.payload).operations, afterAttempts: job.attempts, jitter: jitter()
+                    )
                 } catch {
                     settlement = .dead(results: [])
                 }
