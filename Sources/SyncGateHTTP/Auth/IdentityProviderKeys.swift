@@ -58,6 +58,8 @@ package actor IdentityProviderKeys {
     let minimumLifetime: Duration
     let fetchTimeout: Duration
     let logger: Logger
+    /// The time, for the refresh interval and the keys' lifetime (tests move it by hand).
+    let clock: @Sendable () -> ContinuousClock.Instant
 
     private var keys = JWTKeyCollection()
     private var keyIDs: Set<String> = []
@@ -71,13 +73,14 @@ package actor IdentityProviderKeys {
     ///   - minimumLifetime: keys are kept at least this long whatever `Cache-Control` says.
     package init(
         configuration: Configuration, minimumRefreshInterval: Duration = .seconds(10), minimumLifetime: Duration = .seconds(60),
-        fetchTimeout: Duration = .seconds(5), logger: Logger
+        fetchTimeout: Duration = .seconds(5), logger: Logger, clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
         self.configuration = configuration
         self.minimumRefreshInterval = minimumRefreshInterval
         self.minimumLifetime = minimumLifetime
         self.fetchTimeout = fetchTimeout
         self.logger = logger
+        self.clock = clock
     }
 
     /// The outcome of looking a key id up.
@@ -91,7 +94,7 @@ package actor IdentityProviderKeys {
 
     /// The keys that can verify a token signed with `keyID`, refreshing when due or when the id is new.
     func keys(for keyID: String) async -> Lookup {
-        let now = ContinuousClock.now
+        let now = clock()
         let attemptedRecently = lastAttempt.map { $0.duration(to: now) < minimumRefreshInterval } ?? false
         if keyIDs.contains(keyID) {
             // Due keys are refreshed in the background, at most once per interval (a provider that
@@ -110,7 +113,7 @@ package actor IdentityProviderKeys {
     /// Fetches now (at start, so the first request need not wait); false when it failed.
     @discardableResult
     package func refresh() async -> Bool {
-        await startRefresh(now: .now).value
+        await startRefresh(now: clock()).value
     }
 
     /// One refresh at a time; callers arriving meanwhile wait for the one in flight.
@@ -154,7 +157,7 @@ package actor IdentityProviderKeys {
         keys = collection
         keyIDs = identifiers
         lastFetchSucceeded = true
-        expires = .now + (documents.map(\.1).min() ?? Self.defaultLifetime)
+        expires = clock() + (documents.map(\.1).min() ?? Self.defaultLifetime)
         logger.info("identity provider keys loaded", metadata: ["syncgate.keys": "\(identifiers.sorted())"])
         return true
     }
