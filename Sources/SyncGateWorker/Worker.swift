@@ -76,6 +76,7 @@ package final class Worker: Service {
                 group.addTask { await self.runRescuer(stop: stop) }
             }
         } onGracefulShutdown: {
+            self.logger.info("worker stopping: no more claims, finishing the jobs in hand", metadata: ["syncgate.jobs_in_hand": "\(leases.all.count)"])
             stop.trigger()
             subscription.cancel()
         }

@@ -166,12 +166,12 @@ import Testing
             try await harness.execute("UPDATE jobs SET payload = 'garbage{' WHERE id = \(poisoned)")
             let healthy = try await harness.push([Op.create("weightLogs", "h", ["kg": 1])], user: "alice")
             try await harness.withWorkers(1, concurrency: 1) {
-                // Well under the workers' 30 s lease (a job stalled behind the poisoned one would
-                // wait for it to expire), and the suite's bound for a saturated machine: in a full
-                // CI run the healthy job once took over 10 s.
-                #expect(try await harness.waitFinished(healthy, user: "alice", timeout: NotificationTests.promptly).state == .done)
-                let dead = try await harness.waitFinished(poisoned, user: "mallory", timeout: NotificationTests.promptly)
-                #expect(dead.state == .dead)
+                // Each in its first attempt: a lane stalled on the poisoned job until its lease ran
+                // out would have had it rescued and claimed again (a second attempt).
+                let done = try await harness.waitFinished(healthy, user: "alice")
+                #expect(done.state == .done && done.attempts == 1, "\(done.state) after \(done.attempts)")
+                let dead = try await harness.waitFinished(poisoned, user: "mallory")
+                #expect(dead.state == .dead && dead.attempts == 1, "\(dead.state) after \(dead.attempts)")
                 #expect(dead.lastError?.contains("payload") == true, "\(dead.lastError ?? "-")")
             }
         }

@@ -92,7 +92,8 @@ import Glibc
                     try await harness.store.job(id: id, userID: "alice")?.state == .running
                 }
                 worker.signal(SIGTERM)
-                try await Task.sleep(for: .milliseconds(700))
+                // It has taken the signal, and still runs: it waits for its job.
+                try await Self.waitFor("the worker to begin stopping", timeout: hangGuard, log: worker) { worker.log.contains("worker stopping") }
                 #expect(worker.isRunning, "the worker must wait for its job")
                 // Let the job through (our row disappears, so the worker's insert succeeds).
                 try await blocker.query("ROLLBACK", logger: TestDatabases.logger)
