@@ -290,7 +290,9 @@ final class PostgresTransaction: StorageTransaction {
         erased.changes = try await count("DELETE FROM changes WHERE scope = \(scope) RETURNING 1")
         try await query("DELETE FROM webhook_deliveries WHERE scope = \(scope)")
         try await query("DELETE FROM push_positions WHERE scope = \(scope)")
-        try await query("DELETE FROM feeds WHERE scope = \(scope)")
+        // The feed row stays, emptied (floor at head): its sequence numbers go on from the head,
+        // never again from 1, since a live front's watch table holds heads it only ever raises.
+        try await query("UPDATE feeds SET floor = head, compacted = head, webhooked = head WHERE scope = \(scope)")
         try await query("DELETE FROM household_members WHERE user_id = \(userID)")
         // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
         erased.householdChangesUnattributed = try await count(

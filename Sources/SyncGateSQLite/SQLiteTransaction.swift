@@ -324,7 +324,8 @@ final class SQLiteTransaction: StorageTransaction {
             erased.changes = try count("DELETE FROM changes WHERE scope = ?", [scope])
             _ = try count("DELETE FROM webhook_deliveries WHERE scope = ?", [scope])
             _ = try count("DELETE FROM push_positions WHERE scope = ?", [scope])
-            _ = try count("DELETE FROM feeds WHERE scope = ?", [scope])
+            // Emptied, not deleted: sequence numbers go on from the head (see the PostgreSQL driver).
+            _ = try count("UPDATE feeds SET floor = head, compacted = head, webhooked = head WHERE scope = ?", [scope])
             _ = try count("DELETE FROM household_members WHERE user_id = ?", [userID])
             // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
             erased.householdChangesUnattributed = try count(

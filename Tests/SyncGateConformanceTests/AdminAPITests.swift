@@ -362,6 +362,22 @@ import Yams
         }
     }
 
+    /// An erased user's feed goes on from its head: a token still valid writes at the next
+    /// sequence number, never again at 1 (a front's watch table, whose heads only rise, would
+    /// take the old head for news and move a waiting cursor past the new changes).
+    @Test(arguments: Driver.selected)
+    func anErasedUsersFeedGoesOnFromItsHead(_ driver: Driver) async throws {
+        try await Self.with(driver, workers: 2) { http, admin, key in
+            _ = try await http.results((1...3).map { Op.create("weightLogs", "w\($0)", ["kg": 60]) }, user: "bob")
+            _ = try await Self.erase("bob", http: http, admin: admin, key: key)
+            #expect(try await http.pullAll(user: "bob", device: "d2").changes.isEmpty)
+            _ = try await http.results([Op.create("weightLogs", "again", ["kg": 61])], user: "bob", device: "d2")
+            #expect(try await http.store.queryTexts("SELECT CAST(seq AS text) FROM changes WHERE scope = 'u:bob'") == ["4"])
+            let page = try await http.pullAll(user: "bob", device: "d2")
+            #expect(page.changes.map { $0["entity_id"] } == ["again"])
+        }
+    }
+
     /// The second call of an erase finds the households the first one's job left even after
     /// the job retention has passed: retention keeps the erase's jobs until the erase ends.
     @Test(arguments: Driver.selected)
