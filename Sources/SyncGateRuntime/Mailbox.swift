@@ -100,6 +100,9 @@ package final class Mailbox<Pending: Sendable>: Sendable {
 
     @inlinable package var isClosed: Bool { state.withLock { $0.closed } }
 
+    /// Whether a wait is asleep now (for tests that act on a sleeping waiter).
+    package var hasSleepingWaiter: Bool { state.withLock { $0.waiter != nil } }
+
     /// Takes what was delivered, waiting for it until `deadline` if nothing was. One task waits
     /// at a time.
     @inlinable package func wait(until deadline: ContinuousClock.Instant) async -> Outcome {

@@ -20,7 +20,7 @@ import Testing
         try await first.wait()
         let second = Task { try await lock.withLock { log.update { $0.append("second") } } }
         // Queued behind the first: the second cannot run while the first holds the lock.
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually("the second holder waiting") { lock.waiting == 1 }
         #expect(log.value.isEmpty)
         release.open()
         try await holder.value
@@ -37,9 +37,10 @@ import Testing
         let ran = Locked(false)
         let cancelled = Task { try await lock.withLock { ran.update { $0 = true } } }
         let after = Task { try await lock.withLock { "after" } }
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually("both waiting") { lock.waiting == 2 }
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(lock.waiting == 1, "the cancelled waiter left the queue")
         release.open()
         try await holder.value
         #expect(try await after.value == "after")

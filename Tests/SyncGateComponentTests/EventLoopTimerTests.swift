@@ -23,6 +23,15 @@ import Testing
         return true
     }
 
+    /// Waits until a sentinel timer due `delay` from now has fired: the wheel fires in due
+    /// order, so every timer due before it has fired by then too (however slow the loop), and
+    /// what has not fired was not due. This stands in for "and nothing more happened".
+    private func passed(_ delay: Duration, on wheel: EventLoopTimer) async throws {
+        let fired = Atomic<Bool>(false)
+        wheel.after(delay) { fired.store(true, ordering: .releasing) }
+        #expect(try await eventually { fired.load(ordering: .acquiring) }, "the sentinel timer never fired")
+    }
+
     @Test func timersFireOnceAfterTheirDelayAndNotBefore() async throws {
         let wheel = wheel()
         let delays = [0, 30, 120, 400]   // 400 ms spans five rounds of 16 × 5 ms
@@ -32,7 +41,7 @@ import Testing
             wheel.after(.milliseconds(delay)) { fired.withLock { $0[index, default: []].append(.now) } }
         }
         #expect(try await eventually { fired.withLock { $0.count } == delays.count })
-        try await Task.sleep(for: .milliseconds(100))
+        try await passed(.milliseconds(500), on: wheel)
         let times = fired.withLock { $0 }
         for (index, delay) in delays.enumerated() {
             let at = try #require(times[index])
@@ -47,7 +56,7 @@ import Testing
         let timers = (0..<1000).map { _ in wheel.after(.milliseconds(500)) { fired.add(1, ordering: .relaxed) } }
         for timer in timers.prefix(990) { timer.cancel() }
         #expect(try await eventually { fired.load(ordering: .relaxed) >= 10 })
-        try await Task.sleep(for: .milliseconds(200))
+        try await passed(.milliseconds(600), on: wheel)
         #expect(fired.load(ordering: .relaxed) == 10)
         timers.last?.cancel()   // after it fired: harmless
     }
@@ -74,7 +83,7 @@ import Testing
         }
         let survivors = record.expected.withLock { $0 }
         #expect(try await eventually { survivors.isSubset(of: Set(record.counts.withLock { $0.keys })) }, "some timers never fired")
-        try await Task.sleep(for: .milliseconds(100))
+        try await passed(.milliseconds(150), on: wheel)
         let final = record.counts.withLock { $0 }
         #expect(final.values.allSatisfy { $0 == 1 }, "a timer fired twice")
         // A cancel can lose the race with a timer already due (0 ms): at most those fired.
@@ -90,7 +99,7 @@ import Testing
         #expect(try await eventually { runs.load(ordering: .relaxed) >= 3 && cancelled.load(ordering: .relaxed) >= 3 })
         repeating.cancel()
         let atCancel = cancelled.load(ordering: .relaxed)
-        try await Task.sleep(for: .milliseconds(150))
+        try await passed(.milliseconds(150), on: wheel)
         #expect(runs.load(ordering: .relaxed) == 3)
         #expect(cancelled.load(ordering: .relaxed) <= atCancel + 1, "at most a run already under way when cancelled")
     }

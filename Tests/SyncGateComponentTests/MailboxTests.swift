@@ -53,7 +53,7 @@ import Testing
     @Test func aDeliveryWakesASleepingWaiterLongBeforeItsDeadline() async throws {
         let mailbox = mailbox()
         async let outcome = mailbox.wait(until: .now + Self.never)
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually("the waiter asleep") { mailbox.hasSleepingWaiter }
         let delivered = ContinuousClock.now
         deliver([7], to: mailbox)
         guard case .delivered(let values) = await outcome else {
@@ -69,7 +69,7 @@ import Testing
     @Test func closeEndsTheWaitAndEveryLaterOneAndWinsOverDeliveries() async throws {
         let mailbox = mailbox()
         async let outcome = mailbox.wait(until: .now + Self.never)
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually("the waiter asleep") { mailbox.hasSleepingWaiter }
         mailbox.close()
         guard case .closed = await outcome else {
             Issue.record("a close should end the sleeping wait")
@@ -95,7 +95,7 @@ import Testing
     @Test func cancellingTheWaitingTaskEndsTheWait() async throws {
         let mailbox = mailbox()
         let waiting = Task { await mailbox.wait(until: .now + Self.never) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually("the waiter asleep") { mailbox.hasSleepingWaiter }
         let cancelled = ContinuousClock.now
         waiting.cancel()
         guard case .closed = await waiting.value else {

@@ -14,6 +14,9 @@ public final class AsyncLock: Sendable {
 
     public init() {}
 
+    /// How many tasks wait for the lock now (not counting its holder).
+    public var waiting: Int { state.value.waiters.count }
+
     /// Runs `body` holding the lock; throws `CancellationError` if the task is cancelled while it
     /// waits for the lock (then `body` does not run).
     public func withLock<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
