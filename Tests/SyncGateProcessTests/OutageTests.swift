@@ -50,7 +50,7 @@ import SyncGateConcurrency
                 }
                 let clock = ContinuousClock.now
                 func phase(_ name: String) { print("outage: \(name) at \(ContinuousClock.now - clock)") }
-                try await Task.sleep(for: .seconds(1))
+                try await eventually("pushes accepted before the outage") { accepted.value.count >= 5 }
                 try await server.stop()
                 phase("database stopped")
                 // While it is down: pushes and pulls get 503, readiness fails, health does not.

@@ -44,15 +44,24 @@ import SyncGateConcurrency
         }
         for round in 1...3 {
             let loading = Locked(true)
+            let answered = Locked<[Int]>([])
             let load = Task {
                 // At most 8 at a time: the test client's connections to one host.
-                while loading.value { _ = await pulls(8, device: "load") }
+                while loading.value {
+                    let statuses = await pulls(8, device: "load")
+                    answered.update { $0 += statuses }
+                }
             }
-            try await Task.sleep(for: .milliseconds(500))
+            // Each phase by what the load saw, not by time: answered, refused while the database
+            // is down, answered again once it is back.
+            func answers() -> (ok: Int, failed: Int) { answered.value.reduce(into: (0, 0)) { $1 == 200 ? ($0.ok += 1) : ($0.failed += 1) } }
+            try await eventually("round \(round): pulls answered") { answers().ok >= 16 }
             try await server.stop(immediate: true)
-            try await Task.sleep(for: .milliseconds(500))
+            let before = answers()
+            try await eventually("round \(round): pulls refused while the database is down") { answers().failed > before.failed }
             try await server.start()
-            try await Task.sleep(for: .seconds(2))
+            let down = answers()
+            try await eventually("round \(round): pulls answered again") { answers().ok >= down.ok + 16 }
             loading.update { $0 = false }
             await load.value
             try await client.waitUntilReady(front)
