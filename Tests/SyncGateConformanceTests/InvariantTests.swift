@@ -7,6 +7,8 @@ import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
 import Testing
+
+@testable import SyncGateSQLite
 import SyncGateConcurrency
 
 /// DESIGN.md's invariants under concurrent workers, on every driver.
@@ -218,8 +220,8 @@ import SyncGateConcurrency
         }
     }
 
-    /// Whether a transaction is waiting for a lock: a writer queued behind the held one. SQLite has
-    /// one writer at a time, so there the second job cannot even begin; a short wait stands in.
+    /// Whether a transaction is waiting for a lock: a writer queued behind the held one (on
+    /// SQLite, one writer at a time: a transaction waiting for the driver's writer lock).
     static func waitsForALock(_ harness: StoreHarness) async throws -> Bool {
         switch harness.url {
         case .postgres(let location):
@@ -232,8 +234,8 @@ import SyncGateConcurrency
                     """
             return try await withConnection(location) { try await $0.integer(waiting) } > 0
         case .sqlite:
-            try await Task.sleep(for: .milliseconds(300))
-            return true
+            let driver = try #require(harness.store.driver as? SQLiteDriver)
+            return driver.writer.waiting > 0
         }
     }
 
