@@ -16,14 +16,19 @@ import Testing
         let group = ServiceGroup(services: [shards], logger: Logger(label: "test"))
         let (release, releasing) = AsyncStream<Void>.makeStream()
         let started = Atomic<Int>(0)
-        let finished = Atomic<Int>(0)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
+        final class Counter: Sendable { let value = Atomic<Int>(0) }
+        let finished = Counter()
+        try await withThrowingTaskGroup(of: Int.self) { tasks in
+            // How many connections had finished when the group's run ended.
+            tasks.addTask {
+                try await group.run()
+                return finished.value.load(ordering: .relaxed)
+            }
             for _ in 0..<10 {
                 let submitted = shards.submit {
                     started.add(1, ordering: .relaxed)
                     for await _ in release {}
-                    finished.add(1, ordering: .relaxed)
+                    finished.value.add(1, ordering: .relaxed)
                 }
                 #expect(submitted)
             }
@@ -36,12 +41,10 @@ import Testing
             // was not always enough on a loaded machine. (An empty connection submitted before
             // it runs and ends at once.)
             try await eventually("the shards to refuse new connections", every: .milliseconds(10)) { !shards.submit {} }
-            try await Task.sleep(for: .milliseconds(200))
-            #expect(finished.load(ordering: .relaxed) == 0)
 
+            // The group's run ends only once the held connections finished (all ten, when it ends).
             releasing.finish()
-            try await tasks.next()
-            #expect(finished.load(ordering: .relaxed) == 10)
+            #expect(try await tasks.next() == 10)
         }
     }
 
