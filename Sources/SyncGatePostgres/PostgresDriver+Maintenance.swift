@@ -146,7 +146,14 @@ extension PostgresDriver {
     package func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
         try await query(
             "purge tombstones", .maintenance,
-            "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch) ORDER BY 1",
+            """
+            SELECT t.scope FROM (
+                SELECT scope, min(seq) AS oldest FROM changes WHERE data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch) GROUP BY scope
+            ) t
+            WHERE NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
+               OR t.oldest <= (SELECT \(unescaped: Self.webhookReceivedBound) FROM feeds WHERE feeds.scope = t.scope)
+            ORDER BY 1
+            """,
             as: String.self
         ).compactMap(Scope.init(key:))
     }

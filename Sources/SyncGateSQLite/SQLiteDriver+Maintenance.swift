@@ -109,7 +109,16 @@ extension SQLiteDriver {
     package func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
         try await read { db in
             try String.fetchAll(
-                db, sql: "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < ? ORDER BY 1", arguments: [cutoff.millisecondsSinceEpoch]
+                db,
+                sql: """
+                    SELECT t.scope FROM (
+                        SELECT scope, min(seq) AS oldest FROM changes WHERE data IS NULL AND updated_at < ? GROUP BY scope
+                    ) t
+                    WHERE NOT EXISTS (SELECT 1 FROM webhook_subscriptions)
+                       OR t.oldest <= (SELECT \(Self.webhookReceivedBound) FROM feeds WHERE feeds.scope = t.scope)
+                    ORDER BY 1
+                    """,
+                arguments: [cutoff.millisecondsSinceEpoch]
             ).compactMap(Scope.init(key:))
         }
     }

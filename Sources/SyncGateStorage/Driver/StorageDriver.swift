@@ -77,7 +77,9 @@ package protocol StorageDriver: Sendable {
     /// one in any case, with its next `changeLimit` sequence numbers); it skips those a writer
     /// holds, looks at the others and records how far each has been looked at.
     func compactNewChanges(after: String?, feedLimit: Int, changeLimit: Int) async throws -> CompactionBatch
-    /// Feeds holding tombstones older than `cutoff`.
+    /// Feeds holding tombstones older than `cutoff` that the purge may take: while a webhook
+    /// subscription exists, only feeds whose oldest such tombstone every subscription received
+    /// (a feed held back is not locked, pass after pass, for nothing).
     func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope]
     /// Scopes holding entities of any of `types` (a rebuild of derived data).
     func scopesHoldingEntities(ofTypes types: [String]) async throws -> [Scope]
