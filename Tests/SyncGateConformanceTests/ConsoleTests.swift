@@ -46,9 +46,11 @@ import Testing
             #expect(try await Self.request(admin, .get, "/admin/console", cookie: writer).headers[.location] == "/admin/console/login")
             for refused in [writer, try await http.token("alice"), "sgk_nothing"] {
                 let answer = try await Self.request(admin, .post, "/admin/console/login", form: "key=\(refused)")
-                #expect(answer.headers[.location]?.hasPrefix("/admin/console/login?flash=") == true, "\(answer.headers)")
+                #expect(answer.headers[.location] == "/admin/console/login?refused", "\(answer.headers)")
                 #expect(answer.headers[.setCookie] == nil)
             }
+            let again = try await Self.request(admin, .get, "/admin/console/login?refused")
+            #expect(again.body.contains("That is not a valid key with the admin scope."), "\(again.body)")
             let signedIn = try await Self.request(admin, .post, "/admin/console/login", form: "key=\(key)")
             #expect(signedIn.status == 303 && signedIn.headers[.location] == "/admin/console")
             let cookie = try #require(signedIn.headers[.setCookie])
@@ -85,6 +87,15 @@ import Testing
 
             let cancelled = try await Self.request(admin, .post, "/admin/console/jobs/\(id)/cancel", cookie: key, form: "csrf=\(token)")
             #expect(cancelled.status == 303 && cancelled.headers[.location]?.hasPrefix("/admin/console/jobs/\(id)?flash=") == true)
+            // The page shows the message this session's action signed; text a link puts there, or
+            // a message signed for another session, it does not.
+            let location = try #require(cancelled.headers[.location])
+            #expect(try await Self.request(admin, .get, location, cookie: key).body.contains(#"id="flash">Job \#(id) cancelled."#))
+            let third = try await ServiceAPITests.key("ops3", [.admin], in: http.store.store)
+            #expect(try await !Self.request(admin, .get, location, cookie: third).body.contains(#"id="flash""#))
+            let forged = "/admin/console/jobs/\(id)?flash=Your%20key%20leaked%3A%20sign%20in%20at%20evil.example&flash_sig=00"
+            #expect(try await !Self.request(admin, .get, forged, cookie: key).body.contains("evil.example"))
+            #expect(try await !Self.request(admin, .get, "/admin/console/jobs/\(id)?flash=evil.example", cookie: key).body.contains("evil.example"))
             #expect(try await http.store.store.job(id: id, userID: "alice")?.state == .dead)
             let retried = try await Self.request(admin, .post, "/admin/console/jobs/\(id)/retry", cookie: key, form: "csrf=\(token)")
             #expect(retried.status == 303)

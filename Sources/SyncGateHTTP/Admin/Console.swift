@@ -67,7 +67,8 @@ struct Console: Sendable {
     // MARK: Signing in
 
     func loginPage(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        page("login", [:], flash: request.uri.queryParameters["flash"].map(String.init))
+        // No session yet, so no signed message: only the one refusal this page can be sent back with.
+        page("login", [:], flash: request.uri.queryParameters["refused"] != nil ? "That is not a valid key with the admin scope." : nil)
     }
 
     func login(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -75,7 +76,7 @@ struct Console: Sendable {
         let key = form["key"] ?? ""
         guard let service = try? await verifier.verify(key), service.scopes.contains(.admin) else {
             context.logger.notice("console sign-in refused")
-            return Self.redirect("\(Self.root)/login?flash=\(Self.query("That is not a valid key with the admin scope."))")
+            return Self.redirect("\(Self.root)/login?refused")
         }
         context.logger.notice("console sign-in", metadata: ["syncgate.service": "\(service.name)"])
         var response = Self.redirect(Self.root)
@@ -111,7 +112,7 @@ struct Console: Sendable {
                     + "\(run["compacted_changes"]?.intValue ?? 0) compacted changes, \(run["purged_tombstones"]?.intValue ?? 0) tombstones removed"
             } ?? "none recorded yet",
         ]
-        return page("overview", values, context: context)
+        return page("overview", values, context: context, flash: Self.flash(request, context))
     }
 
     func jobs(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -130,12 +131,12 @@ struct Console: Sendable {
                 ]
             },
         ]
-        return page("jobs", values, context: context)
+        return page("jobs", values, context: context, flash: Self.flash(request, context))
     }
 
     func job(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let id = try AdminRoutes.id(context)
-        guard let detail = try await store.jobDetail(id: id) else { return Self.redirect("\(Self.root)/jobs?flash=\(Self.query("No job \(id)."))") }
+        guard let detail = try await store.jobDetail(id: id) else { return Self.redirect("\(Self.root)/jobs", flash: "No job \(id).", context) }
         let json = detail.json
         let record = detail.record
         let listed = json["operation_list"]?.arrayValue ?? []
@@ -160,7 +161,7 @@ struct Console: Sendable {
             "canRetry": JobAction.retry.applies(to: record.state), "canCancel": JobAction.cancel.applies(to: record.state),
             "canDelete": JobAction.delete.applies(to: record.state),
         ]
-        return page("job", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
+        return page("job", values, context: context, flash: Self.flash(request, context))
     }
 
     func jobAction(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -179,7 +180,7 @@ struct Console: Sendable {
         case .waitsForEarlierJobs: message = "Job \(id) is not cancelled: \(JobActionOutcome.earlierJobsRule)."
         }
         let target = outcome == .applied && action == .delete ? "\(Self.root)/jobs" : "\(Self.root)/jobs/\(id)"
-        return Self.redirect("\(target)?flash=\(Self.query(message))")
+        return Self.redirect(target, flash: message, context)
     }
 
     func households(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -212,7 +213,7 @@ struct Console: Sendable {
             "nudgesPending": nudges.pending,
             "oldestNudge": nudges.oldestPendingSince.map { Timestamp(millisecondsSinceEpoch: $0).rfc3339 } ?? "–",
         ]
-        return page("webhooks", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
+        return page("webhooks", values, context: context, flash: Self.flash(request, context))
     }
 
     func webhookAction(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -229,12 +230,12 @@ struct Console: Sendable {
         if done {
             context.logger.notice("webhook \(action)d by an operator", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(admin.name)", "syncgate.via": "console"])
         }
-        return Self.redirect("\(Self.root)/webhooks?flash=\(Self.query(done ? "\(name): \(action)d." : "No subscription is named \(name)."))")
+        return Self.redirect("\(Self.root)/webhooks", flash: done ? "\(name): \(action)d." : "No subscription is named \(name).", context)
     }
 
     func findUser(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let id = request.uri.queryParameters["id"].map(String.init) ?? ""
-        guard let user = try? ServiceRoutes.userID(.string(id)) else { return Self.redirect("\(Self.root)?flash=\(Self.query("Give a user id."))") }
+        guard let user = try? ServiceRoutes.userID(.string(id)) else { return Self.redirect(Self.root, flash: "Give a user id.", context) }
         return Self.redirect("\(Self.root)/users/\(Self.path(user))")
     }
 
@@ -266,7 +267,7 @@ struct Console: Sendable {
                 ]
             },
         ]
-        return page("user", values, context: context, flash: request.uri.queryParameters["flash"].map(String.init))
+        return page("user", values, context: context, flash: Self.flash(request, context))
     }
 
     func export(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -290,7 +291,7 @@ struct Console: Sendable {
         let admin = try checked(form, context)
         let user = try AdminRoutes.user(context)
         let back = "\(Self.root)/users/\(Self.path(user))"
-        guard form["confirm"] == user else { return Self.redirect("\(back)?flash=\(Self.query("Type the user id to confirm; nothing was erased."))") }
+        guard form["confirm"] == user else { return Self.redirect(back, flash: "Type the user id to confirm; nothing was erased.", context) }
         let message: String
         switch try await store.eraseUser(user) {
         case .erased:
@@ -299,7 +300,7 @@ struct Console: Sendable {
         case .leavingHouseholds(let job):
             message = "\(user) is leaving their households first (job \(job)); erase again once it finished."
         }
-        return Self.redirect("\(back)?flash=\(Self.query(message))")
+        return Self.redirect(back, flash: message, context)
     }
 
     // MARK: Helpers
@@ -358,6 +359,27 @@ struct Console: Sendable {
 
     static func redirect(_ location: String) -> Response {
         Response(status: .seeOther, headers: [.location: location])
+    }
+
+    /// A redirect whose page shows `message`, signed with the session's key: a page shows only
+    /// messages this console wrote for this session, not text a link someone sent put there.
+    static func redirect(_ path: String, flash message: String, _ context: SyncRequestContext) -> Response {
+        let signature = context.consoleKey.map { flashSignature(message, key: $0) } ?? ""
+        return redirect("\(path)?flash=\(query(message))&flash_sig=\(signature)")
+    }
+
+    /// The request's message, if this session's key signed it.
+    static func flash(_ request: Request, _ context: SyncRequestContext) -> String? {
+        let parameters = request.uri.queryParameters
+        guard let message = parameters["flash"].map(String.init), let signature = parameters["flash_sig"].map(String.init),
+            let key = context.consoleKey, constantTimeEqual(signature, flashSignature(message, key: key))
+        else { return nil }
+        return message
+    }
+
+    static func flashSignature(_ message: String, key: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("syncgate-console-flash:\(message)".utf8), using: SymmetricKey(data: Data(key.utf8)))
+        return mac.map { String(format: "%02x", $0) }.joined()
     }
 
     static func query(_ text: String) -> String {
