@@ -13,6 +13,12 @@ package final class CountingWorkerStore: WorkerStore {
     private let handedOut = Locked<[[Int64]]>([])
     private let extended = Locked<[[Int64]]>([])
     private let together = Locked<[[Int64]]>([])
+    /// The most "jobs available" announcements a producer's decision had heard (its
+    /// `WorkerHooks.afterDecision`, when a test wires it to ``decided(claimed:heard:)``).
+    private let heard = Locked(0)
+    package var heardByDecisions: Int { heard.value }
+
+    package func decided(claimed: Bool, heard count: Int) { heard.update { $0 = max($0, count) } }
 
     package init(_ base: any WorkerStore) {
         self.base = base

@@ -157,10 +157,13 @@ import SyncGateConcurrency
             let store = CountingWorkerStore(harness.store)
             let inHand = Locked<[String: ContinuousClock.Instant]>([:])
             let release = TestGate("the long job's release")
-            let hooks = WorkerHooks(beforeApply: { job in
-                inHand.update { $0[job.userID] = .now }
-                if job.userID == "long" { try await release.wait() }
-            })
+            let hooks = WorkerHooks(
+                beforeApply: { job in
+                    inHand.update { $0[job.userID] = .now }
+                    if job.userID == "long" { try await release.wait() }
+                },
+                afterDecision: { claimed, heard in store.decided(claimed: claimed, heard: heard) }
+            )
             // No poll within the test: only the gate decides when the second lane claims.
             let worker = Self.worker(store, harness, concurrency: 2, patience: patience, pollInterval: .seconds(600), hooks: hooks)
             try await Self.running(worker) {
@@ -183,10 +186,12 @@ import SyncGateConcurrency
         // Patience far beyond the test: only the busy lane's end can take the short job.
         try await Self.withALongJobHeld(driver, patience: .seconds(600)) { harness, store, inHand in
             let claims = store.count("claimJobs")
+            let heard = harness.store.notifier.jobsAnnounced
             _ = try await harness.push([Op.create("weightLogs", "w-short", ["kg": 1])], user: "short")
-            // Time for the notification to reach the producer and be decided on. The decision is
-            // to wait, so a slow machine can only make this check pass for less reason, never fail.
-            try await Task.sleep(for: .milliseconds(300))
+            // The short job's announcement heard, and a decision made on it.
+            try await eventually("the short job's announcement heard") { harness.store.notifier.jobsAnnounced > heard }
+            let announced = harness.store.notifier.jobsAnnounced
+            try await eventually("a decision on the short job") { store.heardByDecisions >= announced }
             #expect(inHand.value["short"] == nil, "one job is no backlog: the busy worker left it to its busy lane")
             #expect(store.count("claimJobs") == claims, "\(store.counts)")
         } afterwards: { _, _, inHand in
