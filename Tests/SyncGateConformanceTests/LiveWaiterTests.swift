@@ -103,8 +103,9 @@ import SyncGateConcurrency
             let cursor = try await http.pullAll(device: "tablet").cursor
             store.onceAfterNextPull {
                 _ = try await http.results([Op.create("weightLogs", "w1", ["kg": 70])], device: "phone")
-                // Let the watcher take the notification before the waiter arms.
-                try await Task.sleep(for: .milliseconds(300))
+                // The watcher has taken the change's notification before the waiter arms.
+                let head = try #require(Int64(try await http.store.queryTexts("SELECT CAST(head AS text) FROM feeds WHERE scope = 'u:alice'").first ?? ""))
+                try await eventually("the watcher to hear the change") { http.watcher.heads(of: [.user("alice")])[.user("alice"), default: 0] >= head }
             }
             let started = ContinuousClock.now
             let page = try await http.pull(device: "tablet", query: "cursor=\(cursor)&wait=30000")

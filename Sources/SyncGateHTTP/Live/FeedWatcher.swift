@@ -253,7 +253,8 @@ package final class FeedWatcher: Service, Sendable {
         }
     }
 
-    func heads(of scopes: some Sequence<Scope>) -> [Scope: Int64] {
+    /// The heads the watcher knows of these feeds (of those it watches).
+    package func heads(of scopes: some Sequence<Scope>) -> [Scope: Int64] {
         state.withLock { $0.table.heads(of: scopes) }
     }
 
