@@ -367,6 +367,11 @@ import SyncGateWire
             ]
         )
         #expect(Self.statusCodes(after) == ["PERMISSION_DENIED", "server_wins", "ENTITY_NOT_FOUND"])
+        // Its tombstone purged (retention), the archive still holds: a re-create changes nothing.
+        world.entities[EntityKey(scope: .household("h1"), entityType: "households", entityID: "h1")] = nil
+        let purged = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Again"], key: "recreate-after-purge")])
+        #expect(Self.statusCodes(purged) == ["server_wins"])
+        #expect(purged.writes.isEmpty && world.households["h1"]?.archived == true)
     }
 
     // MARK: summaries

@@ -240,6 +240,13 @@ extension BatchApplier {
             }
 
             let current = entities[key]
+            // An archive is final, also once its tombstone was purged (the household's row keeps it).
+            if type.builtIn == .households, operation.intent != .delete, let household = key.scope.householdID, households[household]?.archived == true {
+                return OperationResult(
+                    idempotencyKey: operation.idempotencyKey, entityType: operation.entityType, entityID: operation.entityID,
+                    status: .conflict(.serverWins), version: current?.version, serverData: nil
+                )
+            }
             // Only a corrupted or planted row gets here; the next version would not fit.
             if current?.version == .max {
                 return .rejected(operation, .validationError, "\(operation.entityType) '\(operation.entityID)' has used every version number")
