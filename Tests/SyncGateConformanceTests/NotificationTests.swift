@@ -87,11 +87,13 @@ import Testing
         }
     }
 
-    /// A commit announces its feed heads before its jobs: a process that hears a job finished
-    /// knows the heads the job advanced, so a long-poll's page, whose watermark is read with the
-    /// heads, never counts a job whose changes it did not read.
+    /// A commit announces its membership changes, then its feed heads, then its jobs: a process
+    /// that hears a job finished knows the heads the job advanced (a long-poll's page, whose
+    /// watermark is read with the heads, never counts a job whose changes it did not read), and
+    /// one that hears a household's feed advance knows who left it in that commit (a removed
+    /// member's waiter is not woken to read the household on its old cursor).
     @Test(arguments: Driver.selected)
-    func aCommitAnnouncesItsHeadsBeforeItsJobs(_ driver: Driver) async throws {
+    func aCommitAnnouncesItsMembershipThenItsHeadsThenItsJobs(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, workers: 1, notificationsOnly: true) { http in
             if case .postgres(let location) = http.store.url {
                 try await eventually("the listener connected") { try await Self.listeners(location) == 1 }
@@ -113,6 +115,23 @@ import Testing
             let job = heard.firstIndex(where: isJob)
             #expect(head != nil && job != nil, "\(heard)")
             if let head, let job { #expect(head < job, "\(heard)") }
+
+            // The owner removes bob and writes in one job: bob's membership change comes first.
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "olive")
+            let again = http.store.store.notifier.subscribe(.init(feeds: true))
+            defer { again.cancel() }
+            _ = try await http.results(
+                [Op.delete("household_members", "home:bob", base: 1, household: "home"), Op.create("inventory", "secret", ["quantity": 1], household: "home")],
+                user: "olive"
+            )
+            heard = []
+            while !heard.contains(where: isJob), let events = await again.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+                heard += events
+            }
+            let left = heard.firstIndex { if case .scopesChanged(userID: "bob", _) = $0 { return true } else { return false } }
+            let household = heard.firstIndex { if case .feedAdvanced(.household("home"), _) = $0 { return true } else { return false } }
+            #expect(left != nil && household != nil, "\(heard)")
+            if let left, let household { #expect(left < household, "\(heard)") }
         }
     }
 

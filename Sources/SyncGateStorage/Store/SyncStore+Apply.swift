@@ -247,12 +247,15 @@ extension SyncStore {
             finishedEvents.append(.jobFinished(finished))
         }
         write.heads = heads.filter { advanced.contains($0.key) }
-        write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
         if !changedHouseholds.isEmpty { try await transaction.writeHouseholds(changedHouseholds) }
+        // Membership first: a process that hears a household's feed advance has heard who left it
+        // in the same commit, so a waiter of a member removed there is not woken to read the feed
+        // on its old cursor (PostgreSQL hands the notifications over one at a time).
         if !wakeUsers.isEmpty {
             let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted())
             write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
         }
+        write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
         // The jobs last: a process that hears a job finished has heard the heads it advanced, so
         // a long-poll's page never counts a job in its watermark whose changes it did not read.
         write.events += finishedEvents
