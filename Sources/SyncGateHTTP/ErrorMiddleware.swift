@@ -1,5 +1,6 @@
 package import HTTPTypes
 public import Hummingbird
+import NIOCore
 import Logging
 import Synchronization
 import SyncGateCore
@@ -99,6 +100,9 @@ package struct ProtocolErrorMiddleware<Context: RequestContext>: RouterMiddlewar
         case is StoreUnavailableError:
             // The reason (which operation, how it failed) is logged, not sent.
             return ProtocolError(.unavailable, "the database is unavailable; retry later", retryAfterSeconds: retryAfterSeconds)
+        case is NIOTooManyBytesError:
+            // A body read with a cap (the admin API's and console's) that passed it.
+            return ProtocolError(.payloadTooLarge, "request body is too large")
         case let error as HTTPError:
             switch error.status.code {
             case 404: return ProtocolError(.notFound, "no such route")

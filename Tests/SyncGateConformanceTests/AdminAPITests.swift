@@ -229,6 +229,20 @@ import Yams
         return (Int(response.status.code), try? JSONParser().parse(Array(response.body.readableBytesView)))
     }
 
+    /// A body past the admin listener's cap is 413 PAYLOAD_TOO_LARGE, as on the public port,
+    /// not a 500: on the API's routes and the console's sign-in form (no key needed for that).
+    @Test func anOversizedAdminBodyIs413() async throws {
+        try await Self.with(.sqlite) { http, admin, key in
+            let big = String(repeating: " ", count: 70 << 10)
+            for uri in ["/admin/v1/users/bob/erase", "/admin/v1/keys"] {
+                let answer = try await Self.post(admin, uri, key: key, body: #"{"confirm": "bob"}"# + big)
+                #expect(answer.status == 413 && answer.json?.errorCode == "PAYLOAD_TOO_LARGE", "\(uri): \(answer)")
+            }
+            let login = try await ConsoleTests.request(admin, .post, "/admin/console/login", form: "key=x" + big)
+            #expect(login.status == 413, "\(login.status) \(login.body.prefix(200))")
+        }
+    }
+
     /// Erases `user` as an operator does: confirmed, the household job (if any) waited for.
     static func erase(_ user: String, http: HTTPHarness, admin: any TestClientProtocol, key: String) async throws -> JSONValue {
         let uri = "/admin/v1/users/\(user)/erase", confirm = #"{"confirm": "\#(user)"}"#
