@@ -125,7 +125,14 @@ package func buildApplication(
             },
             webhooks: webhooks
         )
-        app.addServices(Application(router: admin, configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger))
+        // The public port's limits: a head within the idle timeout, a body within the read timeout
+        // and no endless body (its sign-in form answers anyone who reaches the port).
+        app.addServices(
+            Application(
+                router: admin, server: .http1(configuration: http1),
+                configuration: .init(address: .hostname(configuration.adminHost, port: port), serverName: "syncgate-admin"), logger: logger
+            )
+        )
     }
     if configuration.workers > 0 {
         app.addServices(

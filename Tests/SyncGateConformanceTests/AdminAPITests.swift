@@ -431,16 +431,21 @@ import Yams
         }
     }
 
-    /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket.
+    /// `SYNCGATE_ADMIN_PORT`: `serve` answers the admin API there, on its own socket, with the
+    /// public port's connection limits.
     @Test func serveListensForTheAdminAPIOnItsOwnPort() async throws {
         let port = SyncGateProcess.freePort()
+        var limits = HTTPHarness.testConfiguration
+        limits.requestReadTimeout = .seconds(1)
+        limits.idleTimeout = .seconds(2)
+        let front = limits
         try await StoreHarness.with(.sqlite) { store in
             let server: @Sendable (inout ServerConfiguration) -> Void = {
                 $0.adminPort = port
                 $0.adminHost = "127.0.0.1"
                 $0.configured = [("SYNCGATE_ADMIN_PORT", "\(port)"), ("SYNCGATE_JWT_SECRET", "<redacted>")]
             }
-            try await HTTPHarness.run(store: store, setup: .live, workers: 0, server: server) { http in
+            try await HTTPHarness.run(store: store, setup: .live, configuration: front, workers: 0, server: server) { http in
                 let key = try await ServiceAPITests.key("ops", [.admin], in: store.store)
                 let client = AdminClient(port: port)
                 var answered: (status: Int, json: JSONValue?)?
@@ -459,6 +464,9 @@ import Yams
                 let settings = try await client.get("/admin/v1/settings", key: key).json?["settings"]
                 #expect(settings?[1] == ["name": "SYNCGATE_JWT_SECRET", "value": "<redacted>"], "\(String(describing: settings))")
                 #expect(try await http.send(.get, "/admin/openapi.yaml", headers: [:]).status == 404)
+                // A request head that never ends is cut at the idle timeout, as on the public port.
+                let head = try await RawConnection.open(port: port, sending: "GET /admin/openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                #expect(await head.trickle(every: .milliseconds(100), for: hangGuard), "the admin listener kept a head that never ends")
             }
         }
     }
