@@ -27,7 +27,12 @@ package struct RequestReader {
     static func entityTypes(_ parameters: [String: String]) throws(ProtocolError) -> Set<String>? {
         guard let list = parameters["entity_types"] else { return nil }
         let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        guard !names.isEmpty, names.count <= 100, names.allSatisfy({ (1...IdentifierLimits.entityType).contains($0.count) }) else {
+        // As a push's entity_type: its length in code points, no control characters (PostgreSQL
+        // refuses a NUL in text, which would be a 500 rather than this 400).
+        let valid = names.allSatisfy { name in
+            IdentifierLimits.hasLength(name, in: 1...IdentifierLimits.entityType) && !name.unicodeScalars.contains(where: IdentifierLimits.isControl)
+        }
+        guard !names.isEmpty, names.count <= 100, valid else {
             throw ProtocolError(.validationError, "'entity_types' must be a comma-separated list of 1 to 100 type names")
         }
         return Set(names)

@@ -42,7 +42,9 @@ package struct EntityPosition: Sendable, Hashable {
     package init?(opaque text: String) {
         guard text.utf8.count <= 8192, let bytes = Base64URL.decode(text),
             let array = try? JSONParser().parse(bytes).arrayValue, array.count == 2,
-            let type = array[0].stringValue, let id = array[1].stringValue
+            let type = array[0].stringValue, let id = array[1].stringValue,
+            // No identifier holds a control character (a NUL would be a 500 on PostgreSQL).
+            !(type + id).unicodeScalars.contains(where: IdentifierLimits.isControl)
         else { return nil }
         entityType = type
         entityID = id

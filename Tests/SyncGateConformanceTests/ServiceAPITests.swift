@@ -274,6 +274,11 @@ import Testing
             #expect(try await http.send(.get, "/v1/service/data?user_id=alice&household_id=home", headers: headers).status == 400)
             #expect(try await http.send(.get, "/v1/service/data", headers: headers).status == 400)
             #expect(try await http.send(.get, "/v1/service/data?user_id=alice&after=%21%21", headers: headers).status == 400)
+            // A NUL (PostgreSQL cannot hold one in text) is a 400 on every driver, not a 500.
+            let nul = "WyJhXHUwMDAwIiwiYiJd"  // base64url of ["a\u0000","b"]
+            #expect(try await http.send(.get, "/v1/service/data?user_id=alice&after=\(nul)", headers: headers).status == 400)
+            #expect(try await http.send(.get, "/v1/service/data?user_id=alice&entity_types=%00", headers: headers).status == 400)
+            #expect(try await http.pull(query: "entity_types=a%00b").status == 400)
             #expect(try await http.send(.get, "/v1/service/entity?user_id=alice&entity_type=weightLogs", headers: headers).status == 400)
             let writer = try await Self.key("writer-only", [.write], in: http.store.store)
             #expect(try await http.send(.get, "/v1/service/data?user_id=alice", headers: Self.serviceHeaders(writer)).status == 403)
