@@ -12,6 +12,7 @@ package final class CountingFrontStore: FrontStore {
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
     private let pullsFail = Locked(false)
     private let keyLookupGate = Locked<TestGate?>(nil)
+    private let keyLookupException = Locked<String?>(nil)
     private let feedReadGate = Locked<TestGate?>(nil)
     private let feedReadCalls = Locked<[[FeedReadRequest]]>([])
 
@@ -89,12 +90,16 @@ package final class CountingFrontStore: FrontStore {
         return try await base.schemaStatus()
     }
 
-    /// Service key lookups wait for `gate` until it opens (`nil`: they do not wait).
-    package func holdKeyLookups(until gate: TestGate?) { keyLookupGate.update { $0 = gate } }
+    /// Service key lookups wait for `gate` until it opens (`nil`: they do not wait), but those of
+    /// the hash `except`.
+    package func holdKeyLookups(until gate: TestGate?, except: String? = nil) {
+        keyLookupGate.update { $0 = gate }
+        keyLookupException.update { $0 = except }
+    }
 
     package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
         record("serviceKey")
-        if let gate = keyLookupGate.value { try await gate.wait() }
+        if let gate = keyLookupGate.value, hash != keyLookupException.value { try await gate.wait() }
         return try await base.serviceKey(hash: hash)
     }
 

@@ -6,6 +6,7 @@ import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWire
+import SyncGateConcurrency
 import Testing
 
 /// Service keys and the service API: an app's own backend writes and reads a user's data
@@ -377,6 +378,41 @@ import Testing
             #expect(await stranger.value == nil)
             // One lookup for the twenty, one for the made-up key.
             #expect(counting.count("serviceKey") == 2)
+        }
+    }
+
+    /// A flood of made-up keys (each one a lookup) holds up no key the front knows: once its
+    /// time ran out it is looked up again in a queue of its own. And the flood waits in a bounded
+    /// queue: past it, 429 with Retry-After at once.
+    @Test(arguments: Driver.selected)
+    func aFloodOfMadeUpKeysHoldsUpNoKnownKey(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let counting = CountingFrontStore(harness.store)
+            let clock = Mutex(ContinuousClock.now)
+            let verifier = ServiceKeyVerifier(store: counting, cacheTime: .seconds(5)) { clock.withLock { $0 } }
+            let key = try await Self.key("billing", [.write], in: harness.store)
+            #expect(try await verifier.verify(key).name == "billing")
+            clock.withLock { $0 += .seconds(6) }
+            // Every made-up key's lookup hangs until the test says; the known key's does not.
+            let release = TestGate("the made-up keys' lookups")
+            counting.holdKeyLookups(until: release, except: ServiceKeySecret.hash(key))
+            let outcomes = Locked<[String]>([])
+            let flood = (0..<(ServiceKeyVerifier.maximumWaiting + 6)).map { _ in
+                Task {
+                    do {
+                        _ = try await verifier.verify(ServiceKeySecret.generate())
+                        outcomes.update { $0.append("accepted") }
+                    } catch let error as ProtocolError {
+                        outcomes.update { $0.append(error.code.rawValue) }
+                    }
+                }
+            }
+            try await eventually("the flood's queue full") { outcomes.value.contains("RATE_LIMITED") }
+            #expect(try await verifier.verify(key).name == "billing", "the known key waited for the flood")
+            release.open()
+            for task in flood { try await task.value }
+            let refused = outcomes.value.filter { $0 == "RATE_LIMITED" }.count
+            #expect(refused >= 1 && refused + outcomes.value.filter { $0 == "UNAUTHENTICATED" }.count == flood.count, "\(outcomes.value)")
         }
     }
 

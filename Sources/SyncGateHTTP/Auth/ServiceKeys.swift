@@ -24,16 +24,22 @@ package struct AuthenticatedService: Sendable, Hashable {
 /// Checks service keys against the store, remembering a valid key for `cacheTime` so that a busy
 /// backend costs one lookup per front every few seconds; a revocation therefore takes effect
 /// within `cacheTime`. Unknown and revoked keys are not remembered (a new key works at once),
-/// and at most `capacity` keys are. Keys not remembered are looked up one at a time per front:
-/// requests with the same new key wait for the first one's answer, and a flood of made-up keys
-/// holds one of the front's database connections, not all of them.
+/// and at most `capacity` keys are. Keys are looked up one at a time per front: requests with the
+/// same new key wait for the first one's answer, and a flood of made-up keys holds one of the
+/// front's database connections, not all of them. A key known valid whose time ran out is looked
+/// up again in a queue of its own, not behind such a flood, and at most `maximumWaiting` requests
+/// wait to have an unknown key looked up: past that they answer `429` with `Retry-After`.
 package final class ServiceKeyVerifier: Sendable {
     let store: any FrontStore
     let cacheTime: Duration
     let capacity: Int
     let now: @Sendable () -> ContinuousClock.Instant
+    /// Keys found valid, kept past their `until` (to be looked up again in `revalidations`)
+    /// until the cache is full.
     private let cache = Mutex<[String: (service: AuthenticatedService, until: ContinuousClock.Instant)]>([:])
     private let lookups = AsyncLock()
+    private let revalidations = AsyncLock()
+    package static let maximumWaiting = 64
 
     package init(
         store: any FrontStore, cacheTime: Duration = .seconds(5), capacity: Int = 1024,
@@ -53,7 +59,11 @@ package final class ServiceKeyVerifier: Sendable {
         }
         let hash = ServiceKeySecret.hash(key)
         if let cached = remembered(hash) { return cached }
-        return try await lookups.withLock {
+        let known = cache.withLock { $0[hash] != nil }
+        guard known || lookups.waiting < Self.maximumWaiting else {
+            throw ProtocolError(.rateLimited, "too many unknown service keys are being checked; retry later", retryAfterSeconds: 1)
+        }
+        return try await (known ? revalidations : lookups).withLock {
             // Another request may have looked this key up meanwhile.
             if let cached = remembered(hash) { return cached }
             return try await lookUp(hash)
