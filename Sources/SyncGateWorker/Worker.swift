@@ -180,9 +180,6 @@ package final class Worker: Service {
                         logger.warning("claiming jobs failed", metadata: ["syncgate.error": "\(error)"])
                     }
                 }
-                if let afterDecision = hooks.afterDecision {
-                    if case .claim = decision { afterDecision(true, announced) } else { afterDecision(false, announced) }
-                }
                 // Decide again when a lane finishes (its user's next job may be runnable now), on
                 // a notification (all that arrived meanwhile count once), or when the wait is up.
                 // One that rang during the claim is still pending: no wake-up is lost.

@@ -56,16 +56,8 @@ package struct WorkerConfiguration: Sendable {
 package struct WorkerHooks: Sendable {
     /// Runs after a job is claimed, before it is applied; throwing fails the attempt. `nil`: none.
     package var beforeApply: (@Sendable (ClaimedJob<JobPayload>) async throws -> Void)?
-    /// Runs after each of the producer's decisions: whether it claimed, and how many "jobs
-    /// available" announcements the process had heard by then (tests wait for a decision that
-    /// saw theirs). `nil`: none.
-    package var afterDecision: (@Sendable (_ claimed: Bool, _ announcementsHeard: Int) -> Void)?
 
-    package init(
-        beforeApply: (@Sendable (ClaimedJob<JobPayload>) async throws -> Void)? = nil,
-        afterDecision: (@Sendable (_ claimed: Bool, _ announcementsHeard: Int) -> Void)? = nil
-    ) {
+    package init(beforeApply: (@Sendable (ClaimedJob<JobPayload>) async throws -> Void)? = nil) {
         self.beforeApply = beforeApply
-        self.afterDecision = afterDecision
     }
 }

@@ -13,18 +13,21 @@ package final class CountingWorkerStore: WorkerStore {
     private let handedOut = Locked<[[Int64]]>([])
     private let extended = Locked<[[Int64]]>([])
     private let together = Locked<[[Int64]]>([])
-    /// The most "jobs available" announcements a producer's decision had heard (its
-    /// `WorkerHooks.afterDecision`, when a test wires it to ``decided(claimed:heard:)``).
+    /// The most "jobs available" announcements the worker had heard when it last asked for the
+    /// notifier: its producer asks just before each decision, so a count here means a decision
+    /// on what it counts is made (or being made, synchronously, right now).
     private let heard = Locked(0)
     package var heardByDecisions: Int { heard.value }
-
-    package func decided(claimed: Bool, heard count: Int) { heard.update { $0 = max($0, count) } }
 
     package init(_ base: any WorkerStore) {
         self.base = base
     }
 
-    package var notifier: ChangeNotifier { base.notifier }
+    package var notifier: ChangeNotifier {
+        let notifier = base.notifier
+        heard.update { $0 = max($0, notifier.jobsAnnounced) }
+        return notifier
+    }
 
     package var counts: [String: Int] { calls.value }
     package func count(_ name: String) -> Int { calls.value[name, default: 0] }

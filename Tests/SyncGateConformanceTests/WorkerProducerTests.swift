@@ -157,13 +157,10 @@ import SyncGateConcurrency
             let store = CountingWorkerStore(harness.store)
             let inHand = Locked<[String: ContinuousClock.Instant]>([:])
             let release = TestGate("the long job's release")
-            let hooks = WorkerHooks(
-                beforeApply: { job in
-                    inHand.update { $0[job.userID] = .now }
-                    if job.userID == "long" { try await release.wait() }
-                },
-                afterDecision: { claimed, heard in store.decided(claimed: claimed, heard: heard) }
-            )
+            let hooks = WorkerHooks(beforeApply: { job in
+                inHand.update { $0[job.userID] = .now }
+                if job.userID == "long" { try await release.wait() }
+            })
             // No poll within the test: only the gate decides when the second lane claims.
             let worker = Self.worker(store, harness, concurrency: 2, patience: patience, pollInterval: .seconds(600), hooks: hooks)
             try await Self.running(worker) {
