@@ -57,7 +57,7 @@ package final class ReplicatedFrontStore: FrontStore {
         if case .success = result, failing.withLock({ $0.remove(index) }) != nil {
             logger.notice("a read replica answers again", metadata: ["syncgate.replica": "\(index)"])
         }
-        switch ReplicaVerdict.of(result) {
+        switch ReplicaVerdict.of(result, bootstrap: query.cursor == nil) {
         case .answer:
             outcomes["replica"].increment()
             return try result.get()

@@ -30,6 +30,9 @@ import SyncGateWire
         // membership, reads as a join and would send the household's feed again.
         #expect(ReplicaVerdict.of(.success(Self.page(removed: ["h1"]))) == .askPrimary(.behind))
         #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"]))) == .askPrimary(.behind))
+        // A bootstrap lists every household as added: answered by the standby.
+        #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"])), bootstrap: true) == .answer)
+        #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"], removed: ["h1"])), bootstrap: true) == .askPrimary(.behind))
         #expect(ReplicaVerdict.of(.success(Self.page(added: ["h2"], removed: ["h1"]))) == .askPrimary(.behind))
     }
 

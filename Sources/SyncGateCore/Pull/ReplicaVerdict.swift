@@ -10,8 +10,10 @@ import SyncGateWire
 ///   decides whether the cursor is invalid;
 /// - a change of households: the standby may not have replayed the membership the cursor was
 ///   built under. `scopes.removed` would make the client delete a household it still belongs
-///   to; `scopes.added` would send a member the primary has already removed (the cursor, issued
-///   after the leave, no longer holds it) that household's whole feed again.
+///   to; `scopes.added` to a cursor would send a member the primary has already removed (the
+///   cursor, issued after the leave, no longer holds it) that household's whole feed again. A
+///   bootstrap (no cursor) lists every household as added: it stays on the standby, which is
+///   what standbys are for.
 package enum ReplicaVerdict: Sendable, Hashable {
     /// Give the client the standby's page.
     case answer
@@ -25,10 +27,10 @@ package enum ReplicaVerdict: Sendable, Hashable {
         case failed
     }
 
-    package static func of(_ result: Result<PullResult, any Error>) -> ReplicaVerdict {
+    package static func of(_ result: Result<PullResult, any Error>, bootstrap: Bool = false) -> ReplicaVerdict {
         switch result {
         case .success(let page):
-            return page.scopesRemoved.isEmpty && page.scopesAdded.isEmpty ? .answer : .askPrimary(.behind)
+            return page.scopesRemoved.isEmpty && (bootstrap || page.scopesAdded.isEmpty) ? .answer : .askPrimary(.behind)
         case .failure(is CursorError):
             return .askPrimary(.behind)
         case .failure:
