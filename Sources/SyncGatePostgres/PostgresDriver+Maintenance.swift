@@ -144,7 +144,16 @@ extension PostgresDriver {
     }
 
     package func scopesWithTombstones(before cutoff: Timestamp) async throws -> [Scope] {
-        try await query(
+        // Citus cannot join its distributed changes and feeds with the coordinator's webhook
+        // tables (as compaction and the purge itself avoid): every feed with an old tombstone.
+        if try await isCitus() {
+            return try await query(
+                "purge tombstones", .maintenance,
+                "SELECT DISTINCT scope FROM changes WHERE data IS NULL AND updated_at < \(cutoff.millisecondsSinceEpoch) ORDER BY 1",
+                as: String.self
+            ).compactMap(Scope.init(key:))
+        }
+        return try await query(
             "purge tombstones", .maintenance,
             """
             SELECT t.scope FROM (

@@ -143,8 +143,6 @@ import Testing
         }
     }
 
-    /// No idempotency keys: the client resends a push it got no answer to, unchanged. The resend
-    /// applies nothing twice; a different change of the same document applies.
     /// A client that pages by the answer's `cursor` and keeps its `since` reads every change
     /// once and stops; an empty `collections` reads every collection, as an absent one does.
     @Test(arguments: Driver.selected)
@@ -170,9 +168,12 @@ import Testing
             let all = try await Self.get(http, "/sync/pull?collections=")
             #expect(all.status == 200 && all.json["changes"]?.arrayValue?.count == 3, "\(all.json)")
             #expect(try await Self.get(http, "/sync/pull?cursor=yesterday").status == 400)
+            #expect(try await Self.get(http, "/sync/pull?collections=a%00b").status == 400)
         }
     }
 
+    /// No idempotency keys: the client resends a push it got no answer to, unchanged. The resend
+    /// applies nothing twice; a different change of the same document applies.
     @Test(arguments: Driver.selected)
     func aResentDietPushAppliesOnce(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, server: Self.mounted) { http in

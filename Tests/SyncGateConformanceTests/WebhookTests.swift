@@ -197,8 +197,11 @@ import Testing
             _ = try await http.results([Op.delete("weightLogs", "w1", base: 2)])
             let written = try await Self.feedPositions(http.store)
             func maintenanceKeepsEverything() async throws {
-                // Nor does the purge pass lock the feed it cannot purge.
-                #expect(try await store.driver.scopesWithTombstones(before: .now().adding(milliseconds: 60_000)) == [])
+                // Nor does the purge pass lock the feed it cannot purge (but on Citus, which cannot
+                // join the feeds with the coordinator's webhook tables: the purge skips it there).
+                if TestDatabases.citusWorkers == nil {
+                    #expect(try await store.driver.scopesWithTombstones(before: .now().adding(milliseconds: 60_000)) == [])
+                }
                 _ = try await store.compactFeeds()
                 #expect(try await store.purgeTombstones(olderThanMilliseconds: -1).purgedTombstones == 0)
                 #expect(try await Self.feedPositions(http.store) == written)

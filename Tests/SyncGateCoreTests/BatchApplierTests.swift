@@ -236,10 +236,12 @@ import SyncGateWire
                 Self.op(.create, "households", "h1", household: "h2"),
                 Self.op(.create, "households", "a:b"),
                 Self.op(.create, "household_members", "nocolon"),
+                // One grapheme, 301 code points: past a household id's 128.
+                Self.op(.create, "households", "e" + String(repeating: "\u{301}", count: 300)),
             ],
             snapshot: .init()
         )
-        #expect(Self.statusCodes(outcome) == ["PERMISSION_DENIED", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR"])
+        #expect(Self.statusCodes(outcome) == ["PERMISSION_DENIED", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR", "VALIDATION_ERROR"])
     }
 
     @Test func requirementsNameLocksAndLoads() {

@@ -138,7 +138,7 @@ package struct BatchApplier: Sendable {
                 if let given = operation.householdID, given != household {
                     return .invalid(.validationError, "household_id must equal entity_id for households")
                 }
-                guard !household.contains(":"), household.count <= IdentifierLimits.householdID else {
+                guard !household.contains(":"), IdentifierLimits.hasLength(household, in: 1...IdentifierLimits.householdID) else {
                     return .invalid(.validationError, "a household id is 1 to \(IdentifierLimits.householdID) characters without ':'")
                 }
             case .householdMembers:

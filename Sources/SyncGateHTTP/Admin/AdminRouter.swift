@@ -3,6 +3,7 @@ package import Hummingbird
 import Logging
 import NIOCore
 package import SyncGateStorage
+import SyncGateCore
 package import SyncGateWire
 
 /// Builds the router of the admin listener (docs/admin.md): the operator's JSON API under
@@ -101,6 +102,9 @@ struct AdminRoutes: Sendable {
         let query = try RequestReader(request: request).query(allowed: ["user", "after", "limit"])
         let user = try query["user"].map { try ServiceRoutes.userID(.string($0)) }
         let limit = try RequestReader.integer(query, "limit", in: 1...1000, default: 100)
+        if let after = query["after"], after.unicodeScalars.contains(where: IdentifierLimits.isControl) {
+            throw ProtocolError(.validationError, "'after' must be a household id (no control characters)")
+        }
         return .json(try await store.householdPage(userID: user, after: query["after"], limit: limit).json)
     }
 

@@ -184,7 +184,9 @@ struct Console: Sendable {
     }
 
     func households(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let after = request.uri.queryParameters["after"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+        let after = request.uri.queryParameters["after"].map(String.init).flatMap {
+            $0.isEmpty || $0.unicodeScalars.contains(where: IdentifierLimits.isControl) ? nil : $0
+        }
         let listed = try await store.householdPage(userID: nil, after: after, limit: 200)
         var values: [String: Any] = [
             "households": listed.households.map { household -> [String: Any] in
