@@ -230,6 +230,7 @@ extension PostgresDriver {
             SELECT \(unescaped: Self.jobColumns) FROM jobs
             WHERE (\(filter.state?.rawValue)::text IS NULL OR state = \(filter.state?.rawValue))
               AND (\(filter.userID)::text IS NULL OR user_id = \(filter.userID))
+              AND (\(filter.belowID)::bigint IS NULL OR id < \(filter.belowID))
             ORDER BY id DESC LIMIT \(filter.limit)
             """,
             as: JobColumns.self

@@ -183,8 +183,11 @@ extension SQLiteDriver {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT \(Self.jobColumns) FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR user_id = ?) ORDER BY id DESC LIMIT ?",
-                arguments: [filter.state?.rawValue, filter.state?.rawValue, filter.userID, filter.userID, filter.limit]
+                sql: """
+                    SELECT \(Self.jobColumns) FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR user_id = ?) AND (? IS NULL OR id < ?)
+                    ORDER BY id DESC LIMIT ?
+                    """,
+                arguments: [filter.state?.rawValue, filter.state?.rawValue, filter.userID, filter.userID, filter.belowID, filter.belowID, filter.limit]
             ).map(Self.jobRecord)
         }
     }

@@ -135,11 +135,14 @@ package struct JobFilter: Sendable, Hashable {
     package var state: JobState?
     package var userID: String?
     package var limit: Int
+    /// Only jobs with a lower id (the next page of a listing, newest first).
+    package var belowID: Int64?
 
-    package init(state: JobState? = nil, userID: String? = nil, limit: Int = 50) {
+    package init(state: JobState? = nil, userID: String? = nil, limit: Int = 50, belowID: Int64? = nil) {
         self.state = state
         self.userID = userID
         self.limit = limit
+        self.belowID = belowID
     }
 }
 

@@ -123,7 +123,29 @@ extension SyncStore {
         try await driver.listJobs(filter)
     }
 
+    /// Queues dead jobs again (``StorageTransaction/requeueDeadJobs(ids:)``); all of them when
+    /// `ids` is nil, oldest first, `requeueBatch` per transaction: on PostgreSQL each takes one
+    /// lock per user it requeues for, and a transaction holds only so many.
     package func retryDeadJobs(ids: [Int64]?) async throws -> Int {
+        guard ids == nil else { return try await requeue(ids) }
+        var dead: [Int64] = []
+        var below: Int64?
+        while true {
+            let page = try await driver.listJobs(JobFilter(state: .dead, limit: 1000, belowID: below))
+            guard let last = page.last else { break }
+            dead += page.map(\.id)
+            below = last.id
+        }
+        var total = 0
+        for start in stride(from: 0, to: dead.count, by: Self.requeueBatch) {
+            total += try await requeue(Array(dead.reversed()[start..<min(start + Self.requeueBatch, dead.count)]))
+        }
+        return total
+    }
+
+    static let requeueBatch = 200
+
+    private func requeue(_ ids: [Int64]?) async throws -> Int {
         try await driver.transaction(now: clock.now(), for: .maintenance) { transaction in
             let count = try await transaction.requeueDeadJobs(ids: ids)
             if count > 0 { try await transaction.announce([.jobsAvailable]) }
