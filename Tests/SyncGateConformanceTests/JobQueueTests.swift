@@ -223,6 +223,17 @@ extension EnqueueResult {
 }
 
 extension JobQueueTests {
+    /// Moves the clock `count` times by 600 ms (under a 1 s lease), each time waiting for a
+    /// heartbeat that began after the move (one in flight read the old time, and the next step
+    /// would pass the lease it set). Heartbeats run one at a time.
+    static func stepsWithHeartbeats(_ count: Int, clock: ManualClock, store: HeartbeatCounter) async throws {
+        for _ in 0..<count {
+            clock.advance(milliseconds: 600)
+            let begun = store.begun.value
+            try await eventually("a heartbeat", every: .milliseconds(5)) { store.heartbeats.value > begun }
+        }
+    }
+
     /// The worker's heartbeat keeps a job's lease while the job stays in hand for several times
     /// the lease: the clock moves in steps shorter than the lease, each followed by a heartbeat,
     /// and the rescuer (running all along) never takes the job, which applies once, in one attempt.
@@ -234,13 +245,7 @@ extension JobQueueTests {
             let store = HeartbeatCounter(store: harness.store)
             let hooks = WorkerHooks(beforeApply: { job in
                 guard job.id == id else { return }
-                for _ in 0..<5 {
-                    clock.advance(milliseconds: 600)
-                    // A heartbeat that began after the move (one in flight read the old time, and
-                    // the next step would pass the lease it set). Heartbeats run one at a time.
-                    let begun = store.begun.value
-                    try await eventually("a heartbeat", every: .milliseconds(5)) { store.heartbeats.value > begun }
-                }
+                try await Self.stepsWithHeartbeats(5, clock: clock, store: store)
             })
             // A 1 s lease, 3 s in hand; a second lane would take the job the moment it was rescued.
             let worker = Worker(
@@ -282,11 +287,7 @@ extension JobQueueTests {
                 tasks.addTask { try await group.run() }
                 try await started.wait()
                 await group.triggerGracefulShutdown()
-                for _ in 0..<5 {
-                    clock.advance(milliseconds: 600)
-                    let begun = store.begun.value
-                    try await eventually("a heartbeat after the shutdown", every: .milliseconds(5)) { store.heartbeats.value > begun }
-                }
+                try await Self.stepsWithHeartbeats(5, clock: clock, store: store)
                 release.open()
                 try await tasks.waitForAll()
             }

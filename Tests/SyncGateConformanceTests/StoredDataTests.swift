@@ -83,24 +83,10 @@ import Testing
     @Test(arguments: Driver.selected)
     func anOperationWhoseFeedTheDatabaseRefusesIsRejectedAlone(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in
-            switch harness.driver {
-            case .postgres:
-                if TestDatabases.citusWorkers != nil {
-                    try await harness.execute(
-                        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET citus.enable_unsafe_triggers = on', current_database()); END $$"
-                    )
-                }
-                try await harness.execute("""
-                    CREATE FUNCTION refuse_feed() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN IF NEW.scope = 'h:poison' THEN RAISE EXCEPTION 'feed refused' USING ERRCODE = '54000'; END IF; RETURN NEW; END $$
-                    """)
-                try await harness.execute("CREATE TRIGGER refuse_feed BEFORE INSERT ON feeds FOR EACH ROW EXECUTE FUNCTION refuse_feed()")
-            case .sqlite:
-                try await harness.execute("""
-                    CREATE TRIGGER refuse_feed BEFORE INSERT ON feeds WHEN NEW.scope = 'h:poison'
-                    BEGIN SELECT RAISE(ABORT, 'feed refused'); END
-                    """)
-            }
+            try await Self.plantRefusal(
+                harness, named: "refuse_feed", on: "feeds", postgres: "NEW.scope = 'h:poison'", sqlite: "NEW.scope = 'h:poison'",
+                code: "54000", message: "feed refused"
+            )
             let results = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70]), Op.create("households", "poison", ["name": "Home"])])
             #expect(results.map(\.outcome) == ["applied", "VALIDATION_ERROR"], "\(results)")
             #expect(try await harness.pullAll().changes.map(\.entityID) == ["w1"])
@@ -110,6 +96,18 @@ import Testing
     /// Makes the database refuse documents with a `poison` field, as it would a value the shared
     /// validation did not foresee.
     static func refusePoison(_ harness: StoreHarness) async throws {
+        try await plantRefusal(
+            harness, named: "refuse_poison", on: "entities", postgresEvents: "INSERT OR UPDATE", postgres: "NEW.data ? 'poison'",
+            sqlite: "json_extract(NEW.data, '$.poison') IS NOT NULL", code: "22023", message: "poison refused"
+        )
+    }
+
+    /// A trigger that makes the database refuse the rows of `table` its condition matches, with
+    /// `message` (PostgreSQL: SQLSTATE `code`), as it would a value the validation did not foresee.
+    static func plantRefusal(
+        _ harness: StoreHarness, named name: String, on table: String, postgresEvents: String = "INSERT", postgres: String, sqlite: String,
+        code: String, message: String
+    ) async throws {
         switch harness.driver {
         case .postgres:
             if TestDatabases.citusWorkers != nil {
@@ -119,14 +117,14 @@ import Testing
                 )
             }
             try await harness.execute("""
-                CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN IF NEW.data ? 'poison' THEN RAISE EXCEPTION 'poison refused' USING ERRCODE = '22023'; END IF; RETURN NEW; END $$
+                CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN IF \(postgres) THEN RAISE EXCEPTION '\(message)' USING ERRCODE = '\(code)'; END IF; RETURN NEW; END $$
                 """)
-            try await harness.execute("CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON entities FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
+            try await harness.execute("CREATE TRIGGER \(name) BEFORE \(postgresEvents) ON \(table) FOR EACH ROW EXECUTE FUNCTION \(name)()")
         case .sqlite:
             try await harness.execute("""
-                CREATE TRIGGER refuse_poison BEFORE INSERT ON entities WHEN json_extract(NEW.data, '$.poison') IS NOT NULL
-                BEGIN SELECT RAISE(ABORT, 'poison refused'); END
+                CREATE TRIGGER \(name) BEFORE INSERT ON \(table) WHEN \(sqlite)
+                BEGIN SELECT RAISE(ABORT, '\(message)'); END
                 """)
         }
     }
