@@ -278,6 +278,7 @@ import SyncGateConcurrency
             // The due keys' refresh runs beside the requests (they do not wait for it): one, in
             // an interval that does not pass until the clock is moved.
             try await eventually("the due keys' refresh") { provider.fetches >= before + 1 }
+            try await eventually("the due keys' refresh over") { await !keys.refreshing }
             #expect(provider.fetches == before + 1)
             // Another interval: one more, whatever the requests in it.
             clock.advance(interval)
@@ -285,6 +286,7 @@ import SyncGateConcurrency
                 #expect(try await authority.verify(token).userID == "user\(user)")
             }
             try await eventually("the next interval's refresh") { provider.fetches >= before + 2 }
+            try await eventually("the next interval's refresh over") { await !keys.refreshing }
             #expect(provider.fetches == before + 2)
         }
     }

@@ -66,7 +66,7 @@ package actor IdentityProviderKeys {
     private var expires: ContinuousClock.Instant?
     private var lastAttempt: ContinuousClock.Instant?
     private var lastFetchSucceeded = false
-    private var refreshing: Task<Bool, Never>?
+    private var refreshingTask: Task<Bool, Never>?
 
     /// - Parameters:
     ///   - minimumRefreshInterval: fetches (for an unknown key id, or keys due) are at least this far apart.
@@ -102,13 +102,16 @@ package actor IdentityProviderKeys {
             if let expires, expires <= now, !attemptedRecently { _ = startRefresh(now: now) }
             return .found(keys)
         }
-        if attemptedRecently, refreshing == nil {
+        if attemptedRecently, refreshingTask == nil {
             return lastFetchSucceeded ? .unknown : .unavailable
         }
         let fetched = await startRefresh(now: now).value
         if keyIDs.contains(keyID) { return .found(keys) }
         return fetched ? .unknown : .unavailable
     }
+
+    /// Whether a fetch is under way (tests wait for one begun in the background to end).
+    package var refreshing: Bool { refreshingTask != nil }
 
     /// Fetches now (at start, so the first request need not wait); false when it failed.
     @discardableResult
@@ -118,15 +121,15 @@ package actor IdentityProviderKeys {
 
     /// One refresh at a time; callers arriving meanwhile wait for the one in flight.
     private func startRefresh(now: ContinuousClock.Instant) -> Task<Bool, Never> {
-        if let refreshing { return refreshing }
+        if let refreshingTask { return refreshingTask }
         lastAttempt = now
         let task = Task { await self.fetchAll() }
-        refreshing = task
+        refreshingTask = task
         return task
     }
 
     private func fetchAll() async -> Bool {
-        defer { refreshing = nil }
+        defer { refreshingTask = nil }
         var documents: [(JWKS, Duration)] = []
         for url in configuration.jwksURLs {
             do {
