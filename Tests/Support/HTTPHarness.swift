@@ -102,7 +102,9 @@ package struct HTTPHarness: Sendable {
         return configuration
     }
 
-    package static let testConfiguration = FrontConfiguration(pollInterval: .milliseconds(200))
+    /// Jobs get the test workers' budget of attempts (StoreHarness.workerConfiguration): a job
+    /// keeps the one its front gave it.
+    package static let testConfiguration = FrontConfiguration(maximumAttempts: 3, pollInterval: .milliseconds(200))
 
     /// Waits until `count` more requests or streams than `baseline` wait: the signal that a
     /// long-poll or event stream is asleep, or a push waits for its job, instead of a sleep.
