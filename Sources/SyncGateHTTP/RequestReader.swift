@@ -29,10 +29,7 @@ package struct RequestReader {
         let names = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         // As a push's entity_type: its length in code points, no control characters (PostgreSQL
         // refuses a NUL in text, which would be a 500 rather than this 400).
-        let valid = names.allSatisfy { name in
-            IdentifierLimits.hasLength(name, in: 1...IdentifierLimits.entityType) && !name.unicodeScalars.contains(where: IdentifierLimits.isControl)
-        }
-        guard !names.isEmpty, names.count <= 100, valid else {
+        guard !names.isEmpty, names.count <= 100, names.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.entityType) }) else {
             throw ProtocolError(.validationError, "'entity_types' must be a comma-separated list of 1 to 100 type names")
         }
         return Set(names)

@@ -180,6 +180,11 @@ package enum IdentifierLimits {
         return bytes <= 4 * range.upperBound && range.contains(value.unicodeScalars.count)
     }
 
+    /// Whether `value` is an identifier: `range` characters (code points), none a control character.
+    package static func isValid(_ value: String, length range: ClosedRange<Int>) -> Bool {
+        hasLength(value, in: range) && !value.unicodeScalars.contains(where: isControl)
+    }
+
     /// Whether a scalar is a control character (general category Cc): exactly U+0000–U+001F and
     /// U+007F–U+009F, a set Unicode's stability policy fixes; compared directly rather than
     /// looked up in the property tables for every scalar of every identifier.

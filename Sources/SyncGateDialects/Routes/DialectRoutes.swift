@@ -60,10 +60,7 @@ struct DialectRoutes: Sendable {
         // Empty is omitted, as the Express server's `req.query.collections ? … : all` read it.
         if let list = parameters["collections"], !list.isEmpty {
             let names = list.split(separator: ",").map(String.init)
-            let valid = names.allSatisfy { name in
-                IdentifierLimits.hasLength(name, in: 1...IdentifierLimits.entityType) && !name.unicodeScalars.contains(where: IdentifierLimits.isControl)
-            }
-            guard !names.isEmpty, names.count <= 100, valid else {
+            guard !names.isEmpty, names.count <= 100, names.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.entityType) }) else {
                 throw ProtocolError(.validationError, "'collections' must be a comma-separated list of 1 to 100 collection names")
             }
             types = Set(names.map(DietTrackerDialect.entityType(ofCollection:)))

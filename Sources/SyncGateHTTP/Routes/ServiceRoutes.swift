@@ -152,7 +152,7 @@ package struct ServiceRoutes: Sendable {
     /// A required query parameter of 1 to `maximumLength` characters without control characters.
     static func identifier(_ query: [String: String], _ name: String, maximumLength: Int) throws(ProtocolError) -> String {
         guard let value = query[name] else { throw ProtocolError(.validationError, "missing query parameter '\(name)'") }
-        guard IdentifierLimits.hasLength(value, in: 1...maximumLength), !value.unicodeScalars.contains(where: IdentifierLimits.isControl) else {
+        guard IdentifierLimits.isValid(value, length: 1...maximumLength) else {
             throw ProtocolError(.validationError, "'\(name)' must be 1 to \(maximumLength) characters without control characters")
         }
         return value
