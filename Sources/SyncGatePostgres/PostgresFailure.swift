@@ -18,24 +18,6 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible, Custom
     /// syntax for type integer: "…"`).
     package var message: String
 
-    package init(operation: String, code: String, message: String) {
-        self.operation = operation
-        self.code = code
-        self.message = message
-    }
-
-    init(operation: String, _ error: PSQLError) {
-        self.operation = operation
-        if let info = error.serverInfo {
-            code = info[.sqlState] ?? "?"
-            let full = info[.message] ?? ""
-            message = full.range(of: ": ").map { String(full[..<$0.lowerBound]) } ?? full
-        } else {
-            code = "\(error.code)"
-            message = ""
-        }
-    }
-
     package var description: String {
         message.isEmpty ? "\(operation) failed: \(code)" : "\(operation) failed: \(code) \(message)"
     }
@@ -49,4 +31,19 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible, Custom
     package var isPermanent: Bool { code.hasPrefix("22") || code.hasPrefix("54") }
 
     package var clientReason: String { message.isEmpty ? "SQLSTATE \(code)" : "SQLSTATE \(code): \(message)" }
+}
+
+extension PostgresFailure {
+    /// The failure a `PSQLError` reports, without the row values it quotes.
+    init(operation: String, _ error: PSQLError) {
+        self.operation = operation
+        if let info = error.serverInfo {
+            code = info[.sqlState] ?? "?"
+            let full = info[.message] ?? ""
+            message = full.range(of: ": ").map { String(full[..<$0.lowerBound]) } ?? full
+        } else {
+            code = "\(error.code)"
+            message = ""
+        }
+    }
 }

@@ -8,12 +8,6 @@ package struct ProviderToken: Sendable, Hashable {
     /// From this time on a new one is signed or asked for.
     package var renewAt: Int64
 
-    package init(value: String, issuedAt: Int64, renewAt: Int64) {
-        self.value = value
-        self.issuedAt = issuedAt
-        self.renewAt = renewAt
-    }
-
     /// Whether to send it at `now`. A clock that went back before it was issued renews it too: the
     /// provider would count its age from a time that has not come.
     package func usable(at now: Int64) -> Bool { now >= issuedAt && now < renewAt }

@@ -34,11 +34,6 @@ package struct PushNudge: Sendable, Hashable {
     package var address: PushAddress
     package var scopes: [String]
 
-    package init(address: PushAddress, scopes: [String]) {
-        self.address = address
-        self.scopes = scopes
-    }
-
     /// APNs refuses a background push's payload over 4 KB; scopes past this many bytes are left
     /// out, and a nudge without `scopes` means "sync everything".
     static let scopesBudget = 3072

@@ -157,10 +157,6 @@ package struct WebhookClaim: Sendable, Hashable {
     package var id: Int64
     package var leaseEnd: Int64
 
-    package init(id: Int64, leaseEnd: Int64) {
-        self.id = id
-        self.leaseEnd = leaseEnd
-    }
 }
 
 /// How an attempt ended, as the sender decided it.

@@ -3,7 +3,7 @@ import Crypto
 import Foundation
 import Synchronization
 import _CryptoExtras
-import SyncGatePush
+@testable import SyncGatePush
 import SyncGateTestSupport
 import SyncGateWire
 import Testing

@@ -1,7 +1,7 @@
 import Foundation
 import SyncGateCore
 import SyncGateWire
-import SyncGatePostgres
+@testable import SyncGatePostgres
 import SyncGateStorage
 import SyncGateWorker
 import SyncGateTestSupport
