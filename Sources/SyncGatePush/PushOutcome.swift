@@ -48,9 +48,21 @@ package enum PushOutcome: Sendable, Hashable {
         switch (status, code) {
         case (200, _): return .sent
         case (_, "UNREGISTERED"), (_, "SENDER_ID_MISMATCH"): return .unregistered(reason: code)
+        // A registration token FCM cannot read is INVALID_ARGUMENT with a BadRequest detail
+        // naming `message.token`; it never becomes valid, so the registration goes.
+        case (400, "INVALID_ARGUMENT") where Self.violatedFields(error).contains("message.token"):
+            return .unregistered(reason: "INVALID_ARGUMENT message.token")
         case (401, _): return .renewCredentials(reason: code)
         case (429, _), (500...599, _): return .retry(reason: code, after: retryAfter.flatMap(Self.seconds))
         default: return .rejected(reason: "\(status) \(code)")
+        }
+    }
+
+    /// The fields a `google.rpc.BadRequest` detail of an FCM error names.
+    static func violatedFields(_ error: JSONObject?) -> [String] {
+        (error?["details"]?.arrayValue ?? []).flatMap { detail -> [String] in
+            guard detail.objectValue?["@type"]?.stringValue == "type.googleapis.com/google.rpc.BadRequest" else { return [] }
+            return (detail.objectValue?["fieldViolations"]?.arrayValue ?? []).compactMap { $0.objectValue?["field"]?.stringValue }
         }
     }
 

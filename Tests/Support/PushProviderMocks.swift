@@ -355,6 +355,11 @@ package final class FCMMock: Sendable {
                 // FCM's data map carries only strings; a nudge is data-only (no notification).
                 data.values.allSatisfy({ $0.stringValue != nil }), message["notification"] == nil
             else { return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT") }
+            // FCM registration tokens are URL-safe base64 with `:` separators; anything else is
+            // refused as an invalid argument naming the field.
+            guard registration.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ":_-".unicodeScalars.contains($0)) }) else {
+                return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT", field: "message.token")
+            }
             let priority = message["android"]?["priority"]?.stringValue
             if let priority, !["high", "normal", "HIGH", "NORMAL"].contains(priority) { return self.refuse(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT") }
             // FCM's `ttl` is a duration in seconds, "3.5s" style, at most 4 weeks.
@@ -378,9 +383,9 @@ package final class FCMMock: Sendable {
         return router
     }
 
-    private func refuse(_ status: Int, _ reason: String, code: String?) -> Response {
+    private func refuse(_ status: Int, _ reason: String, code: String?, field: String? = nil) -> Response {
         state.withLock { $0.refused.append((status, reason)) }
-        return Self.fcmError(ScriptedAnswer(status, code ?? reason))
+        return Self.fcmError(ScriptedAnswer(status, code ?? reason), field: field)
     }
 
     static func oauthError(_ status: Int, _ error: String) -> Response {
@@ -388,15 +393,17 @@ package final class FCMMock: Sendable {
         return Response(status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: body.serializedBytes())))
     }
 
-    /// FCM's error body: a gRPC status and, in a detail, the FCM error code.
-    static func fcmError(_ answer: ScriptedAnswer) -> Response {
+    /// FCM's error body: a gRPC status and, in a detail, the FCM error code; with `field`, a
+    /// `google.rpc.BadRequest` detail naming the invalid field.
+    static func fcmError(_ answer: ScriptedAnswer, field: String? = nil) -> Response {
         let code = answer.reason ?? "INTERNAL"
         let grpc = ["UNREGISTERED": "NOT_FOUND", "QUOTA_EXCEEDED": "RESOURCE_EXHAUSTED", "UNAVAILABLE": "UNAVAILABLE", "SENDER_ID_MISMATCH": "PERMISSION_DENIED"][code] ?? code
+        var details: [JSONValue] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": .string(code)]]
+        if let field {
+            details.append(["@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [["field": .string(field), "description": "invalid"]]])
+        }
         let body: JSONValue = [
-            "error": [
-                "code": .int(Int64(answer.status)), "message": .string(code), "status": .string(grpc),
-                "details": [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": .string(code)]],
-            ]
+            "error": ["code": .int(Int64(answer.status)), "message": .string(code), "status": .string(grpc), "details": .array(details)]
         ]
         var response = Response(
             status: HTTPResponse.Status(code: answer.status), headers: [.contentType: "application/json"],

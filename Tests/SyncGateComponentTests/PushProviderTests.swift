@@ -68,6 +68,26 @@ import Testing
         #expect(PushOutcome.fcm(status: status, body: body, retryAfter: nil) == expected)
     }
 
+    /// FCM's answer to a registration token it cannot read (its documented INVALID_ARGUMENT
+    /// "invalid registration"): the registration goes; any other invalid argument is a rejection.
+    @Test func fcmInvalidRegistrationTokensUnregister() {
+        func body(field: String, type: String = "type.googleapis.com/google.rpc.BadRequest") -> [UInt8] {
+            Self.body([
+                "error": [
+                    "code": 400, "message": "The registration token is not a valid FCM registration token", "status": "INVALID_ARGUMENT",
+                    "details": [
+                        ["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "INVALID_ARGUMENT"],
+                        ["@type": .string(type), "fieldViolations": [["field": .string(field), "description": "d"]]],
+                    ],
+                ]
+            ])
+        }
+        #expect(PushOutcome.fcm(status: 400, body: body(field: "message.token"), retryAfter: nil) == .unregistered(reason: "INVALID_ARGUMENT message.token"))
+        #expect(PushOutcome.fcm(status: 400, body: body(field: "message.android.ttl"), retryAfter: nil) == .rejected(reason: "400 INVALID_ARGUMENT"))
+        #expect(PushOutcome.fcm(status: 400, body: body(field: "message.token", type: "type.googleapis.com/google.rpc.Help"), retryAfter: nil) == .rejected(reason: "400 INVALID_ARGUMENT"))
+        #expect(PushOutcome.fcm(status: 500, body: body(field: "message.token"), retryAfter: nil) == .retry(reason: "INVALID_ARGUMENT", after: nil))
+    }
+
     @Test func fcmRetryAfterAndUnreadableBodies() {
         #expect(PushOutcome.fcm(status: 429, body: Self.fcmBody(status: "RESOURCE_EXHAUSTED", code: "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", after: 60))
         #expect(PushOutcome.fcm(status: 502, body: Array("bad gateway".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", after: nil))
@@ -345,11 +365,13 @@ import Testing
                 ScriptedAnswer(503, "UNAVAILABLE"), ScriptedAnswer(401, "UNAUTHENTICATED")
             )
             #expect(await client.send(Self.fcm()) == .unregistered(reason: "UNREGISTERED"))
+            #expect(await client.send(Self.fcm("not a token")) == .unregistered(reason: "INVALID_ARGUMENT message.token"))
             #expect(await client.send(Self.fcm()) == .retry(reason: "QUOTA_EXCEEDED", after: 30))
             #expect(await client.send(Self.fcm()) == .retry(reason: "UNAVAILABLE", after: nil))
             // A 401 asks for a new access token and sends again, once.
             #expect(await client.send(Self.fcm()) == .sent)
             #expect(mock.grants == 2 && mock.received.count == 1)
+            #expect(mock.refused.map(\.reason) == ["INVALID_ARGUMENT"])
         }
     }
 
