@@ -90,7 +90,7 @@ extension PostgresDriver {
                     SELECT 0, NULL::bigint, NULL::text, NULL::text, NULL::bigint, NULL::text, floor, NULL::text FROM feeds WHERE scope = \(read.scope.key)
                     UNION ALL
                     (SELECT 1, seq, entity_type, entity_id, version, data::text, updated_at, origin FROM changes
-                     WHERE scope = \(read.scope.key) AND seq > \(read.after) AND (\(types)::text[] IS NULL OR entity_type = ANY(\(types)::text[]))
+                     WHERE scope = \(read.scope.key) AND seq > \(read.after) AND seq <= \(read.through ?? .max) AND (\(types)::text[] IS NULL OR entity_type = ANY(\(types)::text[]))
                      ORDER BY seq LIMIT \(Int64(remaining) + 1))
                     """,
                     logger: logger

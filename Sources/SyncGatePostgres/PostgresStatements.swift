@@ -449,8 +449,8 @@ struct ReadChangesStatement: PostgresPreparedStatement {
         \(FeedReadRows.floors)
         UNION ALL
         (\(FeedReadRows.changes)
-         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(scope, after, ord)
-         CROSS JOIN LATERAL (\(FeedReadRows.feedChanges) ORDER BY c.seq LIMIT $4::bigint + 1) c
+         FROM unnest($1::text[], $2::bigint[], $5::bigint[]) WITH ORDINALITY AS r(scope, after, through, ord)
+         CROSS JOIN LATERAL (\(FeedReadRows.feedChanges) AND c.seq <= r.through ORDER BY c.seq LIMIT $4::bigint + 1) c
          LIMIT $4::bigint + 1)
         """
     typealias Row = FeedReadRows.Row
@@ -459,7 +459,9 @@ struct ReadChangesStatement: PostgresPreparedStatement {
     var types: [String]?
     var limit: Int
 
-    func makeBindings() throws -> PostgresBindings { PostgresBindings(reads.map(\.scope.key), reads.map(\.after), types, Int64(limit)) }
+    func makeBindings() throws -> PostgresBindings {
+        PostgresBindings(reads.map(\.scope.key), reads.map(\.after), types, Int64(limit), reads.map { $0.through ?? .max })
+    }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

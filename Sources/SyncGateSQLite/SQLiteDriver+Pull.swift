@@ -124,7 +124,7 @@ extension SQLiteDriver {
             var page = FeedPage()
             var remaining = limit
             for read in reads where remaining > 0 {
-                let rows = try Self.feedRows(db, scope: read.scope, after: read.after, types: types, limit: remaining + 1)
+                let rows = try Self.feedRows(db, scope: read.scope, after: read.after, through: read.through, types: types, limit: remaining + 1)
                 page.rows[read.scope] = rows
                 remaining -= min(rows.count, remaining)
             }
@@ -148,17 +148,18 @@ extension SQLiteDriver {
         }
     }
 
-    /// Up to `limit` changes of `scope` after `after` (of `types` only, when given), in sequence order.
-    private static func feedRows(_ db: Database, scope: Scope, after: Int64, types: Set<String>?, limit: Int) throws -> [ChangeRow] {
+    /// Up to `limit` changes of `scope` after `after` and up to `through` (of `types` only, when
+    /// given), in sequence order.
+    private static func feedRows(_ db: Database, scope: Scope, after: Int64, through: Int64? = nil, types: Set<String>?, limit: Int) throws -> [ChangeRow] {
         let typeList = types.map { JSONValue.strings($0.sorted()) }
         return try Row.fetchAll(
             db,
             cached: """
                 SELECT seq, entity_type, entity_id, version, data, updated_at, origin FROM changes
-                WHERE scope = ? AND seq > ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
+                WHERE scope = ? AND seq > ? AND seq <= ? AND (? IS NULL OR entity_type IN (SELECT value FROM json_each(?)))
                 ORDER BY seq LIMIT ?
                 """,
-            arguments: [scope.key, after, typeList, typeList ?? "[]", limit]
+            arguments: [scope.key, after, through ?? .max, typeList, typeList ?? "[]", limit]
         ).map { row in
             ChangeRow(sequence: row[0], entityType: row[1], entityID: row[2], version: row[3], data: row[4], updatedAt: row[5], origin: row[6])
         }

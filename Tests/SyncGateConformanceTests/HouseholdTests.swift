@@ -59,6 +59,46 @@ import Testing
         }
     }
 
+    /// A pull reads the memberships, then the rows. A removal committed between the two, with a
+    /// write after it, must not reach the removed member: the rows stop at the heads the
+    /// membership read saw (the next pull then reports the household removed).
+    @Test(arguments: Driver.selected)
+    func aPullReadsNoChangeCommittedAfterItsMemberships(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let setup = try await http.results([
+                Op.create("households", "home", ["name": "Home"]), Self.member("home", "bob"), Self.member("home", "carol"),
+                Op.create("inventory", "milk", ["qty": 1], household: "home"),
+            ])
+            #expect(setup.map(Self.status) == ["applied", "applied", "applied", "applied"])
+            let store = http.store.store
+            // Bob bootstraps; Carol pulls on with a cursor.
+            let carolCursor = try SyncCursor.decode(try await http.pullAll(user: "carol").cursor, expectedUserID: "carol")
+            for (user, cursor) in [("bob", nil), ("carol", carolCursor)] as [(String, SyncCursor?)] {
+                // The pull reads its context while the user is a member ...
+                let query = PullQuery(userID: user, deviceID: "d1", cursor: cursor, limit: 100)
+                let context = try await store.driver.pullContext(userID: user, deviceID: "d1", extraScopes: cursor.map { Array($0.positions.keys) } ?? [])
+                let plan = try PullPlanner.plan(
+                    query, households: context.households, resyncEpoch: context.resyncEpoch, feeds: context.feeds, scopesVersion: context.scopesVersion
+                )
+                #expect(context.households == ["home"])
+                // ... then Alice removes them and writes, before their rows are read.
+                let secret = "secret-for-\(user)"
+                let removal = try await http.results([
+                    Op.delete("household_members", "home:\(user)", base: 1), Op.create("inventory", secret, ["qty": 1], household: "home"),
+                ])
+                #expect(removal.map(Self.status) == ["applied", "applied"])
+                let page = try await store.driver.readChanges(plan.reads, types: nil, limit: 100)
+                let read = page.rows.values.flatMap { $0.map(\.entityID) }
+                #expect(!read.contains(secret), "\(user) read \(read)")
+                #expect(cursor != nil || read.contains("milk"))
+                // The next pull reports the household removed.
+                let next = plan.assemble(pages: [:], deviceWatermark: 0)
+                let after = try await store.pull(PullQuery(userID: user, deviceID: "d1", cursor: cursor ?? next.cursor, limit: 100))
+                #expect(after.scopesRemoved == ["home"] && after.changes.allSatisfy { $0.scope != .household("home") })
+            }
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func anOutsiderIsDeniedOnEveryPath(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in

@@ -25,7 +25,7 @@ package enum PullPlanner {
                 query: query,
                 resyncEpoch: resyncEpoch,
                 feeds: feeds,
-                reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0, resumes: false) },
+                reads: readable.map { PullPlan.FeedRead(scope: $0, after: 0, resumes: false, through: feeds[$0]?.head ?? 0) },
                 added: readable.compactMap(\.householdID),
                 removed: [],
                 forceResync: false,
@@ -42,9 +42,11 @@ package enum PullPlanner {
         var reads: [PullPlan.FeedRead] = []
         var added: [String] = []
         for scope in readable {
+            // A feed without a row has had no change (its row comes with its first).
+            let head = feeds[scope]?.head ?? 0
             guard let position = cursor.positions[scope] else {
                 // Joined since the cursor was issued: read it from the beginning.
-                reads.append(.init(scope: scope, after: 0, resumes: false))
+                reads.append(.init(scope: scope, after: 0, resumes: false, through: head))
                 if let household = scope.householdID { added.append(household) }
                 continue
             }
@@ -54,7 +56,7 @@ package enum PullPlanner {
             // household, whose pages filled up before reaching it): it holds nothing a purge
             // could have deleted, so it reads what is left, as a bootstrap does.
             guard position > 0 else {
-                reads.append(.init(scope: scope, after: 0, resumes: false))
+                reads.append(.init(scope: scope, after: 0, resumes: false, through: head))
                 continue
             }
             // Tombstones up to the floor were purged: a reader behind it may have missed a delete,
@@ -62,7 +64,7 @@ package enum PullPlanner {
             // through a feed purged before it began).
             let seen = cursor.floors[scope] ?? 0
             guard position >= feed.floor || feed.floor <= seen else { throw .expired(scope) }
-            reads.append(.init(scope: scope, after: position, resumes: true, floorSeen: seen))
+            reads.append(.init(scope: scope, after: position, resumes: true, floorSeen: seen, through: head))
         }
         let removed = cursor.positions.keys.filter { !readable.contains($0) }.compactMap(\.householdID).sorted()
         return PullPlan(
@@ -114,12 +116,18 @@ package struct PullPlan: Sendable {
         /// The floor the reader was already consistent with (``SyncCursor/floors``): a floor
         /// up to it does not expire the position.
         package var floorSeen: Int64
+        /// Read no change past this sequence number: the feed's head in the context the plan was
+        /// made from (`nil`: no bound). The context holds the memberships the plan trusts; a
+        /// change committed after it (after a removal, say) waits for the next pull, whose
+        /// context sees the removal too.
+        package var through: Int64?
 
-        package init(scope: Scope, after: Int64, resumes: Bool, floorSeen: Int64 = 0) {
+        package init(scope: Scope, after: Int64, resumes: Bool, floorSeen: Int64 = 0, through: Int64? = nil) {
             self.scope = scope
             self.after = after
             self.resumes = resumes
             self.floorSeen = floorSeen
+            self.through = through
         }
 
         /// Whether a purge that left the feed's floor at `floor` may have removed a delete this
