@@ -98,6 +98,7 @@ let package = Package(
                 .embedInCode("0015_job_errors.sql"),
                 .embedInCode("0016_maintenance_runs.sql"),
                 .embedInCode("0017_push_attempts.sql"),
+                .embedInCode("0018_webhook_claims.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -119,6 +120,7 @@ let package = Package(
                 .embedInCode("0012_job_errors.sql"),
                 .embedInCode("0013_maintenance_runs.sql"),
                 .embedInCode("0014_push_attempts.sql"),
+                .embedInCode("0015_webhook_claims.sql"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -81,7 +81,7 @@ extension PostgresDriver {
             WITH s AS (
                 UPDATE webhook_subscriptions SET paused_at = \(paused), paused_reason = \(reason) WHERE name = \(name) RETURNING id
             ), due AS (
-                UPDATE webhook_deliveries d SET attempts = 0, next_attempt_at = \(at)
+                UPDATE webhook_deliveries d SET attempts = 0, next_attempt_at = \(at), claims = d.claims + 1
                 FROM s WHERE \(reason)::text IS NULL AND d.subscription_id = s.id AND d.delivered_at IS NULL
             )
             SELECT id FROM s
@@ -148,18 +148,18 @@ extension PostgresDriver {
         let rows = try await run(
             "claim webhook deliveries", .job,
             ClaimWebhookDeliveriesStatement(
-                delivered: delivered.map(\.id), leases: delivered.map(\.leaseEnd), now: now.millisecondsSinceEpoch, excluding: excluding, perSubscription: perSubscription, limit: limit,
+                delivered: delivered.map(\.id), leases: delivered.map(\.leaseEnd), numbers: delivered.map(\.number), now: now.millisecondsSinceEpoch, excluding: excluding, perSubscription: perSubscription, limit: limit,
                 leaseMilliseconds: leaseMilliseconds
             )
         )
-        var claimed: [(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int)] = []
+        var claimed: [(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int, number: Int64)] = []
         // By feed and sequence number: ranges of one feed may overlap (messages made before
         // migration 0013 end at the last change their subscription wanted).
         var changes: [String: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
         for row in rows {
             switch row {
-            case .delivery(let id, let subscription, let scope, let first, let last, let committed, let created, let attempts):
-                claimed.append((id, subscription, scope, first, last, committed, created, attempts))
+            case .delivery(let id, let subscription, let scope, let first, let last, let committed, let created, let attempts, let number):
+                claimed.append((id, subscription, scope, first, last, committed, created, attempts, number))
             case .change(let scope, let row, let committed):
                 changes[scope, default: [:]][row.sequence] = (row, committed)
             }
@@ -170,7 +170,7 @@ extension PostgresDriver {
             return WebhookDelivery(
                 id: claim.id, subscription: claim.subscription, scope: scope, firstSequence: claim.first, lastSequence: claim.last,
                 committedAt: claim.committed, createdAt: claim.created, attempts: claim.attempts,
-                leaseEnd: now.millisecondsSinceEpoch + leaseMilliseconds,
+                leaseEnd: now.millisecondsSinceEpoch + leaseMilliseconds, claimNumber: claim.number,
                 changes: inRange.map { AnnouncedChange(scope: scope, row: $0.value.row, committedAt: $0.value.committed) }
             )
         }.sorted { $0.id < $1.id }
@@ -178,7 +178,7 @@ extension PostgresDriver {
 
     package func finishWebhookDelivery(_ claim: WebhookClaim, outcome: WebhookAttemptOutcome, now: Timestamp) async throws {
         let at = now.millisecondsSinceEpoch
-        let (id, lease) = (claim.id, claim.leaseEnd)
+        let (id, lease, number) = (claim.id, claim.leaseEnd, claim.number)
         switch outcome {
         // Neither waits for the WAL flush: a record lost in a crash only sends the message again,
         // the same bytes under the same id (at least once). Each flush cost the applies' commits.
@@ -191,7 +191,7 @@ extension PostgresDriver {
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = \(next), last_error = \(error)
                 FROM (SELECT \(unescaped: Self.relaxedCommit)) relaxed
-                WHERE id = \(id) AND next_attempt_at = \(lease) AND delivered_at IS NULL
+                WHERE id = \(id) AND next_attempt_at = \(lease) AND claims = \(number) AND delivered_at IS NULL
                 """
             )
         case .pause(let error):
@@ -200,7 +200,7 @@ extension PostgresDriver {
                 """
                 WITH d AS (
                     UPDATE webhook_deliveries SET next_attempt_at = \(at), last_error = \(error)
-                    WHERE id = \(id) AND next_attempt_at = \(lease) AND delivered_at IS NULL RETURNING subscription_id
+                    WHERE id = \(id) AND next_attempt_at = \(lease) AND claims = \(number) AND delivered_at IS NULL RETURNING subscription_id
                 )
                 UPDATE webhook_subscriptions s SET paused_at = \(at), paused_reason = \(error)
                 FROM d WHERE s.id = d.subscription_id AND s.paused_at IS NULL
@@ -216,7 +216,7 @@ extension PostgresDriver {
             WITH s AS (
                 UPDATE webhook_subscriptions SET paused_at = NULL, paused_reason = NULL WHERE name = \(name) RETURNING id
             ), replayed AS (
-                UPDATE webhook_deliveries d SET delivered_at = NULL, attempts = 0, next_attempt_at = \(now.millisecondsSinceEpoch)
+                UPDATE webhook_deliveries d SET delivered_at = NULL, attempts = 0, next_attempt_at = \(now.millisecondsSinceEpoch), claims = d.claims + 1
                 FROM s WHERE d.subscription_id = s.id AND (d.created_at >= \(from.millisecondsSinceEpoch) OR d.delivered_at IS NULL)
                 RETURNING 1
             )
@@ -280,8 +280,8 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
     static let sql = """
         WITH relaxed AS (SELECT \(PostgresDriver.relaxedCommit)), recorded AS (
             UPDATE webhook_deliveries d SET delivered_at = $2::bigint, last_error = NULL
-            FROM relaxed, unnest($1::bigint[], $7::bigint[]) AS a(id, lease)
-            WHERE d.id = a.id AND d.next_attempt_at = a.lease AND d.delivered_at IS NULL
+            FROM relaxed, unnest($1::bigint[], $7::bigint[], $8::bigint[]) AS a(id, lease, claim)
+            WHERE d.id = a.id AND d.next_attempt_at = a.lease AND d.claims = a.claim AND d.delivered_at IS NULL
             RETURNING d.id
         ), ranked AS (
             SELECT d.id, d.next_attempt_at, row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
@@ -299,33 +299,38 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
             ORDER BY r.next_attempt_at, r.id LIMIT $5::bigint
             FOR UPDATE OF d SKIP LOCKED
         ), claimed AS (
-            UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = $6::bigint
+            UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = $6::bigint, claims = d.claims + 1
             FROM due, relaxed WHERE d.id = due.id
-            RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts
+            RETURNING d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts, d.claims
         ), ranges AS (
             SELECT DISTINCT scope, first_seq, last_seq FROM claimed
         )
         SELECT 0, c.id, c.scope, c.first_seq, c.last_seq, c.committed_at, c.created_at, c.attempts,
                s.id, s.name, s.url, s.secret, s.entity_types, s.events, s.created_at, s.paused_at, s.paused_reason,
-               NULL::text, NULL::text, NULL::text, NULL::text
+               NULL::text, NULL::text, NULL::text, NULL::text, c.claims
         FROM claimed c JOIN webhook_subscriptions s ON s.id = c.subscription_id
         UNION ALL
         SELECT 1, NULL, c.scope, c.seq, c.version, c.committed_at, c.updated_at, NULL,
                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-               c.entity_type, c.entity_id, c.data::text, c.origin
+               c.entity_type, c.entity_id, c.data::text, c.origin, NULL::bigint
         FROM ranges r JOIN changes c ON c.scope = r.scope AND c.seq BETWEEN r.first_seq AND r.last_seq
         """
 
     enum Row: Sendable {
         /// A message claimed, with its subscription.
-        case delivery(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int)
+        case delivery(
+            id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int,
+            number: Int64
+        )
         /// A change of a claimed message's range.
         case change(scope: String, row: ChangeRow, committed: Int64)
     }
 
     var delivered: [Int64]
-    /// The lease each of `delivered` was claimed with: recorded only while it still holds it.
+    /// The lease and the claim number each of `delivered` was claimed with: recorded only while it
+    /// still holds both.
     var leases: [Int64]
+    var numbers: [Int64]
     var now: Int64
     var excluding: [String]
     var perSubscription: Int
@@ -333,7 +338,7 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
     var leaseMilliseconds: Int64
 
     func makeBindings() throws -> PostgresBindings {
-        PostgresBindings(delivered, now, excluding, Int64(perSubscription), Int64(limit), now + leaseMilliseconds, leases)
+        PostgresBindings(delivered, now, excluding, Int64(perSubscription), Int64(limit), now + leaseMilliseconds, leases, numbers)
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
@@ -356,7 +361,7 @@ struct ClaimWebhookDeliveriesStatement: PostgresPreparedStatement {
         ))
         return try .delivery(
             id: cells[1].decode(Int64.self), subscription: subscription, scope: scope, first: number, last: version, committed: committed,
-            created: time, attempts: cells[7].decode(Int.self)
+            created: time, attempts: cells[7].decode(Int.self), number: cells[21].decode(Int64.self)
         )
     }
 }

@@ -68,7 +68,7 @@ extension SQLiteDriver {
             if reason == nil {
                 try db.execute(
                     sql: """
-                        UPDATE webhook_deliveries SET attempts = 0, next_attempt_at = ?
+                        UPDATE webhook_deliveries SET attempts = 0, next_attempt_at = ?, claims = claims + 1
                         WHERE delivered_at IS NULL AND subscription_id = (SELECT id FROM webhook_subscriptions WHERE name = ?)
                         """,
                     arguments: [at, name]
@@ -124,8 +124,8 @@ extension SQLiteDriver {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, subscription_id, scope, first_seq, last_seq, committed_at, created_at, attempts FROM (
-                        SELECT d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts,
+                    SELECT id, subscription_id, scope, first_seq, last_seq, committed_at, created_at, attempts, claims FROM (
+                        SELECT d.id, d.subscription_id, d.scope, d.first_seq, d.last_seq, d.committed_at, d.created_at, d.attempts, d.claims,
                                d.next_attempt_at,
                                row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS n
                         FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
@@ -142,7 +142,8 @@ extension SQLiteDriver {
             return try rows.compactMap { row -> WebhookDelivery? in
                 let (id, subscriptionID, scopeKey, first, last): (Int64, Int64, String, Int64, Int64) = (row[0], row[1], row[2], row[3], row[4])
                 try db.execute(
-                    sql: "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?", arguments: [at + leaseMilliseconds, id]
+                    sql: "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?, claims = claims + 1 WHERE id = ?",
+                    arguments: [at + leaseMilliseconds, id]
                 )
                 if subscriptions[subscriptionID] == nil {
                     subscriptions[subscriptionID] = try Row.fetchOne(
@@ -166,7 +167,8 @@ extension SQLiteDriver {
                 }
                 return WebhookDelivery(
                     id: id, subscription: subscription, scope: scope, firstSequence: first, lastSequence: last, committedAt: row[5],
-                    createdAt: row[6], attempts: (row[7] as Int) + 1, leaseEnd: at + leaseMilliseconds, changes: changes
+                    createdAt: row[6], attempts: (row[7] as Int) + 1, leaseEnd: at + leaseMilliseconds, claimNumber: (row[8] as Int64) + 1,
+                    changes: changes
                 )
             }.sorted { $0.id < $1.id }
         }
@@ -181,13 +183,13 @@ extension SQLiteDriver {
                 try Self.recordDelivered(db, claim, at: at)
             case .retry(let next, let error):
                 try db.execute(
-                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
-                    arguments: [next, error, id, claim.leaseEnd]
+                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE \(Self.holdsClaim)",
+                    arguments: [next, error, id, claim.leaseEnd, claim.number]
                 )
             case .pause(let error):
                 try db.execute(
-                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
-                    arguments: [at, error, id, claim.leaseEnd]
+                    sql: "UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ? WHERE \(Self.holdsClaim)",
+                    arguments: [at, error, id, claim.leaseEnd, claim.number]
                 )
                 // An attempt a resume or replay overtook pauses nothing.
                 guard db.changesCount == 1 else { return }
@@ -202,12 +204,15 @@ extension SQLiteDriver {
         }
     }
 
+    /// A message that still holds a claim: its id, lease end and number, in that order.
+    private static let holdsClaim = "id = ? AND next_attempt_at = ? AND claims = ? AND delivered_at IS NULL"
+
     /// A delivery answered `2xx`: delivered at `at`, its last error cleared, if it still holds
-    /// the claim's lease.
+    /// the claim.
     private static func recordDelivered(_ db: Database, _ claim: WebhookClaim, at: Int64) throws {
         try db.execute(
-            sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE id = ? AND next_attempt_at = ? AND delivered_at IS NULL",
-            arguments: [at, claim.id, claim.leaseEnd]
+            sql: "UPDATE webhook_deliveries SET delivered_at = ?, last_error = NULL WHERE \(holdsClaim)",
+            arguments: [at, claim.id, claim.leaseEnd, claim.number]
         )
     }
 
@@ -217,7 +222,7 @@ extension SQLiteDriver {
             try db.execute(sql: "UPDATE webhook_subscriptions SET paused_at = NULL, paused_reason = NULL WHERE id = ?", arguments: [id])
             try db.execute(
                 sql: """
-                    UPDATE webhook_deliveries SET delivered_at = NULL, attempts = 0, next_attempt_at = ?
+                    UPDATE webhook_deliveries SET delivered_at = NULL, attempts = 0, next_attempt_at = ?, claims = claims + 1
                     WHERE subscription_id = ? AND (created_at >= ? OR delivered_at IS NULL)
                     """,
                 arguments: [now.millisecondsSinceEpoch, id, from.millisecondsSinceEpoch]

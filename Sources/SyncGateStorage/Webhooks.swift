@@ -124,15 +124,16 @@ package struct WebhookDelivery: Sendable, Hashable {
     /// When the announcer made it: the body's `timestamp`.
     package var createdAt: Int64
     package var attempts: Int
-    /// When this claim's lease ends (milliseconds since the epoch): the claim's token. Its
-    /// outcome is recorded only while the message still holds that lease; a resume, a replay or
-    /// another sender's claim after the lease gave it a new one.
+    /// When this claim's lease ends (milliseconds since the epoch).
     package var leaseEnd: Int64
+    /// The claim's number in its row, which every claim, resume and replay takes anew: the
+    /// outcome is recorded only while the message still holds this number and this lease.
+    package var claimNumber: Int64
     package var changes: [AnnouncedChange]
 
     package init(
         id: Int64, subscription: WebhookSubscription, scope: Scope, firstSequence: Int64, lastSequence: Int64,
-        committedAt: Int64, createdAt: Int64, attempts: Int, leaseEnd: Int64, changes: [AnnouncedChange] = []
+        committedAt: Int64, createdAt: Int64, attempts: Int, leaseEnd: Int64, claimNumber: Int64, changes: [AnnouncedChange] = []
     ) {
         self.id = id
         self.subscription = subscription
@@ -143,19 +144,21 @@ package struct WebhookDelivery: Sendable, Hashable {
         self.createdAt = createdAt
         self.attempts = attempts
         self.leaseEnd = leaseEnd
+        self.claimNumber = claimNumber
         self.changes = changes
     }
 
     package var messageID: String { "msg_\(id)" }
 
-    package var claim: WebhookClaim { WebhookClaim(id: id, leaseEnd: leaseEnd) }
+    package var claim: WebhookClaim { WebhookClaim(id: id, leaseEnd: leaseEnd, number: claimNumber) }
 }
 
-/// One claimed attempt of a message, as its outcome is recorded: the message and the end of the
-/// lease the claim gave it (see ``WebhookDelivery/leaseEnd``).
+/// One claimed attempt of a message, as its outcome is recorded: the message, the end of the
+/// lease the claim gave it and the claim's number (see ``WebhookDelivery/claimNumber``).
 package struct WebhookClaim: Sendable, Hashable {
     package var id: Int64
     package var leaseEnd: Int64
+    package var number: Int64
 
 }
 

@@ -115,7 +115,7 @@ struct WebhookPolicyTests {
         func message(_ subscription: WebhookSubscription, _ scope: Scope, _ changes: [AnnouncedChange]) -> (body: String, changes: Int)? {
             WebhookPayload.render(WebhookDelivery(
                 id: 5, subscription: subscription, scope: scope, firstSequence: changes.first?.row.sequence ?? 1,
-                lastSequence: changes.last?.row.sequence ?? 1, committedAt: 0, createdAt: 99_000, attempts: 1, leaseEnd: 0, changes: changes
+                lastSequence: changes.last?.row.sequence ?? 1, committedAt: 0, createdAt: 99_000, attempts: 1, leaseEnd: 0, claimNumber: 1, changes: changes
             ))
         }
         #expect(message(everything, .user("alice"), alice)?.changes == 3)
@@ -175,7 +175,7 @@ struct WebhookPolicyTests {
             id: 1, name: "slow", url: "https://receiver.example/hook", secret: WebhookSignature.newSecret(), entityTypes: nil,
             events: Set(WebhookEvent.allCases), createdAt: Timestamp(millisecondsSinceEpoch: 0)
         )
-        let delivery = WebhookDelivery(id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0)
+        let delivery = WebhookDelivery(id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0, claimNumber: 1)
         let result = await sender.attempt(delivery, body: "{}", timestamp: 0)
         lookUps.release()
         try await client.shutdown()

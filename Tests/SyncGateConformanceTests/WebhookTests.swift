@@ -273,39 +273,46 @@ import Testing
     func overtakenAttempts(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
             let store = try await Self.twoMessagesOfOneFeed(http)
-            // Each claim its own lease length, so that leases differ under a clock that stands still.
-            func claim(recording delivered: [WebhookClaim] = [], lease: Int64) async throws -> [WebhookDelivery] {
-                try await store.claimWebhookDeliveries(delivered: delivered, limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: lease)
+            // A clock that stands still and one lease length: every claim ends its lease at the
+            // same time, so only the claim's number tells an overtaken attempt from the current one.
+            let now = Timestamp.now().adding(milliseconds: 1000)
+            let driver = store.driver
+            func claim(recording delivered: [WebhookClaim] = []) async throws -> [WebhookDelivery] {
+                try await driver.claimWebhookDeliveries(delivered: delivered, limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000, now: now)
+            }
+            func finish(_ claim: WebhookClaim, _ outcome: WebhookAttemptOutcome) async throws {
+                try await driver.finishWebhookDelivery(claim, outcome: outcome, now: now)
             }
             func sequences(_ deliveries: [WebhookDelivery]) -> [[Int64]] { deliveries.map { $0.changes.map(\.row.sequence) } }
 
             // An operator pauses and resumes while the first message's attempt is in flight: the
             // message is due again, and a second attempt takes it.
-            let overtaken = try await claim(lease: 60_000)
+            let overtaken = try await claim()
             #expect(sequences(overtaken) == [[1]])
-            #expect(try await store.pauseWebhook(name: "backend", reason: "operator"))
-            #expect(try await store.resumeWebhook(name: "backend"))
-            let current = try await claim(lease: 120_000)
+            #expect(try await driver.setWebhookPaused(name: "backend", reason: "operator", now: now))
+            #expect(try await driver.setWebhookPaused(name: "backend", reason: nil, now: now))
+            let current = try await claim()
             #expect(current.map(\.id) == overtaken.map(\.id))
+            #expect(current.map(\.leaseEnd) == overtaken.map(\.leaseEnd))
             // The overtaken attempt's outcomes change nothing: no pause, no retry time, no record,
             // so the feed's next message still waits.
-            try await store.finishWebhookDelivery(overtaken[0].claim, outcome: .pause(error: "8 attempts failed"))
-            try await store.finishWebhookDelivery(overtaken[0].claim, outcome: .retry(at: 0, error: "stale"))
-            #expect(try await claim(recording: overtaken.map(\.claim), lease: 60_000).isEmpty)
+            try await finish(overtaken[0].claim, .pause(error: "8 attempts failed"))
+            try await finish(overtaken[0].claim, .retry(at: 0, error: "stale"))
+            #expect(try await claim(recording: overtaken.map(\.claim)).isEmpty)
             #expect(try await store.webhooks().map(\.pausedAt) == [nil])
             #expect(try await store.webhookBacklog().map { [$0.pending, $0.failing, $0.delivered] } == [[2, 0, 0]])
             // The current attempt's record counts, and the next message follows.
-            let next = try await claim(recording: current.map(\.claim), lease: 60_000)
+            let next = try await claim(recording: current.map(\.claim))
             #expect(sequences(next) == [[2]])
 
             // A replay lands after the second message was delivered and before its record: the
             // record changes nothing, and the replay sends both again, in feed order.
-            #expect(try await store.replayWebhook(name: "backend", from: Timestamp(millisecondsSinceEpoch: 0)) == 2)
-            let replayed = try await claim(recording: next.map(\.claim), lease: 180_000)
+            #expect(try await driver.replayWebhook(name: "backend", from: Timestamp(millisecondsSinceEpoch: 0), now: now) == 2)
+            let replayed = try await claim(recording: next.map(\.claim))
             #expect(sequences(replayed) == [[1]])
-            let then = try await claim(recording: replayed.map(\.claim), lease: 60_000)
+            let then = try await claim(recording: replayed.map(\.claim))
             #expect(sequences(then) == [[2]])
-            #expect(try await claim(recording: then.map(\.claim), lease: 60_000).isEmpty)
+            #expect(try await claim(recording: then.map(\.claim)).isEmpty)
             #expect(try await store.webhookBacklog().map { [$0.pending, $0.delivered] } == [[0, 2]])
         }
     }

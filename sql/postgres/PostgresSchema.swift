@@ -22,5 +22,6 @@ package enum PostgresSchema {
         (15, "job_errors", false, PackageResources._015_job_errors_sql),
         (16, "maintenance_runs", false, PackageResources._016_maintenance_runs_sql),
         (17, "push_attempts", false, PackageResources._017_push_attempts_sql),
+        (18, "webhook_claims", false, PackageResources._018_webhook_claims_sql),
     ]
 }

@@ -18,5 +18,6 @@ package enum SQLiteSchema {
         (12, "job_errors", false, PackageResources._012_job_errors_sql),
         (13, "maintenance_runs", false, PackageResources._013_maintenance_runs_sql),
         (14, "push_attempts", false, PackageResources._014_push_attempts_sql),
+        (15, "webhook_claims", false, PackageResources._015_webhook_claims_sql),
     ]
 }
