@@ -136,6 +136,33 @@ struct SyncEngineTests {
         #expect(rejected == ["bad:VALIDATION_ERROR"])
     }
 
+    @Test("a write that kills every job it is in is left alone at the head: the writes ahead of it are applied, it and those behind it wait")
+    func splitsDeadJobs() async throws {
+        let (client, transport) = try scriptedClient { request in
+            guard request.route == "/v1/sync/push" else { return ScriptedTransport.emptyPage() }
+            let operations = ScriptedTransport.operations(request)
+            guard operations.contains(where: { $0["entity_id"] == "bad" }) else {
+                return ScriptedTransport.json(["job_id": "1", "status": "done", "results": .array(ScriptedTransport.applied(request))])
+            }
+            // The server's answer for a dead job: every operation INTERNAL, retryable.
+            let dead = operations.map { operation -> JSONValue in
+                ["idempotency_key": operation["idempotency_key"]!, "entity_type": "weightLogs", "entity_id": operation["entity_id"]!, "status": "rejected", "error_code": "INTERNAL", "error_message": "job died", "retryable": true]
+            }
+            return ScriptedTransport.json(["job_id": "2", "status": "dead", "results": .array(dead)])
+        }
+        for id in ["a", "b", "bad", "c", "d"] {
+            try await client.write(type: "weightLogs", id: id, data: ["kg": 1])
+        }
+        let report = try await client.sync()
+        #expect(report.settled.map(\.key.entityID).sorted() == ["a", "b"])
+        #expect(report.pending == 3)
+        let pushed = { transport.requests.filter { $0.route == "/v1/sync/push" }.map { ScriptedTransport.operations($0).compactMap { $0["entity_id"]?.stringValue } } }
+        #expect(pushed() == [["a", "b", "bad", "c", "d"], ["a", "b"], ["bad", "c"], ["bad"]])
+        // The next sync pushes the three again, then the bad write alone, and stops there.
+        #expect(try await client.sync().pending == 3)
+        #expect(pushed().dropFirst(4) == [["bad", "c", "d"], ["bad"]])
+    }
+
     @Test("a refused token is refreshed once; refused again, sync fails as unauthenticated")
     func tokens() async throws {
         let issued = Atomic<Int>(0)

@@ -117,7 +117,9 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 guard let results = answer.results else { return }
-                if try await settle(keys, results, of: answer.jobID, into: &report) { return }
+                if try await settle(keys, results, of: answer.jobID, into: &report) {
+                    guard Self.splitsAfter(answer, of: keys, limits: &limits) else { return }
+                }
             case .push(let batch):
                 status.update { $0.isUploading = true }
                 let keys = batch.map(\.idempotencyKey)
@@ -140,7 +142,9 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 if let results = answer.results {
-                    if try await settle(keys, results, of: answer.jobID, into: &report) { return }
+                    if try await settle(keys, results, of: answer.jobID, into: &report) {
+                        guard Self.splitsAfter(answer, of: keys, limits: &limits) else { return }
+                    }
                     continue
                 }
                 let jobID = String(answer.jobID)
@@ -150,9 +154,22 @@ final class SyncEngine: Sendable {
                     continue
                 }
                 guard let results = followed.results else { return }
-                if try await settle(keys, results, of: followed.jobID, into: &report) { return }
+                if try await settle(keys, results, of: followed.jobID, into: &report) {
+                    guard Self.splitsAfter(followed, of: keys, limits: &limits) else { return }
+                }
             }
         }
+    }
+
+    /// After a job that left writes to retry: whether to push them again at once in a batch half
+    /// as large. A dead job applied none of its writes, and one of them may kill every job it is
+    /// in (a stored row the server cannot read): halving lets the writes ahead of it through and
+    /// leaves it alone at the head, pushed again on later syncs with its key. Anything else
+    /// (a single write, a job that applied some) waits for the next sync.
+    static func splitsAfter(_ answer: JobAnswer, of keys: [String], limits: inout OutboxBatcher.Limits) -> Bool {
+        guard answer.state == .dead, keys.count > 1 else { return false }
+        limits.operations = max(1, keys.count / 2)
+        return true
     }
 
     /// Follows a job until it finishes or the follow-up time runs out; `nil` if the server does not know it.
