@@ -27,6 +27,9 @@ package final class NudgeService: Service {
     static let advancedLimit = 10_000
     /// Attempts in flight in this process, by provider.
     private let inFlight = Mutex<[PushRegistration.Provider: Int]>([:])
+    /// Until when (milliseconds since the epoch, the store's clock) each provider that answered
+    /// `providerBusy` is not sent to by this process.
+    private let holds = Mutex<[PushRegistration.Provider: Int64]>([:])
     /// Whether a pass made nudges due or an attempt ended since the last claim.
     private let claimable = Atomic<Bool>(true)
 
@@ -151,10 +154,12 @@ package final class NudgeService: Service {
         // One claim over every provider with room, of as many as none of them can pass its share
         // with; if it took all of those, more may be due: each provider then on its own, up to
         // its share.
-        let first = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency) }
+        let now = store.clock.wallNow().millisecondsSinceEpoch
+        let held = holds.withLock { holds in Set(holds.filter { $0.value > now }.keys) }
+        let first = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency, held: held) }
         guard first.limit > 0 else { return }
         guard try await take(first.limit, of: first.providers, senders: senders, bell: bell, group: &group) == first.limit else { return }
-        for provider in PushRegistration.Provider.allCases {
+        for provider in PushRegistration.Provider.allCases where !held.contains(provider) {
             let limit = inFlight.withLock { Self.room(of: provider, inFlight: $0, concurrency: configuration.concurrency) }
             if limit > 0 { _ = try await take(limit, of: [provider], senders: senders, bell: bell, group: &group) }
         }
@@ -188,11 +193,11 @@ package final class NudgeService: Service {
     /// What the next claim may take, given the attempts in flight by provider: of the free slots,
     /// no more than any provider it may take has left of its share (three quarters of them), so
     /// that a provider that does not answer, each attempt held to its timeout, leaves the other
-    /// room; a provider at its share is not taken.
+    /// room; a provider at its share, or `held` (it asked to be left alone for now), is not taken.
     package static func nextClaim(
-        inFlight: [PushRegistration.Provider: Int], concurrency: Int
+        inFlight: [PushRegistration.Provider: Int], concurrency: Int, held: Set<PushRegistration.Provider> = []
     ) -> (limit: Int, providers: Set<PushRegistration.Provider>) {
-        let open = Set(PushRegistration.Provider.allCases.filter { room(of: $0, inFlight: inFlight, concurrency: concurrency) > 0 })
+        let open = Set(PushRegistration.Provider.allCases.filter { !held.contains($0) && room(of: $0, inFlight: inFlight, concurrency: concurrency) > 0 })
         return (open.map { room(of: $0, inFlight: inFlight, concurrency: concurrency) }.min() ?? 0, open)
     }
 
@@ -222,17 +227,15 @@ package final class NudgeService: Service {
             logger.info("push registration removed: the provider no longer knows the device", metadata: [
                 "syncgate.user": "\(nudge.device.userID)", "syncgate.device": "\(nudge.device.deviceID)", "syncgate.push.reason": "\(reason)",
             ])
+        case .providerBusy(let reason, let after):
+            let until = now + min(after * 1000, configuration.retry.retryAfterCap)
+            holds.withLock { $0[nudge.registration.provider] = max($0[nudge.registration.provider] ?? 0, until) }
+            logger.warning("push provider asked to be left alone; its nudges wait", metadata: [
+                "syncgate.push.provider": "\(provider)", "syncgate.push.until": "\(until)", "syncgate.error": "\(reason)",
+            ])
+            finish = retry(nudge, reason: reason, after: after, now: now)
         case .retry(let reason, let after):
-            if let delay = configuration.retry.delay(afterAttempt: nudge.attempts, retryAfterSeconds: after, random: Double.random(in: 0..<1)) {
-                finish = .retry(at: now + delay, error: reason)
-                metrics.outcome(provider: provider, "retry")
-            } else {
-                finish = .dropped(error: "gave up after \(nudge.attempts) attempts: \(reason)")
-                metrics.outcome(provider: provider, "given_up")
-                logger.warning("push nudge given up; the next change nudges the device again", metadata: [
-                    "syncgate.device": "\(nudge.device.deviceID)", "syncgate.error": "\(reason)",
-                ])
-            }
+            finish = retry(nudge, reason: reason, after: after, now: now)
         case .renewCredentials(let reason), .rejected(let reason):
             finish = .dropped(error: reason)
             metrics.outcome(provider: provider, "rejected")
@@ -245,6 +248,21 @@ package final class NudgeService: Service {
         } catch {
             logger.warning("push nudge not recorded; it is sent again after its lease", metadata: ["syncgate.error": "\(error)"])
         }
+    }
+
+    /// A failed attempt's record: tried again after the backoff (at least what the provider
+    /// asked), or given up after the last attempt.
+    private func retry(_ nudge: ClaimedNudge, reason: String, after: Int64?, now: Int64) -> NudgeFinish {
+        let provider = nudge.registration.provider.rawValue
+        guard let delay = configuration.retry.delay(afterAttempt: nudge.attempts, retryAfterSeconds: after, random: Double.random(in: 0..<1)) else {
+            metrics.outcome(provider: provider, "given_up")
+            logger.warning("push nudge given up; the next change nudges the device again", metadata: [
+                "syncgate.device": "\(nudge.device.deviceID)", "syncgate.error": "\(reason)",
+            ])
+            return .dropped(error: "gave up after \(nudge.attempts) attempts: \(reason)")
+        }
+        metrics.outcome(provider: provider, "retry")
+        return .retry(at: now + delay, error: reason)
     }
 
     /// Ends the presence of fronts that died; samples the backlog.

@@ -10,6 +10,10 @@ package enum PushOutcome: Sendable, Hashable {
     /// Try again later: throttled, the provider is failing, or the request did not complete.
     /// `after`: what the provider asked for (`Retry-After`), in seconds.
     case retry(reason: String, after: Int64?)
+    /// The provider as a whole is failing and said when to come back (a `5xx` with
+    /// `Retry-After`): this nudge is tried again then, and none of the provider's nudges is sent
+    /// before (seconds).
+    case providerBusy(reason: String, after: Int64)
     /// The provider token was refused as expired: sign a new one and send again, once.
     case renewCredentials(reason: String)
     /// This nudge, or every nudge with these credentials, cannot succeed as it is (a wrong key,
@@ -21,7 +25,7 @@ package enum PushOutcome: Sendable, Hashable {
         switch self {
         case .sent: "sent"
         case .unregistered: "unregistered"
-        case .retry: "retry"
+        case .retry, .providerBusy: "retry"
         case .renewCredentials: "renew_credentials"
         case .rejected: "rejected"
         }
@@ -30,11 +34,14 @@ package enum PushOutcome: Sendable, Hashable {
     /// APNs: https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns
     package static func apns(status: Int, body: [UInt8], retryAfter: String?) -> PushOutcome {
         let reason = (try? JSONParser().parse(body))?.objectValue?["reason"]?.stringValue ?? "HTTP \(status)"
+        let asked = retryAfter.flatMap(Self.seconds)
         switch (status, reason) {
         case (200, _): return .sent
         case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .unregistered(reason: reason)
         case (403, "ExpiredProviderToken"): return .renewCredentials(reason: reason)
-        case (429, _), (500...599, _): return .retry(reason: reason, after: retryAfter.flatMap(Self.seconds))
+        // APNs' 429 is about one device token; a 5xx is the service's own state.
+        case (500...599, _): return asked.map { .providerBusy(reason: reason, after: $0) } ?? .retry(reason: reason, after: nil)
+        case (429, _): return .retry(reason: reason, after: asked)
         default: return .rejected(reason: "\(status) \(reason)")
         }
     }
@@ -45,6 +52,7 @@ package enum PushOutcome: Sendable, Hashable {
         // The FCM code is in a detail of type FcmError; `status` is the generic gRPC code.
         let code = error?["details"]?.arrayValue?.lazy.compactMap { $0.objectValue?["errorCode"]?.stringValue }.first
             ?? error?["status"]?.stringValue ?? "HTTP \(status)"
+        let asked = retryAfter.flatMap(Self.seconds)
         switch (status, code) {
         case (200, _): return .sent
         case (_, "UNREGISTERED"), (_, "SENDER_ID_MISMATCH"): return .unregistered(reason: code)
@@ -53,7 +61,9 @@ package enum PushOutcome: Sendable, Hashable {
         case (400, "INVALID_ARGUMENT") where Self.violatedFields(error).contains("message.token"):
             return .unregistered(reason: "INVALID_ARGUMENT message.token")
         case (401, _): return .renewCredentials(reason: code)
-        case (429, _), (500...599, _): return .retry(reason: code, after: retryAfter.flatMap(Self.seconds))
+        // FCM's 429 may be one device's quota; a 5xx is the service's own state.
+        case (500...599, _): return asked.map { .providerBusy(reason: code, after: $0) } ?? .retry(reason: code, after: nil)
+        case (429, _): return .retry(reason: code, after: asked)
         default: return .rejected(reason: "\(status) \(code)")
         }
     }

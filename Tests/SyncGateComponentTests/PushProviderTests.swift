@@ -38,7 +38,9 @@ import Testing
 
     @Test func apnsRetryAfterAndUnreadableBodies() {
         #expect(PushOutcome.apns(status: 429, body: Self.body(["reason": "TooManyRequests"]), retryAfter: "30") == .retry(reason: "TooManyRequests", after: 30))
-        #expect(PushOutcome.apns(status: 503, body: Array("<html>".utf8), retryAfter: " 5 ") == .retry(reason: "HTTP 503", after: 5))
+        // A 5xx with Retry-After is the whole service's: the provider is left alone until then.
+        #expect(PushOutcome.apns(status: 503, body: Array("<html>".utf8), retryAfter: " 5 ") == .providerBusy(reason: "HTTP 503", after: 5))
+        #expect(PushOutcome.apns(status: 500, body: Self.body(["reason": "InternalServerError"]), retryAfter: "120") == .providerBusy(reason: "InternalServerError", after: 120))
         #expect(PushOutcome.apns(status: 503, body: [], retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT") == .retry(reason: "HTTP 503", after: nil))
         #expect(PushOutcome.apns(status: 503, body: [], retryAfter: "-4") == .retry(reason: "HTTP 503", after: nil))
         #expect(PushOutcome.apns(status: 404, body: Array("not json".utf8), retryAfter: nil) == .rejected(reason: "404 HTTP 404"))
@@ -92,6 +94,9 @@ import Testing
         #expect(PushOutcome.fcm(status: 429, body: Self.fcmBody(status: "RESOURCE_EXHAUSTED", code: "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", after: 60))
         #expect(PushOutcome.fcm(status: 502, body: Array("bad gateway".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", after: nil))
         #expect(PushOutcome.fcm(status: 404, body: [], retryAfter: nil) == .rejected(reason: "404 HTTP 404"))
+        // A 5xx with Retry-After holds the provider; a 429's may be one device's quota: only its nudge waits.
+        #expect(PushOutcome.fcm(status: 503, body: Self.fcmBody(status: "UNAVAILABLE", code: "UNAVAILABLE"), retryAfter: "30") == .providerBusy(reason: "UNAVAILABLE", after: 30))
+        #expect(PushOutcome.fcm(status: 503, body: Self.fcmBody(status: "UNAVAILABLE", code: "UNAVAILABLE"), retryAfter: "soon") == .retry(reason: "UNAVAILABLE", after: nil))
     }
 
     @Test func providerTokensAreReusedUntilTheirRenewal() {
@@ -234,7 +239,7 @@ import Testing
             mock.script(Self.device, ScriptedAnswer(410, "Unregistered"), ScriptedAnswer(429, "TooManyRequests"), ScriptedAnswer(503, "ServiceUnavailable", retryAfter: 7))
             #expect(await client.send(Self.nudge()) == .unregistered(reason: "Unregistered"))
             #expect(await client.send(Self.nudge()) == .retry(reason: "TooManyRequests", after: nil))
-            #expect(await client.send(Self.nudge()) == .retry(reason: "ServiceUnavailable", after: 7))
+            #expect(await client.send(Self.nudge()) == .providerBusy(reason: "ServiceUnavailable", after: 7))
             #expect(await client.send(Self.nudge()) == .sent)
             // The mock's own checks, as APNs makes them.
             #expect(await client.send(Self.nudge("not-hex")) == .unregistered(reason: "BadDeviceToken"))
@@ -335,6 +340,14 @@ import Testing
         }
         // Thirty-two slots: a provider that holds 24 leaves the other the remaining 8.
         #expect(NudgeService.nextClaim(inFlight: [.apns: 24], concurrency: 32) == (8, [.fcm]))
+        // A held provider is never taken, whatever its room; the other keeps its own.
+        for concurrency in 1...8 {
+            for held in [[], [PushRegistration.Provider.apns], [.fcm], [.apns, .fcm]] as [Set<PushRegistration.Provider>] {
+                let next = NudgeService.nextClaim(inFlight: [:], concurrency: concurrency, held: held)
+                #expect(next.providers == Set(PushRegistration.Provider.allCases).subtracting(held))
+                #expect(next.limit == (next.providers.isEmpty ? 0 : max(1, concurrency * 3 / 4)))
+            }
+        }
     }
 
     @Test func fcmDataMessageWithAnAccessTokenFromTheServiceAccount() async throws {

@@ -252,6 +252,36 @@ import Testing
         }
     }
 
+    @Test("a provider that answers 5xx with Retry-After gets no nudge before then; the other provider's go out", arguments: Driver.selected)
+    func aBusyProviderIsLeftAloneUntilItsRetryAfter(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, workers: 1) { http in
+            try await Self.household(http)
+            try await Self.withProviders { providers in
+                try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
+                providers.fcm.script("fcm-bob", ScriptedAnswer(503, "UNAVAILABLE", retryAfter: 3600))
+                func attempts(_ token: String) async throws -> [String] {
+                    try await http.store.queryTexts("SELECT CAST(attempts AS TEXT) FROM push_registrations WHERE token = '\(token)' AND leased_until IS NULL")
+                }
+                try await whileRunning(Self.nudger(http, providers.configuration)) {
+                    _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], device: "a-phone")
+                    try await eventually("FCM's 503 recorded") { try await attempts("fcm-bob") == ["1"] }
+                    // Carol (FCM) and Bob's iPad (APNs) become due together, in one claim's reach.
+                    _ = try await http.results([HouseholdTests.member("home", "carol")], device: "a-phone")
+                    try await Self.register(http, "carol", "c-phone", Self.fcm("fcm-carol"))
+                    try await Self.register(http, "bob", "b-ipad", Self.apns(String(repeating: "ab", count: 32)))
+                    _ = try await http.results([Op.create("inventory", "eggs", ["qty": 6], household: "home")], device: "a-phone")
+                    try await eventually("the APNs nudge sent") { providers.apns.received.count == 1 }
+                    try await eventually("no attempt in flight") {
+                        try await http.store.queryTexts("SELECT CAST(count(*) AS TEXT) FROM push_registrations WHERE leased_until IS NOT NULL") == ["0"]
+                    }
+                    // FCM asked for an hour: Carol's nudge waits, untried.
+                    #expect(providers.fcm.received.isEmpty)
+                    #expect(try await attempts("fcm-carol") == ["0"])
+                }
+            }
+        }
+    }
+
     @Test("a provider that does not answer leaves the other room: an FCM nudge goes out while every APNs attempt hangs", arguments: Driver.selected)
     func aStalledProviderLeavesTheOtherRoom(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver, workers: 1) { http in
