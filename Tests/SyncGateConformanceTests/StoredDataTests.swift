@@ -26,6 +26,28 @@ import Testing
         }
     }
 
+    /// Ids that are canonically equivalent but not the same bytes (NFC "café" and NFD "café")
+    /// are two rows to both databases; one batch must treat them as two entities too, not fold
+    /// them into one in memory (Swift's `String ==` compares canonical equivalence).
+    @Test(arguments: Driver.selected)
+    func canonicallyEquivalentIDsAreDistinctEntities(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let nfc = "caf\u{E9}", nfd = "cafe\u{301}"
+            #expect(nfc == nfd && Array(nfc.utf8) != Array(nfd.utf8))
+            let created = try await harness.apply([Op.create("weightLogs", nfc, ["kg": 1]), Op.create("weightLogs", nfd, ["kg": 2])])
+            #expect(created.map(\.outcome) == ["applied", "applied"])
+            let updated = try await harness.apply([Op.update("weightLogs", nfd, base: 1, ["kg": 3]), Op.update("weightLogs", nfc, base: 1, ["kg": 4])])
+            #expect(updated.map(\.outcome) == ["applied", "applied"])
+            // The newest change of each id, told apart by bytes.
+            let changes = try await harness.pullAll().changes
+            let stored = Dictionary(grouping: changes, by: { Array($0.entityID.utf8) }).values.compactMap { $0.max { $0.version < $1.version } }
+                .map { (Array($0.entityID.utf8), $0.version, $0.data?["kg"]) }
+            #expect(stored.count == 2)
+            #expect(stored.contains { $0.0 == Array(nfc.utf8) && $0.1 == 2 && $0.2 == 4 })
+            #expect(stored.contains { $0.0 == Array(nfd.utf8) && $0.1 == 2 && $0.2 == 3 })
+        }
+    }
+
     /// Numbers at the top of their range in stored rows (only corruption or a hostile operator
     /// gets them there) trap nothing: a feed head at Int64.max fails its job at once, for good
     /// (retrying cannot help) and the worker keeps serving; an entity at the last version refuses

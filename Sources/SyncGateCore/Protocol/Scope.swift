@@ -31,7 +31,26 @@ package enum Scope: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     package var description: String { key }
 
-    package static func < (lhs: Scope, rhs: Scope) -> Bool { lhs.key < rhs.key }
+    // Ids compare by their bytes, as the databases compare them (see `String.sameBytes(as:)`).
+    package static func == (lhs: Scope, rhs: Scope) -> Bool {
+        switch (lhs, rhs) {
+        case (.user(let a), .user(let b)), (.household(let a), .household(let b)): a.sameBytes(as: b)
+        default: false
+        }
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        switch self {
+        case .user(let id):
+            hasher.combine(0 as UInt8)
+            id.hashBytes(into: &hasher)
+        case .household(let id):
+            hasher.combine(1 as UInt8)
+            id.hashBytes(into: &hasher)
+        }
+    }
+
+    package static func < (lhs: Scope, rhs: Scope) -> Bool { lhs.key.utf8.lexicographicallyPrecedes(rhs.key.utf8) }
 }
 
 /// The primary key of an entity: its scope, type and id.
@@ -48,7 +67,40 @@ package struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertibl
 
     package var description: String { "\(scope.key)/\(entityType)/\(entityID)" }
 
+    // By bytes, as the databases compare keys (see `String.sameBytes(as:)`).
+    package static func == (lhs: EntityKey, rhs: EntityKey) -> Bool {
+        lhs.scope == rhs.scope && lhs.entityType.sameBytes(as: rhs.entityType) && lhs.entityID.sameBytes(as: rhs.entityID)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(scope)
+        entityType.hashBytes(into: &hasher)
+        entityID.hashBytes(into: &hasher)
+    }
+
     package static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
-        (lhs.scope.key, lhs.entityType, lhs.entityID) < (rhs.scope.key, rhs.entityType, rhs.entityID)
+        if lhs.scope != rhs.scope { return lhs.scope < rhs.scope }
+        if !lhs.entityType.sameBytes(as: rhs.entityType) { return lhs.entityType.utf8.lexicographicallyPrecedes(rhs.entityType.utf8) }
+        return lhs.entityID.utf8.lexicographicallyPrecedes(rhs.entityID.utf8)
+    }
+}
+
+extension String {
+    /// Whether the two hold the same UTF-8 bytes: how PostgreSQL and SQLite compare keys.
+    /// Swift's `==` compares canonical equivalence, under which NFC "é" and NFD "é" are one
+    /// string, though they are two rows in either database.
+    package func sameBytes(as other: String) -> Bool {
+        let compared = utf8.withContiguousStorageIfAvailable { a in
+            other.utf8.withContiguousStorageIfAvailable { b in a.count == b.count && a.elementsEqual(b) }
+        }
+        return (compared ?? nil) ?? utf8.elementsEqual(other.utf8)
+    }
+
+    /// Feeds the UTF-8 bytes and their count to `hasher`: equal exactly when `sameBytes(as:)` is.
+    package func hashBytes(into hasher: inout Hasher) {
+        hasher.combine(utf8.count)
+        if utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in utf8 { hasher.combine(byte) }
+        }
     }
 }
