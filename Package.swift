@@ -99,6 +99,7 @@ let package = Package(
                 .embedInCode("0016_maintenance_runs.sql"),
                 .embedInCode("0017_push_attempts.sql"),
                 .embedInCode("0018_webhook_claims.sql"),
+                .embedInCode("0019_service_key_reach.sql"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -121,6 +122,7 @@ let package = Package(
                 .embedInCode("0013_maintenance_runs.sql"),
                 .embedInCode("0014_push_attempts.sql"),
                 .embedInCode("0015_webhook_claims.sql"),
+                .embedInCode("0016_service_key_reach.sql"),
             ],
             swiftSettings: swiftSettings
         ),

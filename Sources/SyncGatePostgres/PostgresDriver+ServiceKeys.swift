@@ -5,12 +5,12 @@ package import SyncGateStorage
 package import SyncGateWire
 
 extension PostgresDriver {
-    typealias ServiceKeyColumns = (String, String, String, Date, Date?)
+    typealias ServiceKeyColumns = (String, String, String, String?, Date, Date?)
 
     static func serviceKeyRecord(_ columns: ServiceKeyColumns) -> ServiceKeyRecord {
-        let (name, hint, scopes, created, revoked) = columns
+        let (name, hint, scopes, reach, created, revoked) = columns
         return ServiceKeyRecord(
-            name: name, hint: hint, scopes: ServiceScope.parse(stored: scopes), createdAt: Timestamp(created), revokedAt: revoked.map(Timestamp.init)
+            name: name, hint: hint, storedScopes: scopes, storedReach: reach, createdAt: Timestamp(created), revokedAt: revoked.map(Timestamp.init)
         )
     }
 
@@ -18,8 +18,8 @@ extension PostgresDriver {
         let inserted = try await query(
             "create service key", .maintenance,
             """
-            INSERT INTO service_keys (name, key_hash, hint, scopes, created_at)
-            VALUES (\(key.name), \(key.keyHash), \(key.hint), \(ServiceScope.stored(key.scopes)),
+            INSERT INTO service_keys (name, key_hash, hint, scopes, reach, created_at)
+            VALUES (\(key.name), \(key.keyHash), \(key.hint), \(key.storedScopes), \(key.storedReach),
                     coalesce(timestamptz 'epoch' + \(now.milliseconds)::bigint * interval '1 millisecond', now()))
             ON CONFLICT (name) DO NOTHING
             RETURNING name
@@ -32,7 +32,7 @@ extension PostgresDriver {
     package func serviceKeys() async throws -> [ServiceKeyRecord] {
         try await query(
             "list service keys", .maintenance,
-            "SELECT name, hint, scopes, created_at, revoked_at FROM service_keys ORDER BY name",
+            "SELECT name, hint, scopes, reach, created_at, revoked_at FROM service_keys ORDER BY name",
             as: ServiceKeyColumns.self
         ).map(Self.serviceKeyRecord)
     }
@@ -40,7 +40,7 @@ extension PostgresDriver {
     package func serviceKey(hash: String) async throws -> ServiceKeyRecord? {
         try await query(
             "look up service key", .request,
-            "SELECT name, hint, scopes, created_at, revoked_at FROM service_keys WHERE key_hash = \(hash)",
+            "SELECT name, hint, scopes, reach, created_at, revoked_at FROM service_keys WHERE key_hash = \(hash)",
             as: ServiceKeyColumns.self
         ).first.map(Self.serviceKeyRecord)
     }

@@ -4,12 +4,12 @@ package import SyncGateStorage
 package import SyncGateWire
 
 extension SQLiteDriver {
-    static let serviceKeyColumns = "name, hint, scopes, created_at, revoked_at"
+    static let serviceKeyColumns = "name, hint, scopes, reach, created_at, revoked_at"
 
     static func serviceKeyRecord(_ row: Row) -> ServiceKeyRecord {
         ServiceKeyRecord(
-            name: row[0], hint: row[1], scopes: ServiceScope.parse(stored: row[2]),
-            createdAt: Timestamp(millisecondsSinceEpoch: row[3]), revokedAt: (row[4] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
+            name: row[0], hint: row[1], storedScopes: row[2], storedReach: row[3],
+            createdAt: Timestamp(millisecondsSinceEpoch: row[4]), revokedAt: (row[5] as Int64?).map(Timestamp.init(millisecondsSinceEpoch:))
         )
     }
 
@@ -17,8 +17,8 @@ extension SQLiteDriver {
         let created = (now ?? .now()).millisecondsSinceEpoch
         return try await write { db in
             try db.execute(
-                sql: "INSERT INTO service_keys (name, key_hash, hint, scopes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-                arguments: [key.name, key.keyHash, key.hint, ServiceScope.stored(key.scopes), created]
+                sql: "INSERT INTO service_keys (name, key_hash, hint, scopes, reach, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                arguments: [key.name, key.keyHash, key.hint, key.storedScopes, key.storedReach, created]
             )
             return db.changesCount == 1
         }

@@ -11,14 +11,58 @@ package enum ServiceScope: String, Sendable, Hashable, CaseIterable, Comparable 
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
     }
 
-    /// The stored form: the names, sorted, comma-separated.
-    package static func stored(_ scopes: Set<ServiceScope>) -> String {
-        scopes.sorted().map(\.rawValue).joined(separator: ",")
+    /// The stored form: the names, sorted, comma-separated; each with `@reach` for a key with a
+    /// reach, which releases before migration 0019 do not know, so they grant it nothing rather
+    /// than everyone.
+    package static func stored(_ scopes: Set<ServiceScope>, reached: Bool = false) -> String {
+        scopes.sorted().map { reached ? $0.rawValue + reachSuffix : $0.rawValue }.joined(separator: ",")
     }
+
+    static let reachSuffix = "@reach"
 
     /// Scopes from their stored form; a name this release does not know grants nothing.
     package static func parse(stored text: String) -> Set<ServiceScope> {
-        Set(text.split(separator: ",").compactMap { ServiceScope(rawValue: String($0)) })
+        Set(text.split(separator: ",").compactMap { name in
+            ServiceScope(rawValue: name.hasSuffix(reachSuffix) ? String(name.dropLast(reachSuffix.utf8.count)) : String(name))
+        })
+    }
+
+    /// Whether the stored scopes are a key's with a reach.
+    package static func isReached(stored text: String) -> Bool { text.contains(reachSuffix) }
+}
+
+/// Whom a service key may act for: these users and these households (as their owner). A key
+/// without a reach acts for everyone.
+package struct ServiceReach: Sendable, Hashable {
+    package var users: Set<String>
+    package var households: Set<String>
+
+    package init(users: Set<String> = [], households: Set<String> = []) {
+        self.users = users
+        self.households = households
+    }
+
+    /// At most this many users and households in all: each check is a set lookup, and a job's
+    /// status may look up the owner of each household.
+    package static let maximumEntries = 100
+
+    package func covers(_ scope: Scope) -> Bool {
+        switch scope {
+        case .user(let id): users.contains(id)
+        case .household(let id): households.contains(id)
+        }
+    }
+
+    /// The stored and listed form: `{"users": [...], "households": [...]}`, sorted.
+    package var json: JSONValue {
+        ["users": .array(users.sorted().map(JSONValue.string)), "households": .array(households.sorted().map(JSONValue.string))]
+    }
+
+    /// A reach from its stored form; one this release cannot read reaches no one.
+    package init(stored text: String) {
+        let object = (try? JSONParser().parse(Array(text.utf8)))?.objectValue
+        users = Set(object?["users"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        households = Set(object?["households"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }
 }
 
@@ -57,16 +101,26 @@ package struct ServiceKeyRecord: Sendable, Hashable {
     /// The key's last four characters, to tell keys apart in a listing.
     package var hint: String
     package var scopes: Set<ServiceScope>
+    /// Whom it may act for; `nil`: everyone.
+    package var reach: ServiceReach?
     package var createdAt: Timestamp
     /// `nil` while the key is valid.
     package var revokedAt: Timestamp?
 
-    package init(name: String, hint: String, scopes: Set<ServiceScope>, createdAt: Timestamp, revokedAt: Timestamp?) {
+    package init(name: String, hint: String, scopes: Set<ServiceScope>, reach: ServiceReach? = nil, createdAt: Timestamp, revokedAt: Timestamp?) {
         self.name = name
         self.hint = hint
         self.scopes = scopes
+        self.reach = reach
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+    }
+
+    /// A record from its stored columns: scopes marked as a reached key's without a readable
+    /// reach reach no one.
+    package init(name: String, hint: String, storedScopes: String, storedReach: String?, createdAt: Timestamp, revokedAt: Timestamp?) {
+        let reach = storedReach.map(ServiceReach.init(stored:)) ?? (ServiceScope.isReached(stored: storedScopes) ? ServiceReach() : nil)
+        self.init(name: name, hint: hint, scopes: ServiceScope.parse(stored: storedScopes), reach: reach, createdAt: createdAt, revokedAt: revokedAt)
     }
 }
 
@@ -77,13 +131,39 @@ package struct NewServiceKey: Sendable, Hashable {
     package var keyHash: String
     package var hint: String
     package var scopes: Set<ServiceScope>
+    package var reach: ServiceReach?
 
     /// What to store of `key`: its hash and its last four characters.
-    package init(name: String, key: String, scopes: Set<ServiceScope>) {
+    package init(name: String, key: String, scopes: Set<ServiceScope>, reach: ServiceReach? = nil) {
         self.name = name
         self.keyHash = ServiceKeySecret.hash(key)
         self.hint = ServiceKeySecret.hint(key)
         self.scopes = scopes
+        self.reach = reach
+    }
+
+    /// The scopes column.
+    package var storedScopes: String { ServiceScope.stored(scopes, reached: reach != nil) }
+
+    /// The reach column (`NULL`: everyone).
+    package var storedReach: String? { reach.map { $0.json.serialized() } }
+
+    /// Why a key with these scopes and reach cannot be made, or `nil`: `admin` reaches all
+    /// data, so it takes no reach, and a reach names someone, within the limit.
+    package static func refusal(scopes: Set<ServiceScope>, reach: ServiceReach?) -> String? {
+        guard let reach else { return nil }
+        if scopes.contains(.admin) { return "an admin key reaches everything: it takes no users or households" }
+        if reach.users.isEmpty && reach.households.isEmpty { return "a reach names at least one user or household" }
+        if reach.users.count + reach.households.count > ServiceReach.maximumEntries {
+            return "a reach names at most \(ServiceReach.maximumEntries) users and households"
+        }
+        if !reach.users.allSatisfy(IdentifierLimits.isValidUserID) || reach.users.contains(where: { $0.unicodeScalars.contains(where: IdentifierLimits.isControl) }) {
+            return "a user id is 1 to \(IdentifierLimits.userID) characters without control characters"
+        }
+        if !reach.households.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.householdID) && !$0.contains(":") }) {
+            return "a household id is 1 to \(IdentifierLimits.householdID) characters without control characters or ':'"
+        }
+        return nil
     }
 
     /// A key's name: 1 to 64 characters of A-Z a-z 0-9 . _ - (it appears in logs and in
@@ -132,9 +212,9 @@ package enum ServiceKeySecret {
         String(key.suffix(4))
     }
 
-    /// A key for `name` with `scopes`: the key to show the operator once, and what to store.
-    package static func new(name: String, scopes: Set<ServiceScope>) -> (key: String, stored: NewServiceKey) {
+    /// A key for `name` with `scopes` (and `reach`): the key to show the operator once, and what to store.
+    package static func new(name: String, scopes: Set<ServiceScope>, reach: ServiceReach? = nil) -> (key: String, stored: NewServiceKey) {
         let key = generate()
-        return (key, NewServiceKey(name: name, key: key, scopes: scopes))
+        return (key, NewServiceKey(name: name, key: key, scopes: scopes, reach: reach))
     }
 }

@@ -81,7 +81,7 @@ extension ServiceKeyRecord {
     package var json: JSONValue {
         [
             "name": .string(name), "hint": .string(hint), "scopes": .array(scopes.sorted().map { .string($0.rawValue) }),
-            "created_at": .string(createdAt.rfc3339), "revoked_at": revokedAt.map { .string($0.rfc3339) } ?? .null,
+            "reach": reach?.json ?? .null, "created_at": .string(createdAt.rfc3339), "revoked_at": revokedAt.map { .string($0.rfc3339) } ?? .null,
         ]
     }
 }

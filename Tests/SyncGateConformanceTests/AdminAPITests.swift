@@ -161,11 +161,18 @@ import Yams
             let created = try await Self.post(admin, "/admin/v1/keys", key: key, body: #"{"name": "billing", "scopes": ["write", "read"]}"#)
             #expect(created.status == 201 && created.json?["key"]?.stringValue?.hasPrefix("sgk_") == true && created.json?["scopes"] == ["read", "write"])
             #expect(try await Self.post(admin, "/admin/v1/keys", key: key, body: #"{"name": "billing", "scopes": ["read"]}"#).json?.errorCode == "STATE_CONFLICT")
-            for bad in [#"{"name": "bad name", "scopes": ["read"]}"#, #"{"name": "x", "scopes": []}"#, #"{"name": "x", "scopes": ["root"]}"#, "[]"] {
+            let kiosk = try await Self.post(admin, "/admin/v1/keys", key: key, body: #"{"name": "kiosk", "scopes": ["write"], "users": ["bob"], "households": ["home"]}"#)
+            #expect(kiosk.status == 201 && kiosk.json?["reach"] == ["users": ["bob"], "households": ["home"]], "\(String(describing: kiosk.json))")
+            for bad in [
+                #"{"name": "bad name", "scopes": ["read"]}"#, #"{"name": "x", "scopes": []}"#, #"{"name": "x", "scopes": ["root"]}"#, "[]",
+                #"{"name": "x", "scopes": ["admin"], "users": ["bob"]}"#, #"{"name": "x", "scopes": ["read"], "users": []}"#,
+                #"{"name": "x", "scopes": ["read"], "users": [7]}"#, #"{"name": "x", "scopes": ["read"], "households": "home"}"#,
+            ] {
                 #expect(try await Self.post(admin, "/admin/v1/keys", key: key, body: bad).status == 400, "\(bad)")
             }
             let listed = try await Self.send(admin, .get, "/admin/v1/keys", key: key)
-            #expect(listed.json?["keys"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["billing", "ops"])
+            #expect(listed.json?["keys"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["billing", "kiosk", "ops"])
+            #expect(listed.json?["keys"]?[0]?["reach"] == .null && listed.json?["keys"]?[1]?["reach"] == ["users": ["bob"], "households": ["home"]])
             #expect(try await Self.send(admin, .delete, "/admin/v1/keys/billing", key: key).status == 204)
             #expect(try await Self.send(admin, .delete, "/admin/v1/keys/billing", key: key).status == 404)
 

@@ -61,6 +61,74 @@ import Testing
         }
     }
 
+    /// A key with a reach acts only for its users and its households (as their owner): every
+    /// other user or household is `403` on every route, and nothing is queued for them.
+    @Test(arguments: Driver.selected)
+    func aKeyWithAReachActsOnlyForIt(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), Op.create("households", "cabin", ["name": "Cabin"])])
+            let (kiosk, stored) = ServiceKeySecret.new(name: "kiosk", scopes: [.write, .read], reach: ServiceReach(users: ["bob"], households: ["home"]))
+            #expect(try await store.createServiceKey(stored))
+            let everyone = try await Self.key("billing", [.write, .read], in: store)
+            let headers = Self.serviceHeaders(kiosk)
+            func push(_ body: JSONObject, key: String = kiosk) async throws -> (status: Int, json: JSONValue?, headers: HTTPFields) {
+                try await http.send(.post, "/v1/service/push?wait=30000", headers: Self.serviceHeaders(key), body: JSONValue.object(body).serialized())
+            }
+            let meal = Op.create("weightLogs", "w1", ["kg": 70]).json
+
+            // Its user and its household: applied, and it follows both jobs (the household's is its owner's).
+            let forBob = try await push(["user_id": "bob", "operations": [meal]])
+            #expect(forBob.status == 200, "\(String(describing: forBob.json))")
+            let intoHome = try await push(["household_id": "home", "operations": [Op.create("inventory", "milk", ["qty": 1]).json]])
+            #expect(intoHome.json?["results"]?[0]?["status"] == "applied", "\(String(describing: intoHome.json))")
+            let jobs = try await store.listJobs(JobFilter(limit: 10))
+            for job in jobs {
+                #expect(try await http.send(.get, "/v1/service/jobs/\(job.id)?user_id=\(job.userID)", headers: headers).status == 200)
+            }
+            #expect(try await http.send(.get, "/v1/service/pull?user_id=bob", headers: headers).status == 200)
+            #expect(try await http.send(.get, "/v1/service/entity?household_id=home&entity_type=inventory&entity_id=milk", headers: headers).status == 200)
+            #expect(try await http.send(.get, "/v1/service/data?household_id=home", headers: headers).status == 200)
+
+            // Anyone else: 403 on every route, nothing queued.
+            for body: JSONObject in [["user_id": "alice", "operations": [meal]], ["household_id": "cabin", "operations": [meal]]] {
+                let refused = try await push(body)
+                #expect(refused.status == 403 && refused.json?.errorCode == "PERMISSION_DENIED", "\(String(describing: refused.json))")
+            }
+            #expect(try await store.listJobs(JobFilter(limit: 10)).count == jobs.count)
+            for path in [
+                "/v1/service/pull?user_id=alice", "/v1/service/data?user_id=alice", "/v1/service/data?household_id=cabin",
+                "/v1/service/entity?household_id=cabin&entity_type=households&entity_id=cabin", "/v1/service/jobs/\(jobs[0].id)?user_id=carol",
+            ] {
+                #expect(try await http.send(.get, path, headers: headers).status == 403, "\(path)")
+            }
+            // A key without a reach acts for everyone.
+            #expect(try await push(["user_id": "alice", "operations": [meal]], key: everyone).status == 200)
+
+            // Listed with its reach; stored so that a release before the reach grants it nothing.
+            let listed = try await store.serviceKeys().first { $0.name == "kiosk" }
+            #expect(listed?.reach == ServiceReach(users: ["bob"], households: ["home"]) && listed?.scopes == [.read, .write])
+            #expect(try await http.store.queryTexts("SELECT scopes FROM service_keys WHERE name = 'kiosk'") == ["read@reach,write@reach"])
+            #expect(try await store.serviceKeys().first { $0.name == "billing" }?.reach == nil)
+        }
+    }
+
+    @Test func aReachIsRefusedWhereItCannotHold() {
+        let bob = ServiceReach(users: ["bob"])
+        #expect(NewServiceKey.refusal(scopes: [.write], reach: nil) == nil)
+        #expect(NewServiceKey.refusal(scopes: [.write, .read], reach: bob) == nil)
+        #expect(NewServiceKey.refusal(scopes: [.admin], reach: bob) != nil)
+        #expect(NewServiceKey.refusal(scopes: [.write], reach: ServiceReach()) != nil)
+        #expect(NewServiceKey.refusal(scopes: [.write], reach: ServiceReach(households: ["a:b"])) != nil)
+        #expect(NewServiceKey.refusal(scopes: [.write], reach: ServiceReach(users: ["x\u{0}"])) != nil)
+        #expect(NewServiceKey.refusal(scopes: [.write], reach: ServiceReach(users: Set((0...100).map { "u\($0)" }))) != nil)
+        // Stored forms: a reach this release cannot read, or reached scopes without one, reach no one.
+        #expect(ServiceKeyRecord(name: "k", hint: "h", storedScopes: "write@reach", storedReach: "not json", createdAt: .now(), revokedAt: nil).reach == ServiceReach())
+        #expect(ServiceKeyRecord(name: "k", hint: "h", storedScopes: "write@reach", storedReach: nil, createdAt: .now(), revokedAt: nil).reach == ServiceReach())
+        #expect(ServiceKeyRecord(name: "k", hint: "h", storedScopes: "write", storedReach: nil, createdAt: .now(), revokedAt: nil).reach == nil)
+        #expect(ServiceScope.parse(stored: "read@reach,write@reach,admin@other") == [.read, .write])
+    }
+
     @Test(arguments: Driver.selected)
     func aServiceWritesForAUserThroughTheSamePipelineAsADevice(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in

@@ -37,8 +37,13 @@ import Testing
         try await refused("admin", "keys", "create", "bad name", "--scope", "read", saying: "1 to 64 characters")
         try await refused("admin", "keys", "create", "noscope", saying: "give at least one --scope")
         try await refused("admin", "keys", "create", "odd", "--scope", "root", saying: "unknown scope 'root'")
+        try await refused("admin", "keys", "create", "root", "--scope", "admin", "--user", "bob", saying: "takes no users or households")
+        // A key for Bob and the household home only.
+        let kiosk = try await syncgate("admin", "keys", "create", "kiosk", "--scope", "write", "--user", "bob", "--household", "home")
+        #expect(kiosk.status == 0 && kiosk.output.contains("for users bob; households home"), "\(kiosk.output)")
         let table = try await syncgate("admin", "keys", "list")
-        #expect(table.output.split(separator: "\n").filter { $0.hasPrefix("billing\t") }.count == 1, "\(table.output)")
+        #expect(table.output.split(separator: "\n").filter { $0.hasPrefix("billing\t") && $0.contains("\teveryone\t") }.count == 1, "\(table.output)")
+        #expect(table.output.split(separator: "\n").contains { $0.hasPrefix("kiosk\t") && $0.contains("\tusers bob; households home\t") }, "\(table.output)")
         #expect(!table.output.contains("noscope") && !table.output.contains("odd\t"))
 
         // Revoked once; the listing shows when.
@@ -47,7 +52,8 @@ import Testing
         try await refused("admin", "keys", "revoke", "billing", saying: "no valid key is named 'billing'")
         let after = try await syncgate("admin", "keys", "list", "--json")
         let keys = try #require(after.output.split(separator: "\n").compactMap { try? JSONParser().parse(Array($0.utf8)) }.first?["keys"]?.arrayValue)
-        #expect(keys.count == 1)
+        #expect(keys.count == 2)
         #expect(keys.first?["revoked_at"]?.stringValue != nil)
+        #expect(keys.last?["reach"] == ["users": ["bob"], "households": ["home"]])
     }
 }

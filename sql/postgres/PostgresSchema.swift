@@ -23,5 +23,6 @@ package enum PostgresSchema {
         (16, "maintenance_runs", false, PackageResources._016_maintenance_runs_sql),
         (17, "push_attempts", false, PackageResources._017_push_attempts_sql),
         (18, "webhook_claims", false, PackageResources._018_webhook_claims_sql),
+        (19, "service_key_reach", false, PackageResources._019_service_key_reach_sql),
     ]
 }

@@ -19,5 +19,6 @@ package enum SQLiteSchema {
         (13, "maintenance_runs", false, PackageResources._013_maintenance_runs_sql),
         (14, "push_attempts", false, PackageResources._014_push_attempts_sql),
         (15, "webhook_claims", false, PackageResources._015_webhook_claims_sql),
+        (16, "service_key_reach", false, PackageResources._016_service_key_reach_sql),
     ]
 }

@@ -246,12 +246,30 @@ struct AdminRoutes: Sendable {
         let names = object["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
         let scopes = Set(names.compactMap(ServiceScope.init))
         guard !scopes.isEmpty, scopes.count == names.count else { throw ProtocolError(.validationError, "'scopes' is a non-empty list of read, write and admin") }
-        let (key, stored) = ServiceKeySecret.new(name: name, scopes: scopes)
+        let reach = try Self.reach(object)
+        if let refusal = NewServiceKey.refusal(scopes: scopes, reach: reach) { throw ProtocolError(.validationError, refusal) }
+        let (key, stored) = ServiceKeySecret.new(name: name, scopes: scopes, reach: reach)
         guard try await store.createServiceKey(stored) else {
             throw ProtocolError(.stateConflict, "a key named '\(name)' exists (revoked keys keep their names)")
         }
         context.logger.notice("service key created by an operator", metadata: ["syncgate.key": "\(name)", "syncgate.service": "\(admin.name)"])
-        return .json(["name": .string(name), "key": .string(key), "scopes": .array(scopes.sorted().map { .string($0.rawValue) })], status: .created)
+        return .json(
+            ["name": .string(name), "key": .string(key), "scopes": .array(scopes.sorted().map { .string($0.rawValue) }), "reach": reach?.json ?? .null],
+            status: .created
+        )
+    }
+
+    /// A new key's reach: `users` and `households`, lists of ids; neither given: everyone.
+    static func reach(_ object: JSONObject) throws(ProtocolError) -> ServiceReach? {
+        guard object["users"] != nil || object["households"] != nil else { return nil }
+        func ids(_ field: String) throws(ProtocolError) -> Set<String> {
+            guard let value = object[field], !value.isNull else { return [] }
+            guard let array = value.arrayValue, array.allSatisfy({ $0.stringValue != nil }) else {
+                throw ProtocolError(.validationError, "'\(field)' is a list of ids")
+            }
+            return Set(array.compactMap(\.stringValue))
+        }
+        return ServiceReach(users: try ids("users"), households: try ids("households"))
     }
 
     func revokeKey(_ request: Request, context: SyncRequestContext) async throws -> Response {

@@ -7,18 +7,27 @@ import SyncGateCore
 package import SyncGateStorage
 import SyncGateWire
 
-/// The backend a service key authenticated: the key's name and scopes.
+/// The backend a service key authenticated: the key's name, scopes and reach.
 package struct AuthenticatedService: Sendable, Hashable {
     package var name: String
     package var scopes: Set<ServiceScope>
+    /// Whom it may act for; `nil`: everyone.
+    package var reach: ServiceReach?
 
-    package init(name: String, scopes: Set<ServiceScope>) {
+    package init(name: String, scopes: Set<ServiceScope>, reach: ServiceReach? = nil) {
         self.name = name
         self.scopes = scopes
+        self.reach = reach
     }
 
     /// Where what the service writes comes from, as jobs and logs name it: `service:<name>`.
     package var origin: String { "service:\(name)" }
+
+    /// `403 PERMISSION_DENIED` unless it may act for `scope`.
+    func check(reaching scope: Scope) throws(ProtocolError) {
+        guard let reach, !reach.covers(scope) else { return }
+        throw ProtocolError(.permissionDenied, "the service key '\(name)' does not reach \(ServiceRoutes.describe(scope))")
+    }
 }
 
 /// Checks service keys against the store, remembering a valid key for `cacheTime` so that a busy
@@ -83,7 +92,7 @@ package final class ServiceKeyVerifier: Sendable {
             cache.withLock { _ = $0.removeValue(forKey: hash) }
             throw ProtocolError(.unauthenticated, "this service key was revoked")
         }
-        let service = AuthenticatedService(name: record.name, scopes: record.scopes)
+        let service = AuthenticatedService(name: record.name, scopes: record.scopes, reach: record.reach)
         let instant = now()
         cache.withLock { cache in
             if cache.count >= capacity { cache = cache.filter { $0.value.until > instant } }

@@ -37,8 +37,10 @@ package struct ServiceRoutes: Sendable {
         switch (root?["user_id"], root?["household_id"]) {
         case (let user?, nil):
             userID = try Self.userID(user)
+            try service.check(reaching: .user(userID))
         case (nil, let household?):
             let id = try Self.householdID(household)
+            try service.check(reaching: .household(id))
             push.operations = try Self.intoHousehold(id, push.operations)
             userID = try await owner(of: id)
         default:
@@ -72,6 +74,14 @@ package struct ServiceRoutes: Sendable {
         return owner
     }
 
+    /// A key with a reach follows the jobs of its users and of the owners of its households (a
+    /// household push is a job of the owner's).
+    func check(_ service: AuthenticatedService, followsJobsOf userID: String) async throws {
+        guard let reach = service.reach, !reach.users.contains(userID) else { return }
+        for household in reach.households.sorted() where (try? await owner(of: household)) == userID { return }
+        try service.check(reaching: .user(userID))
+    }
+
     /// A push's `household_id`: a read's, and without ':' as an operation's.
     static func householdID(_ value: JSONValue) throws(ProtocolError) -> String {
         guard let text = value.stringValue else { throw ProtocolError(.validationError, "'household_id' must be a string") }
@@ -81,9 +91,10 @@ package struct ServiceRoutes: Sendable {
     }
 
     func jobStatus(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .write)
+        let service = try context.service(granting: .write)
         let query = try RequestReader(request: request).query(allowed: ["user_id", "wait"])
         let userID = try Self.userID(query["user_id"].map(JSONValue.string))
+        try await check(service, followsJobsOf: userID)
         let wait = try RequestReader.integer(query, "wait", in: 0...sync.configuration.maximumPushWaitMilliseconds, default: 0)
         return try await sync.answerJobStatus(context.parameters.get("id"), userID: userID, wait: wait)
     }
@@ -92,13 +103,15 @@ package struct ServiceRoutes: Sendable {
         let service = try context.service(granting: .read)
         var parameters = try RequestReader(request: request).query(allowed: ["user_id", "cursor", "limit", "entity_types", "wait"])
         let userID = try Self.userID(parameters.removeValue(forKey: "user_id").map(JSONValue.string))
+        try service.check(reaching: .user(userID))
         return try await sync.answerPull(parameters, userID: userID, deviceID: service.origin)
     }
 
     func entity(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .read)
+        let service = try context.service(granting: .read)
         let query = try RequestReader(request: request).query(allowed: ["user_id", "household_id", "entity_type", "entity_id"])
         let scope = try Self.scope(query)
+        try service.check(reaching: scope)
         let type = try Self.identifier(query, "entity_type", maximumLength: IdentifierLimits.entityType)
         let id = try Self.identifier(query, "entity_id", maximumLength: IdentifierLimits.entityID)
         guard let entity = try await sync.store.entity(EntityKey(scope: scope, entityType: type, entityID: id)) else {
@@ -110,9 +123,10 @@ package struct ServiceRoutes: Sendable {
     }
 
     func data(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .read)
+        let service = try context.service(granting: .read)
         let query = try RequestReader(request: request).query(allowed: ["user_id", "household_id", "entity_types", "after", "limit"])
         let scope = try Self.scope(query)
+        try service.check(reaching: scope)
         let limit = try RequestReader.integer(query, "limit", in: 1...sync.configuration.maximumPullLimit, default: sync.configuration.defaultPullLimit)
         let types = try RequestReader.entityTypes(query)
         let after = try query["after"].map(Self.position(decoding:))
