@@ -163,6 +163,25 @@ struct SyncEngineTests {
         #expect(pushed().dropFirst(4) == [["bad", "c", "d"], ["bad"]])
     }
 
+    @Test("a 400 that is not SyncGate's (a proxy's page) fails the sync and refuses no write")
+    func aForeign400RefusesNothing() async throws {
+        let (client, transport) = try scriptedClient { request in
+            guard request.route == "/v1/sync/push" else { return ScriptedTransport.emptyPage() }
+            return TransportResponse(status: 400, headers: ["content-type": "text/html"], body: Array("<html>Request Header Or Cookie Too Large</html>".utf8))
+        }
+        for id in ["a", "b", "c"] {
+            try await client.write(type: "weightLogs", id: id, data: ["kg": 1])
+        }
+        do {
+            _ = try await client.sync()
+            Issue.record("expected the sync to fail")
+        } catch let error as SyncGateClientError {
+            #expect(error.httpStatus == 400)
+        }
+        #expect(try await client.pendingWriteCount() == 3)
+        #expect(transport.requests.filter { $0.route == "/v1/sync/push" }.count == 1)
+    }
+
     @Test("a refused token is refreshed once; refused again, sync fails as unauthenticated")
     func tokens() async throws {
         let issued = Atomic<Int>(0)

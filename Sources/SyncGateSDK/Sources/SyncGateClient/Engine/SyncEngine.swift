@@ -126,9 +126,11 @@ final class SyncEngine: Sendable {
                 let answer: JobAnswer
                 do {
                     answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(configuration.pushWait, in: ProtocolLimits.pushWait))
-                } catch let error as SyncGateClientError where error.httpStatus == 400 || error.httpStatus == 413 {
+                } catch let error as SyncGateClientError where (error.httpStatus == 400 && error.serverCode != nil) || error.httpStatus == 413 {
                     // The request as a whole was refused for its shape or size: some write in it
                     // can never be pushed. Halve the batch until that write is alone, then refuse it.
+                    // Only SyncGate's own 400 says so: a proxy's (a header too large, a gateway
+                    // misrouted) says nothing of the writes, and refusing them would empty the outbox.
                     if batch.count > 1 {
                         limits.operations = max(1, batch.count / 2)
                         continue
