@@ -16,28 +16,45 @@ package struct WebhookSender: Sendable {
         case unsendable(String)
     }
 
+    /// Sends when private receivers are allowed (nothing is checked, nothing pinned).
     let client: HTTPClient
+    /// Send otherwise: each connects to the address the attempt's check passed.
+    package let pinned: PinnedClients
     let configuration: WebhookConfiguration
     /// A host's addresses, for the SSRF check (tests stand in a slow one).
     let resolve: @Sendable (String) async throws -> [[UInt8]]
+    /// Which addresses are refused (tests stand in a narrower rule to reach a local receiver).
+    let isInternal: @Sendable ([UInt8]) -> Bool
 
     package init(
         client: HTTPClient, configuration: WebhookConfiguration,
-        resolve: @escaping @Sendable (String) async throws -> [[UInt8]] = HostResolver.addresses(of:)
+        resolve: @escaping @Sendable (String) async throws -> [[UInt8]] = HostResolver.addresses(of:),
+        isInternal: @escaping @Sendable ([UInt8]) -> Bool = WebhookAddressPolicy.isInternal
     ) {
         self.client = client
+        self.pinned = PinnedClients(configuration: Self.clientConfiguration(configuration), retireAfter: configuration.timeout + .seconds(1))
         self.configuration = configuration
         self.resolve = resolve
+        self.isInternal = isInternal
     }
 
     /// The client a sender needs: no redirects (a receiver must not send the server elsewhere),
     /// connect and read timeouts within the attempt's.
     package static func makeClient(_ configuration: WebhookConfiguration) -> HTTPClient {
+        HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration(configuration))
+    }
+
+    static func clientConfiguration(_ configuration: WebhookConfiguration) -> HTTPClient.Configuration {
         var settings = HTTPClient.Configuration(redirectConfiguration: .disallow)
         let milliseconds = configuration.timeout.wholeMilliseconds
         settings.timeout = .init(connect: .milliseconds(min(milliseconds, 5000)), read: .milliseconds(milliseconds))
         settings.connectionPool.idleTimeout = .seconds(30)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+        return settings
+    }
+
+    /// Shuts down the clients it made (not `client`, which its maker owns).
+    package func shutdown() async {
+        await pinned.shutdown()
     }
 
     package func attempt(_ delivery: WebhookDelivery, body: String, timestamp: Int64) async -> Result {
@@ -62,17 +79,24 @@ package struct WebhookSender: Sendable {
         let prepared = request
         let limit = configuration.maximumResponseBytes
         let started = ContinuousClock.now
+        var client = self.client
         if !configuration.allowPrivateAddresses {
             // The host's look-up counts in the attempt's time, and one that does not answer is
             // left behind, not waited for (getaddrinfo cannot be cancelled): an attempt must not
             // outlive its lease, or another sender would send the message again.
             let host = target.host
+            let checked: Swift.Result<[UInt8], Refused>
             do {
-                if let refusal = try await Self.unlessLate(configuration.timeout, { [resolve] in await Self.refusal(ofHost: host, resolve: resolve) }) {
-                    return .failed(refusal)
+                checked = try await Self.unlessLate(configuration.timeout) { [resolve, isInternal] in
+                    await Self.check(host: host, resolve: resolve, isInternal: isInternal)
                 }
             } catch {
                 return .failed("the receiver's host was not looked up within \(configuration.timeout)")
+            }
+            switch checked {
+            case .failure(let refused): return .failed(refused.description)
+            // Connect to the address checked, not to what another look-up says.
+            case .success(let address): client = pinned.client(host: host, address: Self.text(of: address))
             }
         }
         do {
@@ -93,16 +117,32 @@ package struct WebhookSender: Sendable {
     }
 
     /// Why `host` may not receive (SSRF): it does not resolve, or one of its addresses is
-    /// internal; `nil` when it may. Checked when a subscription is made and at every attempt.
+    /// internal; `nil` when it may. Checked when a subscription is made.
     static func refusal(ofHost host: String, resolve: @Sendable (String) async throws -> [[UInt8]] = HostResolver.addresses(of:)) async -> String? {
+        if case .failure(let refused) = await check(host: host, resolve: resolve, isInternal: WebhookAddressPolicy.isInternal) { return refused.description }
+        return nil
+    }
+
+    struct Refused: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The address to connect `host` to (its first), or why it may not receive: it does not
+    /// resolve, or one of its addresses is internal. Checked at every attempt.
+    static func check(
+        host: String, resolve: @Sendable (String) async throws -> [[UInt8]], isInternal: @Sendable ([UInt8]) -> Bool
+    ) async -> Swift.Result<[UInt8], Refused> {
         let addresses: [[UInt8]]
         do {
             addresses = try await resolve(host)
         } catch {
-            return "\(WebhookAddressPolicy.Refusal.unresolvable(host)): \(error)"
+            return .failure(Refused(description: "\(WebhookAddressPolicy.Refusal.unresolvable(host)): \(error)"))
         }
-        if addresses.isEmpty { return WebhookAddressPolicy.Refusal.unresolvable(host).description }
-        return addresses.first(where: WebhookAddressPolicy.isInternal).map { WebhookAddressPolicy.Refusal.privateAddress(text(of: $0)).description }
+        guard let first = addresses.first else { return .failure(Refused(description: WebhookAddressPolicy.Refusal.unresolvable(host).description)) }
+        if let inside = addresses.first(where: isInternal) {
+            return .failure(Refused(description: WebhookAddressPolicy.Refusal.privateAddress(text(of: inside)).description))
+        }
+        return .success(first)
     }
 
     struct TimedOut: Error, CustomStringConvertible {

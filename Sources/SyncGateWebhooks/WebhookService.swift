@@ -76,6 +76,7 @@ package final class WebhookService: Service {
             }.value
         }
         bell.close()
+        await sender.shutdown()
         try? await client.shutdown()
     }
 

@@ -178,12 +178,66 @@ struct WebhookPolicyTests {
         let delivery = WebhookDelivery(id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0, claimNumber: 1)
         let result = await sender.attempt(delivery, body: "{}", timestamp: 0)
         lookUps.release()
+        await sender.shutdown()
         try await client.shutdown()
         guard case .failed(let reason) = result else {
             Issue.record("expected a failed attempt, got \(result)")
             return
         }
         #expect(reason.contains("was not looked up within"))
+    }
+
+    /// The address the SSRF check passed is the one connected to: a host whose next look-up
+    /// would say something else (DNS rebinding) is not reached there. Here the check's look-up
+    /// says 127.0.0.2 and the system's says 127.0.0.1, where the receiver listens; only
+    /// 127.0.0.1 counts as internal, so that a local receiver can stand for a public one.
+    @Test(.timeLimit(.minutes(2)))
+    func anAttemptConnectsToTheAddressItsCheckPassed() async throws {
+        var settings = WebhookConfiguration()
+        settings.timeout = .seconds(30)
+        let configuration = settings
+        let secret = WebhookSignature.newSecret()
+        let receiver = WebhookReceiver(secret: secret)
+        try await withTestHTTPServer(receiver.router) { port in
+            let subscription = WebhookSubscription(
+                id: 1, name: "r", url: "http://localhost:\(port)/hook", secret: secret, entityTypes: nil,
+                events: Set(WebhookEvent.allCases), createdAt: Timestamp(millisecondsSinceEpoch: 0)
+            )
+            let delivery = WebhookDelivery(
+                id: 1, subscription: subscription, scope: .user("u1"), firstSequence: 1, lastSequence: 1, committedAt: 0, createdAt: 0, attempts: 1, leaseEnd: 0,
+                claimNumber: 1
+            )
+            let client = WebhookSender.makeClient(configuration)
+            func send(checkedAddress: [UInt8]) async -> WebhookSender.Result {
+                let sender = WebhookSender(client: client, configuration: configuration, resolve: { _ in [checkedAddress] }, isInternal: { $0 == [127, 0, 0, 1] })
+                let result = await sender.attempt(delivery, body: "{}", timestamp: 0)
+                await sender.shutdown()
+                return result
+            }
+            let rebound = await send(checkedAddress: [127, 0, 0, 2])
+            #expect(receiver.deliveries.isEmpty, "the attempt reached the address the check did not pass")
+            if case .delivered = rebound { Issue.record("delivered through a look-up the check did not make") }
+            // The check's own address is reached (the receiver's, allowed by the test's rule).
+            let allowed = WebhookSender(client: client, configuration: configuration, resolve: { _ in [[127, 0, 0, 1]] }, isInternal: { _ in false })
+            #expect(await allowed.attempt(delivery, body: "{}", timestamp: 0) == .delivered(status: 200))
+            #expect(allowed.pinned.count == 1)
+            await allowed.shutdown()
+            try await client.shutdown()
+        }
+    }
+
+    @Test func pinnedClientsAreKeptPerHostAndAddressWithinTheirCapacity() async {
+        let clients = PinnedClients(configuration: .init(), capacity: 2, retireAfter: .zero)
+        let a = clients.client(host: "a.example", address: "93.184.216.34")
+        #expect(clients.client(host: "a.example", address: "93.184.216.34") === a)
+        #expect(clients.client(host: "a.example", address: "93.184.216.35") !== a)
+        _ = clients.client(host: "a.example", address: "93.184.216.34")
+        // A third pin retires the least recently used (.35), not the one just used.
+        _ = clients.client(host: "b.example", address: "93.184.216.36")
+        #expect(clients.count == 2)
+        #expect(clients.client(host: "a.example", address: "93.184.216.34") === a)
+        await clients.shutdown()
+        #expect(clients.count == 0)
     }
 
     @Test func aClaimNeverTakesASubscriptionPastItsShare() {
