@@ -6,6 +6,8 @@ package enum WebhookAddressPolicy {
     package enum Refusal: Error, Sendable, Hashable, CustomStringConvertible {
         case notHTTP
         case noHost
+        case credentials
+        case oddHost
         case unresolvable(String)
         case privateAddress(String)
 
@@ -13,6 +15,8 @@ package enum WebhookAddressPolicy {
             switch self {
             case .notHTTP: "a receiver URL must be http:// or https://"
             case .noHost: "a receiver URL needs a host"
+            case .credentials: "a receiver URL takes no user or password (they would not be sent; the signature tells the receiver it is SyncGate)"
+            case .oddHost: "a receiver's host is a name of letters, digits, '-' and '.', or an IP address"
             case .unresolvable(let host): "the receiver's host \(host) does not resolve"
             case .privateAddress(let address):
                 "the receiver resolves to \(address), a loopback, link-local or private address (allow with SYNCGATE_WEBHOOK_ALLOW_PRIVATE=true)"
@@ -65,8 +69,8 @@ package enum WebhookAddressPolicy {
         let secure: Bool
         if lower.hasPrefix("https://") { secure = true } else if lower.hasPrefix("http://") { secure = false } else { return .failure(.notHTTP) }
         let rest = url.dropFirst(secure ? 8 : 7)
-        var authority = String(rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
-        if let at = authority.lastIndex(of: "@") { authority = String(authority[authority.index(after: at)...]) }
+        let authority = String(rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
+        guard !authority.contains("@") else { return .failure(.credentials) }
         var host = authority
         var port = secure ? 443 : 80
         if authority.hasPrefix("[") {
@@ -80,6 +84,12 @@ package enum WebhookAddressPolicy {
             port = p
         }
         guard !host.isEmpty else { return .failure(.noHost) }
+        // Only what every parser reads alike (no percent-encoding, no other characters): the host
+        // checked is the host connected to.
+        let allowed: (Unicode.Scalar) -> Bool = authority.hasPrefix("[")
+            ? { $0.properties.isASCIIHexDigit || $0 == ":" || $0 == "." }
+            : { ($0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || $0 == "-" || $0 == "." }
+        guard host.unicodeScalars.allSatisfy(allowed) else { return .failure(.oddHost) }
         return .success((secure, host, port))
     }
 }

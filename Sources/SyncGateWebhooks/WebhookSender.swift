@@ -1,4 +1,5 @@
 package import AsyncHTTPClient
+import Foundation
 import Crypto
 import NIOCore
 import SyncGateConcurrency
@@ -93,10 +94,14 @@ package struct WebhookSender: Sendable {
             } catch {
                 return .failed("the receiver's host was not looked up within \(configuration.timeout)")
             }
+            // The override is keyed by the host as the client reads the URL.
+            guard let connected = Self.clientHost(of: subscription.url), connected.lowercased() == host.lowercased() else {
+                return .unsendable("the receiver URL's host reads differently to the HTTP client")
+            }
             switch checked {
             case .failure(let refused): return .failed(refused.description)
             // Connect to the address checked, not to what another look-up says.
-            case .success(let address): client = pinned.client(host: host, address: Self.text(of: address))
+            case .success(let address): client = pinned.client(host: connected, address: Self.text(of: address))
             }
         }
         do {
@@ -182,6 +187,13 @@ package struct WebhookSender: Sendable {
             guard let result = try await group.next() ?? nil else { throw TimedOut(description: "no answer within \(limit)") }
             return result
         }
+    }
+
+    /// The host AsyncHTTPClient connects to for `url` (Foundation's reading, brackets trimmed).
+    static func clientHost(of url: String) -> String? {
+        guard var host = URL(string: url)?.host else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host
     }
 
     static func text(of address: [UInt8]) -> String {

@@ -64,8 +64,14 @@ struct WebhookPolicyTests {
     @Test func parsesReceiverURLs() throws {
         let https = try WebhookAddressPolicy.parse("https://hooks.example.com/sync?x=1").get()
         #expect(https.secure && https.host == "hooks.example.com" && https.port == 443)
-        let http = try WebhookAddressPolicy.parse("http://user:pw@10.0.0.1:8080/hook").get()
+        let http = try WebhookAddressPolicy.parse("http://10.0.0.1:8080/hook").get()
         #expect(!http.secure && http.host == "10.0.0.1" && http.port == 8080)
+        // Credentials are never sent, and a host other parsers could read otherwise is refused.
+        #expect(Self.refusal("http://user:pw@10.0.0.1:8080/hook") == WebhookAddressPolicy.Refusal.credentials)
+        for odd in ["http://127.0.0.1%00.w.example/", "http://%6cocalhost/", "http://ex ample.com/", "http://exa\u{301}mple.com/", "http://[::1%25eth0]/", "http://a_b.example/"] {
+            #expect(Self.refusal(odd) == WebhookAddressPolicy.Refusal.oddHost, "\(odd)")
+        }
+        #expect(try WebhookAddressPolicy.parse("https://Hooks-1.Example.com./x").get().host == "Hooks-1.Example.com.")
         let v6 = try WebhookAddressPolicy.parse("http://[::1]:9000/").get()
         #expect(v6.host == "::1" && v6.port == 9000)
         #expect(Self.refusal("ftp://example.com") == WebhookAddressPolicy.Refusal.notHTTP)
@@ -200,7 +206,7 @@ struct WebhookPolicyTests {
         let receiver = WebhookReceiver(secret: secret)
         try await withTestHTTPServer(receiver.router) { port in
             let subscription = WebhookSubscription(
-                id: 1, name: "r", url: "http://localhost:\(port)/hook", secret: secret, entityTypes: nil,
+                id: 1, name: "r", url: "http://LocalHost:\(port)/hook", secret: secret, entityTypes: nil,
                 events: Set(WebhookEvent.allCases), createdAt: Timestamp(millisecondsSinceEpoch: 0)
             )
             let delivery = WebhookDelivery(
