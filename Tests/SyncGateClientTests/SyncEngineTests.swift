@@ -407,6 +407,30 @@ struct SyncEngineTests {
         #expect(times[1] - times[0] >= .seconds(1))
     }
 
+    @Test("an event stream that ends without a byte is a failure: it is asked for again after a growing delay")
+    func emptyEventStreamsBackOff() async throws {
+        let streams = Mutex<[ContinuousClock.Instant]>([])
+        let (client, _) = try scriptedClient(configure: {
+            $0.backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), jitter: 0)
+        }) { request in
+            switch request.route {
+            case "/v1/sync/events":
+                // 200, and the body ends at once (a captive portal, a proxy that does not stream).
+                streams.withLock { $0.append(.now) }
+                return TransportResponse(status: 200, headers: ["content-type": "text/html"], body: [])
+            default:
+                try await Task.sleep(for: .milliseconds(50))
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        client.startLive()
+        try await eventually("a fourth attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 4 }
+        await client.stopLive()
+        let times = streams.withLock { $0 }
+        // 100, 200, 400 ms: the third failure waits at least 400 ms.
+        #expect(times[3] - times[2] >= .milliseconds(400), "\(zip(times, times.dropFirst()).map { $1 - $0 })")
+    }
+
     @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
     func localErrors() async throws {
         let (client, _) = try scriptedClient(configure: { $0.readOnlyTypes = ["dailySummaries"] }) { _ in ScriptedTransport.emptyPage() }

@@ -105,15 +105,18 @@ final class LiveSync: Sendable {
         while !Task.isCancelled {
             // A refusal's `Retry-After` (429 at the server's live-connection cap, 503): never sooner.
             var retryAfter: Duration?
+            let activity = LastActivity()
             do {
                 let events = try await engine.api.events(idleTimeout: options.eventStreamIdleTimeout)
-                failures = 0
                 stream = .open
                 // Changes may have happened while no stream was open.
                 wakeup.signal()
-                try await read(events)
+                try await read(events, activity: activity)
+                // Ended without a byte (a captive portal or a proxy that answers 200 and closes):
+                // a failure, or it would be reopened, and the state synced, without end.
+                failures = activity.heard ? 0 : failures + 1
             } catch {
-                failures += 1
+                failures = activity.heard ? 1 : failures + 1
                 retryAfter = (error as? SyncGateClientError)?.retryAfter
             }
             stream = .down
@@ -130,8 +133,7 @@ final class LiveSync: Sendable {
     }
 
     /// Reads pokes until the stream ends, fails or stays silent past the idle timeout.
-    private func read(_ stream: TransportStream) async throws {
-        let lastActivity = LastActivity()
+    private func read(_ stream: TransportStream, activity lastActivity: LastActivity) async throws {
         let idleTimeout = options.eventStreamIdleTimeout
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -158,10 +160,15 @@ final class LiveSync: Sendable {
 /// When a stream last delivered bytes.
 private final class LastActivity: Sendable {
     private let instant = Locked(ContinuousClock.now)
+    private let touched = Locked(false)
 
     func touch() {
         instant.update { $0 = .now }
+        touched.update { $0 = true }
     }
+
+    /// Whether anything arrived.
+    var heard: Bool { touched.update { $0 } }
 
     var silence: Duration {
         ContinuousClock.now - instant.update { $0 }
