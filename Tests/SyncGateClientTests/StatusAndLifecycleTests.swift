@@ -105,6 +105,38 @@ struct StatusAndLifecycleTests {
         await client.close()
     }
 
+    @Test("a live sync started while stopLive waits for the last one stays shown as live")
+    func restartDuringStop() async throws {
+        let gate = TestGate("the first cycle ends")
+        defer { gate.open() }
+        let pulls = Atomic<Int>(0)
+        let cancelled = Atomic<Bool>(false)
+        let (client, _) = try scriptedClient(configure: { $0.live.mode = .longPoll; $0.live.longPollWait = .seconds(1) }) { request in
+            if request.route == "/v1/sync/pull", pulls.add(1, ordering: .relaxed).newValue == 1 {
+                // The first cycle's pull notes its cancellation and ignores it until the gate opens.
+                await withTaskCancellationHandler {
+                    await Task { try? await gate.wait() }.value
+                } onCancel: {
+                    cancelled.store(true, ordering: .relaxed)
+                }
+            }
+            return ScriptedTransport.emptyPage()
+        }
+        client.startLive()
+        try await eventually("the first pull waiting") { pulls.load(ordering: .relaxed) == 1 }
+        async let stopped: Void = client.stopLive()
+        // stopLive took the first live sync away (then cancelled it): a start begins a second.
+        try await eventually("the first live sync cancelled") { cancelled.load(ordering: .relaxed) }
+        client.startLive()
+        gate.open()
+        await stopped
+        #expect(client.status.isLive)
+        try await eventually("the second live sync pulling") { pulls.load(ordering: .relaxed) >= 2 }
+        await client.stopLive()
+        #expect(!client.status.isLive)
+        await client.close()
+    }
+
     #if canImport(Observation)
     @Test("the Observable model follows the status on the main actor")
     @MainActor

@@ -116,7 +116,10 @@ public final class SyncClient: Sendable {
         }
         task?.cancel()
         await task?.value
-        statusCenter.update { $0.isLive = false }
+        // A startLive() while this one waited has its own live sync running: leave it shown.
+        lifecycle.update { state in
+            if state.live == nil { statusCenter.update { $0.isLive = false } }
+        }
         return wasOpen
     }
 
