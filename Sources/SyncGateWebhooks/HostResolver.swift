@@ -1,4 +1,5 @@
 import NIOPosix
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -17,8 +18,12 @@ package enum HostResolver {
         return pool
     }()
 
+    /// Look-ups of one host share one thread: a name server that does not answer holds one
+    /// thread per host, however many attempts give up on it and come back.
+    private static let shared = CoalescedLookups { host in try await threads.runIfActive { try resolve(host) } }
+
     package static func addresses(of host: String) async throws -> [[UInt8]] {
-        try await threads.runIfActive { try resolve(host) }
+        try await shared.addresses(of: host)
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -57,4 +62,31 @@ package enum HostResolver {
         }
         return addresses
     }
+}
+
+/// Concurrent look-ups of the same host made once: callers while one is under way wait for its
+/// answer (each may stop waiting; the look-up goes on and ends for the others).
+package final class CoalescedLookups: Sendable {
+    private let resolve: @Sendable (String) async throws -> [[UInt8]]
+    private let underWay = Mutex<[String: Task<[[UInt8]], any Error>]>([:])
+
+    package init(resolve: @escaping @Sendable (String) async throws -> [[UInt8]]) {
+        self.resolve = resolve
+    }
+
+    package func addresses(of host: String) async throws -> [[UInt8]] {
+        let task = underWay.withLock { underWay in
+            if let task = underWay[host] { return task }
+            let task = Task { [resolve] in
+                defer { _ = self.underWay.withLock { $0.removeValue(forKey: host) } }
+                return try await resolve(host)
+            }
+            underWay[host] = task
+            return task
+        }
+        return try await task.value
+    }
+
+    /// Hosts being looked up now.
+    package var count: Int { underWay.withLock { $0.count } }
 }

@@ -4,7 +4,7 @@ import Foundation
 import SyncGateCore
 import SyncGateStorage
 import SyncGateTestSupport
-import SyncGateWebhooks
+@testable import SyncGateWebhooks
 import SyncGateWire
 import Synchronization
 import Testing
@@ -230,6 +230,29 @@ struct WebhookPolicyTests {
             await allowed.shutdown()
             try await client.shutdown()
         }
+    }
+
+    /// Attempts that give up on a host whose name server does not answer, and come back, join
+    /// its one look-up instead of each holding a resolver thread; other hosts are looked up meanwhile.
+    @Test(.timeLimit(.minutes(2)))
+    func lookUpsOfOneHostAreMadeOnce() async throws {
+        let calls = Mutex<[String]>([])
+        let parked = ParkedLookUps()
+        let lookUps = CoalescedLookups { host in
+            calls.withLock { $0.append(host) }
+            if host == "slow.example" { await withCheckedContinuation { parked.park($0) } }
+            return [[93, 184, 216, 34]]
+        }
+        for _ in 0..<5 {
+            await #expect(throws: WebhookSender.TimedOut.self) {
+                try await WebhookSender.unlessLate(.milliseconds(20)) { try await lookUps.addresses(of: "slow.example") }
+            }
+        }
+        #expect(try await lookUps.addresses(of: "fast.example") == [[93, 184, 216, 34]])
+        #expect(calls.withLock { $0 } == ["slow.example", "fast.example"])
+        #expect(lookUps.count == 1)
+        parked.release()
+        #expect(try await lookUps.addresses(of: "slow.example") == [[93, 184, 216, 34]])
     }
 
     @Test func pinnedClientsAreKeptPerHostAndAddressWithinTheirCapacity() async {
