@@ -29,6 +29,9 @@ package final class WebhookService: Service {
 
     /// Attempts in flight in this process, by subscription.
     private let inFlight = Mutex<[String: Int]>([:])
+    /// Subscriptions whose last attempt in this process failed (share: one attempt at a time),
+    /// and every subscription a claim has taken a message of.
+    private let health = Mutex<(failing: Set<String>, known: Set<String>)>(([], []))
     /// Whether a feed advanced since the last announcer pass.
     private let feedsAdvanced = Atomic<Bool>(false)
     /// Whether deliveries were made or a slot freed since the last claim.
@@ -143,7 +146,10 @@ package final class WebhookService: Service {
     }
 
     private func claim(sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) async throws {
-        let next = inFlight.withLock { Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency, perSubscription: configuration.perSubscription) }
+        let failing = health.withLock { $0.failing }
+        let next = inFlight.withLock {
+            Self.nextClaim(inFlight: $0, concurrency: configuration.concurrency, perSubscription: configuration.perSubscription, failing: failing)
+        }
         let recording = delivered.withLock { taken in
             defer { taken = [] }
             return taken
@@ -160,6 +166,22 @@ package final class WebhookService: Service {
             delivered.withLock { $0.insert(contentsOf: recording, at: 0) }
             throw error
         }
+        start(deliveries, sender: sender, bell: bell, group: &group)
+        // Failing subscriptions with nothing in flight: one message each, in a claim of their own.
+        guard !failing.isEmpty else { return }
+        let known = health.withLock { $0.known }
+        let probe = inFlight.withLock { Self.probe(inFlight: $0, concurrency: configuration.concurrency, failing: failing, known: known) }
+        guard probe.limit > 0 else { return }
+        let retried = try await store.claimWebhookDeliveries(
+            delivered: [], limit: probe.limit, perSubscription: 1, excluding: probe.excluding, leaseMilliseconds: configuration.leaseMilliseconds
+        )
+        start(retried, sender: sender, bell: bell, group: &group)
+    }
+
+    private func start(_ deliveries: [WebhookDelivery], sender: WebhookSender, bell: ChangeNotifier, group: inout DiscardingTaskGroup) {
+        health.withLock { health in
+            for delivery in deliveries { health.known.insert(delivery.subscription.name) }
+        }
         for delivery in deliveries {
             inFlight.withLock { $0[delivery.subscription.name, default: 0] += 1 }
             group.addTask {
@@ -175,12 +197,27 @@ package final class WebhookService: Service {
     }
 
     /// What the next claim may take, given the attempts in flight by subscription: the free
-    /// slots, none of a subscription at its share, and of any other at most what the busiest of
-    /// them has left, so that no subscription passes its share (the others may wait a claim).
-    package static func nextClaim(inFlight: [String: Int], concurrency: Int, perSubscription: Int) -> (limit: Int, perSubscription: Int, excluding: [String]) {
-        let excluding = inFlight.filter { $0.value >= perSubscription }.map(\.key).sorted()
-        let busiest = inFlight.values.filter { $0 < perSubscription }.max() ?? 0
+    /// slots, none of a subscription at its share or `failing`, and of any other at most what
+    /// the busiest of them has left, so that no subscription passes its share (the others may
+    /// wait a claim). Failing subscriptions are tried again by ``probe(inFlight:concurrency:failing:known:)``.
+    package static func nextClaim(
+        inFlight: [String: Int], concurrency: Int, perSubscription: Int, failing: Set<String> = []
+    ) -> (limit: Int, perSubscription: Int, excluding: [String]) {
+        let excluding = Set(inFlight.filter { $0.value >= perSubscription }.map(\.key)).union(failing).sorted()
+        let busiest = inFlight.filter { $0.value < perSubscription && !failing.contains($0.key) }.values.max() ?? 0
         return (max(0, concurrency - inFlight.values.reduce(0, +)), perSubscription - busiest, excluding)
+    }
+
+    /// The claim that tries failing subscriptions again: one message of each that has no
+    /// attempt in flight, within the free slots, every other subscription `known` left out (one
+    /// not known yet may be taken once: it is healthy as far as this process knows). So
+    /// receivers that time out hold one slot each, not their whole share, and never the others'.
+    package static func probe(
+        inFlight: [String: Int], concurrency: Int, failing: Set<String>, known: Set<String>
+    ) -> (limit: Int, excluding: [String]) {
+        let idle = failing.filter { inFlight[$0, default: 0] == 0 }
+        let free = max(0, concurrency - inFlight.values.reduce(0, +))
+        return (min(idle.count, free), known.union(failing).subtracting(idle).sorted())
     }
 
     /// One attempt and its record: a delivered message is recorded by the next claim, a failed
@@ -194,7 +231,11 @@ package final class WebhookService: Service {
             delivered.withLock { $0.append(delivery.claim) }
             return
         }
-        switch await sender.attempt(delivery, body: message.body, timestamp: now / 1000) {
+        let result = await sender.attempt(delivery, body: message.body, timestamp: now / 1000)
+        health.withLock { health in
+            if case .delivered = result { health.failing.remove(delivery.subscription.name) } else { health.failing.insert(delivery.subscription.name) }
+        }
+        switch result {
         case .delivered:
             metrics.delivered(changes: message.changes, committedAt: delivery.committedAt, now: store.clock.wallNow().millisecondsSinceEpoch)
             delivered.withLock { $0.append(delivery.claim) }

@@ -275,6 +275,27 @@ struct WebhookPolicyTests {
         #expect(WebhookService.nextClaim(inFlight: ["slow": 7], concurrency: 16, perSubscription: 8) == (9, 1, []))
         #expect(WebhookService.nextClaim(inFlight: ["slow": 8, "fast": 2], concurrency: 16, perSubscription: 8) == (6, 6, ["slow"]))
         #expect(WebhookService.nextClaim(inFlight: ["a": 8, "b": 8], concurrency: 16, perSubscription: 8) == (0, 8, ["a", "b"]))
+        // A failing subscription is left to the probe, and its attempts do not cut the others' room.
+        #expect(WebhookService.nextClaim(inFlight: ["down": 1], concurrency: 16, perSubscription: 8, failing: ["down"]) == (15, 8, ["down"]))
+        #expect(WebhookService.nextClaim(inFlight: ["up": 2], concurrency: 16, perSubscription: 8, failing: ["down"]) == (14, 6, ["down"]))
+    }
+
+    @Test func failingSubscriptionsAreProbedOneAttemptAtATime() {
+        // Each failing subscription with nothing in flight: one message, within the free slots;
+        // every other known subscription left out.
+        #expect(WebhookService.probe(inFlight: [:], concurrency: 16, failing: ["a", "b"], known: ["a", "b", "up"]) == (2, ["up"]))
+        #expect(WebhookService.probe(inFlight: ["a": 1], concurrency: 16, failing: ["a", "b"], known: ["a", "b", "up"]) == (1, ["a", "up"]))
+        #expect(WebhookService.probe(inFlight: ["a": 1, "b": 1], concurrency: 16, failing: ["a", "b"], known: ["a", "b"]).limit == 0)
+        #expect(WebhookService.probe(inFlight: ["up": 16], concurrency: 16, failing: ["a"], known: ["a", "up"]).limit == 0)
+        // Two failing receivers never hold more than one slot each, whatever the concurrency.
+        for concurrency in 1...8 {
+            var inFlight: [String: Int] = [:]
+            for _ in 0..<4 {
+                let probe = WebhookService.probe(inFlight: inFlight, concurrency: concurrency, failing: ["a", "b"], known: ["a", "b"])
+                for name in ["a", "b"].prefix(probe.limit) where !probe.excluding.contains(name) { inFlight[name, default: 0] += 1 }
+                #expect(inFlight.values.allSatisfy { $0 <= 1 } && inFlight.values.reduce(0, +) <= concurrency)
+            }
+        }
     }
 }
 

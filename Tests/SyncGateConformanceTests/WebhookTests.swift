@@ -317,6 +317,59 @@ import Testing
         }
     }
 
+    /// Receivers that fail slowly (a firewall's timeouts, an overloaded service's late 500s) hold
+    /// one attempt at a time each once they have failed, not their share: another receiver keeps
+    /// getting every change.
+    @Test("failing receivers hold one slot each; a healthy one gets everything", arguments: Driver.selected)
+    func failingReceiversHoldOneSlotEach(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            let released = TestGate("the failing receivers' release")
+            defer { released.open() }
+            let held = Mutex<[String: Int]>([:])
+            let failing = Router()
+            failing.post("hook/:name") { _, context -> HTTPResponse.Status in
+                let name = context.parameters.get("name") ?? "?"
+                // The first request of each fails at once; the rest hang, then fail.
+                let count = held.withLock { held -> Int in
+                    held[name, default: 0] += 1
+                    return held[name]!
+                }
+                if count > 1 { try await released.wait() }
+                return .internalServerError
+            }
+            let secret = WebhookSignature.newSecret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await withTestHTTPServer(failing) { failingPort in
+                try await withTestHTTPServer(receiver.router) { port in
+                    // The failing receivers want weight logs, the healthy one goals.
+                    for name in ["down1", "down2"] {
+                        #expect(try await store.createWebhook(NewWebhookSubscription(
+                            name: name, url: "http://127.0.0.1:\(failingPort)/hook/\(name)", secret: secret, entityTypes: ["weightLogs"],
+                            events: Set(WebhookEvent.allCases)
+                        )))
+                    }
+                    #expect(try await store.createWebhook(NewWebhookSubscription(
+                        name: "healthy", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: ["userGoals"], events: Set(WebhookEvent.allCases)
+                    )))
+                    // Eight feeds: each failing receiver could take its whole share of the slots.
+                    let users = (1...8).map { "user\($0)" }
+                    for user in users { _ = try await http.results([Op.create("weightLogs", "w", ["kg": 70])], user: user) }
+                    var configuration = Self.configuration()
+                    configuration.concurrency = 6
+                    configuration.perSubscription = 3
+                    try await Self.withService(store, configuration) {
+                        try await eventually("both failing receivers failed and hang") { held.withLock { $0.values.filter { $0 >= 2 }.count } == 2 }
+                        // Now the healthy receiver's changes: it still gets slots.
+                        for user in users { _ = try await http.results([Op.create("userGoals", "g", ["steps": 9000])], user: user) }
+                        try await eventually("the healthy receiver has every feed's change") { receiver.accepted.count == users.count }
+                        #expect(held.withLock { $0.values.allSatisfy { $0 <= 3 } }, "\(held.withLock { $0 })")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("the service API manages subscriptions with an admin key: secret shown once, private receivers refused, unknown names 404", arguments: Driver.selected)
     func serviceAPI(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
