@@ -39,6 +39,22 @@ import Testing
         try await whileRunning(WebhookService(store: store, configuration: configuration, logger: Logger(label: "webhooks-test")), body)
     }
 
+    /// A weight log in each of eight users' feeds (their ids): more feeds than a subscription's
+    /// share of ``sixSlots``.
+    static func eightFeeds(_ http: HTTPHarness) async throws -> [String] {
+        let users = (1...8).map { "user\($0)" }
+        for user in users { _ = try await http.results([Op.create("weightLogs", "w", ["kg": 70])], user: user) }
+        return users
+    }
+
+    /// Six attempts in flight, three per subscription.
+    static var sixSlots: WebhookConfiguration {
+        var configuration = configuration()
+        configuration.concurrency = 6
+        configuration.perSubscription = 3
+        return configuration
+    }
+
     /// `scope:seq` of every change in the feeds, in feed order.
     static func feedPositions(_ harness: StoreHarness) async throws -> [String] {
         try await harness.queryTexts("SELECT scope || ':' || CAST(seq AS TEXT) FROM changes ORDER BY scope, seq")
@@ -352,13 +368,9 @@ import Testing
                     #expect(try await store.createWebhook(NewWebhookSubscription(
                         name: "healthy", url: "http://127.0.0.1:\(port)/hook", secret: secret, entityTypes: ["userGoals"], events: Set(WebhookEvent.allCases)
                     )))
-                    // Eight feeds: each failing receiver could take its whole share of the slots.
-                    let users = (1...8).map { "user\($0)" }
-                    for user in users { _ = try await http.results([Op.create("weightLogs", "w", ["kg": 70])], user: user) }
-                    var configuration = Self.configuration()
-                    configuration.concurrency = 6
-                    configuration.perSubscription = 3
-                    try await Self.withService(store, configuration) {
+                    // Each failing receiver could take its whole share of the slots.
+                    let users = try await Self.eightFeeds(http)
+                    try await Self.withService(store, Self.sixSlots) {
                         try await eventually("both failing receivers failed and hang") { held.withLock { $0.values.filter { $0 >= 2 }.count } == 2 }
                         // Now the healthy receiver's changes: it still gets slots.
                         for user in users { _ = try await http.results([Op.create("userGoals", "g", ["steps": 9000])], user: user) }
@@ -436,13 +448,8 @@ import Testing
                     for (name, at) in [("stuck", stuckPort), ("healthy", port)] {
                         try await Self.subscribe(store, name, port: at, secret: secret)
                     }
-                    // Eight feeds: more than the stuck subscription's share of the attempts in flight.
-                    let users = (1...8).map { "user\($0)" }
-                    for user in users { _ = try await http.results([Op.create("weightLogs", "w", ["kg": 70])], user: user) }
-                    var configuration = Self.configuration()
-                    configuration.concurrency = 6
-                    configuration.perSubscription = 3
-                    try await Self.withService(store, configuration) {
+                    let users = try await Self.eightFeeds(http)
+                    try await Self.withService(store, Self.sixSlots) {
                         try await eventually("the healthy receiver has every feed's change") { receiver.accepted.count == users.count }
                         // The stuck receiver holds its share (its requests may still be on their way), no more.
                         try await eventually("the stuck receiver holds its share") { arrived.withLock { $0 } >= 3 }
