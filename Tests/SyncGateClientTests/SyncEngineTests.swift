@@ -431,6 +431,39 @@ struct SyncEngineTests {
         #expect(times[3] - times[2] >= .milliseconds(400), "\(zip(times, times.dropFirst()).map { $1 - $0 })")
     }
 
+    @Test("a household joined in this pull is history on all its pages, not the service's news")
+    func joinedHouseholdHistoryIsNotNews() async throws {
+        @Sendable func change(_ id: String, household: String?) -> JSONValue {
+            [
+                "entity_type": "inventory", "entity_id": .string(id), "version": 1, "operation": "upsert", "data": ["qty": 1],
+                "household_id": household.map(JSONValue.string) ?? .null, "updated_at": "2026-01-15T10:00:00.000Z", "origin": "service:pantry",
+            ]
+        }
+        let pulls = Atomic<Int>(0)
+        let (client, _) = try scriptedClient { request in
+            guard request.route == "/v1/sync/pull" else { return ScriptedTransport.emptyPage() }
+            switch pulls.add(1, ordering: .relaxed).newValue {
+            case 1: return ScriptedTransport.emptyPage(cursor: "c1")
+            case 2:
+                // Joined since c1: the household's history begins, and goes on on the next page.
+                return ScriptedTransport.json([
+                    "changes": [change("milk", household: "home")], "cursor": "c2", "has_more": true, "force_resync": false,
+                    "scopes": ["added": ["home"], "removed": []], "device_watermark": "0",
+                ])
+            default:
+                return ScriptedTransport.page([change("eggs", household: "home"), change("news", household: nil)], cursor: "c3")
+            }
+        }
+        _ = try await client.sync()
+        let events = client.events()
+        _ = try await client.sync()
+        for await event in events {
+            guard case .changedByService(let changes) = event else { continue }
+            #expect(changes.map(\.key.entityID) == ["news"])
+            break
+        }
+    }
+
     @Test("derived types cannot be written; a patch of a missing entity is an error; closed clients refuse")
     func localErrors() async throws {
         let (client, _) = try scriptedClient(configure: { $0.readOnlyTypes = ["dailySummaries"] }) { _ in ScriptedTransport.emptyPage() }

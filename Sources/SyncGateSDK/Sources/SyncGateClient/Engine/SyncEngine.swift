@@ -225,10 +225,11 @@ final class SyncEngine: Sendable {
     private func pullPages(into report: inout SyncReport) async throws {
         let start = try await store.beginPull()
         var cursor = start.cursor
-        // A pull from no cursor (a first sync, a resync) brings history, not news, to its last
-        // page; so does a household joined since the cursor.
-        var fromTheBeginning = cursor == nil
-        status.update { $0.isDownloading = true; $0.download = DownloadProgress(isBootstrap: start.cursor == nil) }
+        // A pull from no cursor (a first sync, a resync, one of them resumed) brings history, not
+        // news, to its last page; so does a household joined in this pull, on every page of it.
+        var fromTheBeginning = cursor == nil || start.resyncing
+        var joined: Set<String> = []
+        status.update { $0.isDownloading = true; $0.download = DownloadProgress(isBootstrap: fromTheBeginning) }
         var resyncs = 0
         while true {
             try Task.checkCancellation()
@@ -245,8 +246,9 @@ final class SyncEngine: Sendable {
                 if !effect.joined.isEmpty || !effect.left.isEmpty {
                     events.emit(.householdsChanged(joined: effect.joined, left: effect.left))
                 }
+                joined.formUnion(page.scopesAdded)
                 let byService = fromTheBeginning ? [] : page.changes.compactMap { change -> ServiceChange? in
-                    if let household = change.householdID, page.scopesAdded.contains(household) { return nil }
+                    if let household = change.householdID, joined.contains(household) { return nil }
                     return change.origin.map {
                         ServiceChange(
                             key: EntityKey(entityType: change.entityType, entityID: change.entityID, householdID: change.householdID),
