@@ -43,7 +43,14 @@ package enum WebhookAddressPolicy {
             if first == 0xFE && address[1] & 0xC0 == 0x80 { return true }  // fe80::/10 link-local
             if first == 0xFE && address[1] & 0xC0 == 0xC0 { return true }  // fec0::/10 site-local (deprecated)
             if first == 0x20, address[1] == 0x01, address[2] == 0x0D, address[3] == 0xB8 { return true }  // 2001:db8::/32 documentation
-            if first == 0x00, address[1] == 0x64, address[2] == 0xFF, address[3] == 0x9B { return isInternalV4(address[12], address[13], address[14]) }  // 64:ff9b::/96 NAT64
+            if first == 0x00, address[1] == 0x64, address[2] == 0xFF, address[3] == 0x9B {
+                // 64:ff9b::/96 NAT64: the IPv4 address in the last four bytes. The local-use
+                // 64:ff9b:1::/48 may embed it elsewhere: refused unless it has the /96 form.
+                guard address[4..<12].allSatisfy({ $0 == 0 }) else { return true }
+                return isInternalV4(address[12], address[13], address[14])
+            }
+            if first == 0x20, address[1] == 0x02 { return isInternalV4(address[2], address[3], address[4]) }  // 2002::/16 6to4
+            if first == 0x20, address[1] == 0x01, address[2] == 0x00, address[3] == 0x00 { return true }  // 2001::/32 Teredo tunnels
             return false
         default:
             return true

@@ -40,6 +40,9 @@ struct WebhookPolicyTests {
         ("::1", true), ("::", true), ("fe80::1", true), ("fc00::1", true), ("fd12:3456::1", true), ("ff02::1", true),
         ("::ffff:127.0.0.1", true), ("::ffff:10.0.0.1", true), ("::ffff:8.8.8.8", false), ("64:ff9b::a00:1", true),
         ("2001:db8::1", true), ("2606:4700::1111", false),
+        // Prefixes that carry an IPv4 address: judged by it, or refused where it cannot be read.
+        ("2002:7f00:1::1", true), ("2002:a00:1::", true), ("2002:808:808::1", false), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", true),
+        ("64:ff9b::808:808", false), ("64:ff9b:1::a00:1", true), ("64:ff9b:1:2::808:808", true),
     ])
     func refusesInternalAddresses(_ address: String, _ inside: Bool) throws {
         #expect(WebhookAddressPolicy.isInternal(try Self.bytes(address)) == inside, "\(address)")
