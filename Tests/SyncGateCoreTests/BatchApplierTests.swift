@@ -43,7 +43,7 @@ import SyncGateWire
     /// Applies batches one after another, carrying state forward like a database would.
     struct World {
         var entities: [EntityKey: EntityState] = [:]
-        var households: [String: HouseholdState] = [:]
+        var households: [Scope: HouseholdState] = [:]
         /// Idempotency keys are remembered per user.
         var recorded: [String: [String: Int64?]] = [:]
 
@@ -52,7 +52,7 @@ import SyncGateWire
             let outcome = applier.apply(operations, snapshot: snapshot)
             for state in outcome.writes { entities[state.key] = state }
             for (key, version) in outcome.recorded { recorded[applier.userID, default: [:]][key] = version }
-            for household in outcome.households { households[household.id] = household }
+            for household in outcome.households { households[.household(household.id)] = household }
             return outcome
         }
     }
@@ -373,7 +373,25 @@ import SyncGateWire
         world.entities[EntityKey(scope: .household("h1"), entityType: "households", entityID: "h1")] = nil
         let purged = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Again"], key: "recreate-after-purge")])
         #expect(Self.statusCodes(purged) == ["server_wins"])
-        #expect(purged.writes.isEmpty && world.households["h1"]?.archived == true)
+        #expect(purged.writes.isEmpty && world.households[.household("h1")]?.archived == true)
+    }
+
+    /// Household ids are told apart by their bytes, as the databases tell them: owning NFC
+    /// "café" gives no right in NFD "café", another user's household.
+    @Test func canonicallyEquivalentHouseholdsAreDifferentHouseholds() {
+        let nfc = "caf\u{E9}", nfd = "cafe\u{301}"
+        var world = World()
+        #expect(Self.statusCodes(world.push(Self.bob, [Self.op(.create, "households", nfd, data: ["name": "Bob's"])])) == ["applied"])
+        #expect(Self.statusCodes(world.push(Self.alice, [Self.op(.create, "households", nfc, data: ["name": "Alice's"])])) == ["applied"])
+        #expect(world.households.count == 2)
+        // Alice, owner of the NFC one, writes into both in one push: only hers takes it.
+        let both = world.push(Self.alice, [
+            Self.op(.create, "inventory", "mine", household: nfc), Self.op(.create, "inventory", "intruder", household: nfd),
+            Self.op(.create, "household_members", "\(nfd):alice", data: ["user_id": "alice", "role": "member"], household: nfd),
+        ])
+        #expect(Self.statusCodes(both) == ["applied", "PERMISSION_DENIED", "PERMISSION_DENIED"])
+        #expect(world.households[.household(nfd)]?.isActiveMember("alice") == false)
+        #expect(world.households[.household(nfd)]?.ownerID == "bob" && world.households[.household(nfc)]?.ownerID == "alice")
     }
 
     // MARK: summaries

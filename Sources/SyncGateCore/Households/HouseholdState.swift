@@ -62,13 +62,14 @@ package struct HouseholdRow: Sendable, Hashable {
 }
 
 extension HouseholdState {
-    /// Households from their joined rows, by id.
-    package static func fold(_ rows: some Sequence<HouseholdRow>) -> [String: HouseholdState] {
-        var households: [String: HouseholdState] = [:]
+    /// Households from their joined rows, by `.household(id)` (ids compare by bytes).
+    package static func fold(_ rows: some Sequence<HouseholdRow>) -> [Scope: HouseholdState] {
+        var households: [Scope: HouseholdState] = [:]
         for row in rows {
-            var household = households[row.householdID] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)
+            let scope = Scope.household(row.householdID)
+            var household = households[scope] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)
             if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[member] = role }
-            households[row.householdID] = household
+            households[scope] = household
         }
         return households
     }

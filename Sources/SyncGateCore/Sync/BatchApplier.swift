@@ -31,20 +31,19 @@ package struct BatchApplier: Sendable {
         /// Feeds to lock, in this (sorted) order, before reading anything else.
         package var scopes: [Scope]
         package var entityKeys: Set<EntityKey>
-        package var householdIDs: Set<String>
+        /// The households of `scopes`, told apart by their bytes as the databases tell them.
+        package var householdIDs: [String]
         package var idempotencyKeys: [String]
     }
 
     package func requirements(for operations: [SyncOperation]) -> Requirements {
         var scopes: Set<Scope> = [userScope]
         var keys: Set<EntityKey> = []
-        var households: Set<String> = []
         for operation in operations {
             guard case .entity(let key, let type) = target(of: operation) else { continue }
             keys.insert(key)
             if let household = key.scope.householdID {
                 scopes.insert(key.scope)
-                households.insert(household)
                 if type.builtIn == .households {
                     keys.insert(HouseholdIDs.membershipKey(household: household, user: userID))
                 }
@@ -54,7 +53,7 @@ package struct BatchApplier: Sendable {
         return Requirements(
             scopes: scopes.sorted(),
             entityKeys: keys,
-            householdIDs: households,
+            householdIDs: scopes.sorted().compactMap(\.householdID),
             idempotencyKeys: Array(Set(operations.map(\.idempotencyKey))).sorted()
         )
     }
@@ -93,9 +92,11 @@ package struct BatchApplier: Sendable {
         package var entities: [EntityKey: EntityState]
         /// Idempotency keys seen before, with the version they answered.
         package var recorded: [String: Int64?]
-        package var households: [String: HouseholdState]
+        /// By `.household(id)`: ids compare by bytes, as the databases compare them (Swift's
+        /// `String` would take NFC and NFD spellings of one name for one household).
+        package var households: [Scope: HouseholdState]
 
-        package init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [String: HouseholdState] = [:]) {
+        package init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [Scope: HouseholdState] = [:]) {
             self.entities = entities
             self.recorded = recorded
             self.households = households
@@ -179,14 +180,14 @@ extension BatchApplier {
         let applier: BatchApplier
         var entities: [EntityKey: EntityState]
         var recorded: [String: Int64?]
-        var households: [String: HouseholdState]
+        var households: [Scope: HouseholdState]
         var results: [OperationResult] = []
         var newRecords: [(key: String, version: Int64?)] = []
         /// Every write, in order; an entity's last one is its final state, and the feed order.
         var written: [EntityState] = []
         /// Where each entity's last write is in `written`.
         var lastWrite: [EntityKey: Int] = [:]
-        var touchedHouseholds: Set<String> = []
+        var touchedHouseholds: Set<Scope> = []
         var wakeUsers: Set<String> = []
 
         init(applier: BatchApplier, snapshot: Snapshot) {
@@ -241,7 +242,7 @@ extension BatchApplier {
 
             let current = entities[key]
             // An archive is final, also once its tombstone was purged (the household's row keeps it).
-            if type.builtIn == .households, operation.intent != .delete, let household = key.scope.householdID, households[household]?.archived == true {
+            if type.builtIn == .households, operation.intent != .delete, key.scope.householdID != nil, households[key.scope]?.archived == true {
                 return OperationResult(
                     idempotencyKey: operation.idempotencyKey, entityType: operation.entityType, entityID: operation.entityID,
                     status: .conflict(.serverWins), version: current?.version, serverData: nil
@@ -320,7 +321,7 @@ extension BatchApplier {
 
         /// Permissions for household-scoped writes; returns the policy to resolve with.
         func checkHousehold(_ operation: SyncOperation, household: String, type: EntityTypeConfig) -> HouseholdCheck {
-            let state = households[household]
+            let state = households[.household(household)]
             func deny(_ message: String) -> HouseholdCheck { .failure(.rejected(operation, .permissionDenied, message)) }
             func invalid(_ message: String) -> HouseholdCheck { .failure(.rejected(operation, .validationError, message)) }
             var clientWins = type
@@ -382,9 +383,9 @@ extension BatchApplier {
             var sideEffects: [EntityState] = []
             switch type.builtIn {
             case .households:
-                if households[household] == nil {
-                    households[household] = HouseholdState(id: household, ownerID: user, members: [user: .owner])
-                    touchedHouseholds.insert(household)
+                if households[key.scope] == nil {
+                    households[key.scope] = HouseholdState(id: household, ownerID: user, members: [user: .owner])
+                    touchedHouseholds.insert(key.scope)
                     wakeUsers.insert(user)
                     let membership = HouseholdIDs.membershipKey(household: household, user: user)
                     sideEffects.append(
@@ -397,17 +398,17 @@ extension BatchApplier {
                         )
                     )
                 }
-                guard var household = households[household] else { return sideEffects }
+                guard var household = households[key.scope] else { return sideEffects }
                 if state.isDeleted {
                     household.archived = true
                     wakeUsers.formUnion(household.members.keys)
-                    touchedHouseholds.insert(household.id)
-                    households[household.id] = household
+                    touchedHouseholds.insert(key.scope)
+                    households[key.scope] = household
                 } else {
                     state.data?["owner"] = .string(household.ownerID)
                 }
             case .householdMembers:
-                guard var household = households[household],
+                guard var household = households[key.scope],
                     let member = HouseholdIDs.splitMembershipID(key.entityID, household: household.id)?.user
                 else { return sideEffects }
                 if state.isDeleted {
@@ -415,8 +416,8 @@ extension BatchApplier {
                 } else {
                     household.members[member] = .member
                 }
-                households[household.id] = household
-                touchedHouseholds.insert(household.id)
+                households[key.scope] = household
+                touchedHouseholds.insert(key.scope)
                 wakeUsers.insert(member)
             default:
                 break

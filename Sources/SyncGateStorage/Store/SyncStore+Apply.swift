@@ -173,7 +173,8 @@ extension SyncStore {
                 // Any order: locks were taken on the feeds.
                 entities: Array(held.reduce(into: Set<EntityKey>()) { $0.formUnion($1.requirements.entityKeys) }),
                 idempotencyKeys: held.flatMap { job in job.requirements.idempotencyKeys.map { IdempotencyKey(userID: job.job.userID, key: $0) } },
-                households: held.reduce(into: Set<String>()) { $0.formUnion($1.requirements.householdIDs) }.sorted(),
+                households: held.reduce(into: Set<Scope>()) { $0.formUnion($1.requirements.householdIDs.map(Scope.household)) }.sorted()
+                    .compactMap(\.householdID),
                 inputs: zip(derivations, named).flatMap { derivation, groups in groups.isEmpty ? [] : derivation.inputs(for: groups) }
             )
         )
@@ -187,7 +188,7 @@ extension SyncStore {
             for key in job.requirements.idempotencyKeys {
                 if let version = rows.recorded[IdempotencyKey(userID: job.job.userID, key: key)] { snapshot.recorded[key] = .some(version) }
             }
-            for id in job.requirements.householdIDs { snapshot.households[id] = households[id] }
+            for id in job.requirements.householdIDs { snapshot.households[.household(id)] = households[.household(id)] }
             return snapshot
         }
         var snapshots = held.map(snapshot)

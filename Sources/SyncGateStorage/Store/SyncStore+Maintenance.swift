@@ -194,8 +194,8 @@ extension SyncStore {
         let rows = try await driver.householdRows(userID: userID, after: after, limit: limit)
         let households = HouseholdState.fold(rows)
         // The rows' order, not Swift's: a next page's `after` compares as the database does.
-        var listed = Set<String>()
-        return rows.compactMap { listed.insert($0.householdID).inserted ? households[$0.householdID] : nil }
+        var listed = Set<Scope>()
+        return rows.compactMap { listed.insert(.household($0.householdID)).inserted ? households[.household($0.householdID)] : nil }
     }
 
     /// Repeats a bounded step until it does less than a full batch; returns the total.
