@@ -48,6 +48,20 @@ import Testing
         }
     }
 
+    /// A household id that begins with a combining mark: its feed key "h:\u{301}x" still reads
+    /// back as its scope (a `hasPrefix` of characters did not, and the apply trapped on it, on
+    /// every retry, in every worker).
+    @Test(arguments: Driver.selected)
+    func aHouseholdIDBeginningWithACombiningMarkIsServed(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let id = "\u{301}x"
+            let created = try await harness.apply([Op.create("households", id, ["name": "Accent"]), Op.create("inventory", "milk", ["qty": 1], household: id)])
+            #expect(created.map(\.outcome) == ["applied", "applied"])
+            let pulled = try await harness.pullAll().changes.filter { $0.scope == .household(id) }
+            #expect(Set(pulled.map(\.entityID)) == [id, "milk", "\(id):alice"])
+        }
+    }
+
     /// Numbers at the top of their range in stored rows (only corruption or a hostile operator
     /// gets them there) trap nothing: a feed head at Int64.max fails its job at once, for good
     /// (retrying cannot help) and the worker keeps serving; an entity at the last version refuses

@@ -26,6 +26,17 @@ import SyncGateCore
         #expect(Self.key(.user("a"), "b") < Self.key(.user("a"), "c") && Scope.household("x") < Scope.user("a"))
     }
 
+    @Test func scopesReadBackFromTheirKeysWhateverTheirIDsBeginWith() {
+        for id in Self.ids + ["\u{301}x", "\u{301}", ":", "u:x"] {
+            for scope in [Scope.user(id), .household(id)] {
+                #expect(Scope(key: scope.key) == scope, "\(scope.key.unicodeScalars.map(\.value))")
+            }
+        }
+        for bad in ["", "u", "x:y", "h", "\u{301}h:x"] {
+            #expect(Scope(key: bad) == nil)
+        }
+    }
+
     @Test func sameBytesIsByteEquality() {
         for a in Self.ids {
             for b in Self.ids {

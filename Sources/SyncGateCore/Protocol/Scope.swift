@@ -8,12 +8,15 @@ package enum Scope: Sendable, Hashable, Comparable, CustomStringConvertible {
     case household(String)
 
     package init?(key: String) {
-        if key.hasPrefix("u:") {
-            self = .user(String(key.dropFirst(2)))
-        } else if key.hasPrefix("h:") {
-            self = .household(String(key.dropFirst(2)))
-        } else {
-            return nil
+        // By bytes: `hasPrefix` compares characters, and an id that begins with a combining mark
+        // joins the `:` into one character with it ("h:\u{301}x" has no prefix "h:").
+        let bytes = key.utf8
+        guard bytes.count >= 2, bytes.dropFirst().first == UInt8(ascii: ":") else { return nil }
+        let id = String(Substring(bytes.dropFirst(2)))
+        switch bytes.first {
+        case UInt8(ascii: "u"): self = .user(id)
+        case UInt8(ascii: "h"): self = .household(id)
+        default: return nil
         }
     }
 
