@@ -46,10 +46,12 @@ package struct ServiceReach: Sendable, Hashable {
     /// status may look up the owner of each household.
     package static let maximumEntries = 100
 
+    /// Whether it names `scope`'s user or household, byte for byte (as the databases compare
+    /// ids; a `Set<String>` lookup would take the NFC and NFD spellings of a name for one).
     package func covers(_ scope: Scope) -> Bool {
         switch scope {
-        case .user(let id): users.contains(id)
-        case .household(let id): households.contains(id)
+        case .user(let id): users.contains { $0.sameBytes(as: id) }
+        case .household(let id): households.contains { $0.sameBytes(as: id) }
         }
     }
 

@@ -82,9 +82,17 @@ import Testing
             #expect(forBob.status == 200, "\(String(describing: forBob.json))")
             let intoHome = try await push(["household_id": "home", "operations": [Op.create("inventory", "milk", ["qty": 1]).json]])
             #expect(intoHome.json?["results"]?[0]?["status"] == "applied", "\(String(describing: intoHome.json))")
-            let jobs = try await store.listJobs(JobFilter(limit: 10))
+            let all = try await store.listJobs(JobFilter(limit: 10))
+            let jobs = all.filter { $0.deviceID == "service:kiosk" }
+            #expect(jobs.count == 2)
             for job in jobs {
                 #expect(try await http.send(.get, "/v1/service/jobs/\(job.id)?user_id=\(job.userID)", headers: headers).status == 200)
+            }
+            // The owner's own jobs are not its to follow: their conflict answers carry her documents.
+            let owners = all.filter { $0.userID == "alice" && $0.deviceID != "service:kiosk" }
+            #expect(!owners.isEmpty)
+            for job in owners {
+                #expect(try await http.send(.get, "/v1/service/jobs/\(job.id)?user_id=alice", headers: headers).status == 404)
             }
             #expect(try await http.send(.get, "/v1/service/pull?user_id=bob", headers: headers).status == 200)
             #expect(try await http.send(.get, "/v1/service/entity?household_id=home&entity_type=inventory&entity_id=milk", headers: headers).status == 200)
@@ -95,7 +103,7 @@ import Testing
                 let refused = try await push(body)
                 #expect(refused.status == 403 && refused.json?.errorCode == "PERMISSION_DENIED", "\(String(describing: refused.json))")
             }
-            #expect(try await store.listJobs(JobFilter(limit: 10)).count == jobs.count)
+            #expect(try await store.listJobs(JobFilter(limit: 10)).count == all.count)
             for path in [
                 "/v1/service/pull?user_id=alice", "/v1/service/data?user_id=alice", "/v1/service/data?household_id=cabin",
                 "/v1/service/entity?household_id=cabin&entity_type=households&entity_id=cabin", "/v1/service/jobs/\(jobs[0].id)?user_id=carol",
@@ -127,6 +135,8 @@ import Testing
         #expect(ServiceKeyRecord(name: "k", hint: "h", storedScopes: "write@reach", storedReach: nil, createdAt: .now(), revokedAt: nil).reach == ServiceReach())
         #expect(ServiceKeyRecord(name: "k", hint: "h", storedScopes: "write", storedReach: nil, createdAt: .now(), revokedAt: nil).reach == nil)
         #expect(ServiceScope.parse(stored: "read@reach,write@reach,admin@other") == [.read, .write])
+        // Byte for byte: NFC "josé" does not reach NFD "josé".
+        #expect(ServiceReach(users: ["jos\u{E9}"]).covers(.user("jos\u{E9}")) && !ServiceReach(users: ["jos\u{E9}"]).covers(.user("jose\u{301}")))
     }
 
     @Test(arguments: Driver.selected)

@@ -74,11 +74,17 @@ package struct ServiceRoutes: Sendable {
         return owner
     }
 
-    /// A key with a reach follows the jobs of its users and of the owners of its households (a
-    /// household push is a job of the owner's).
-    func check(_ service: AuthenticatedService, followsJobsOf userID: String) async throws {
-        guard let reach = service.reach, !reach.users.contains(userID) else { return }
-        for household in reach.households.sorted() where (try? await owner(of: household)) == userID { return }
+    /// A key with a reach follows the jobs of its users, and of the owners of its households
+    /// only those it queued itself (a household push is a job of the owner's; the owner's own
+    /// jobs carry their private documents in conflict answers).
+    func check(_ service: AuthenticatedService, follows jobID: String?, of userID: String) async throws {
+        guard let reach = service.reach, !reach.covers(.user(userID)) else { return }
+        for household in reach.households.sorted() where (try? await owner(of: household))?.sameBytes(as: userID) == true {
+            guard let id = jobID.flatMap({ Int64($0) }), let job = try await sync.store.job(id: id, userID: userID), job.deviceID == service.origin else {
+                throw ProtocolError(.notFound, "no such job")
+            }
+            return
+        }
         try service.check(reaching: .user(userID))
     }
 
@@ -94,7 +100,7 @@ package struct ServiceRoutes: Sendable {
         let service = try context.service(granting: .write)
         let query = try RequestReader(request: request).query(allowed: ["user_id", "wait"])
         let userID = try Self.userID(query["user_id"].map(JSONValue.string))
-        try await check(service, followsJobsOf: userID)
+        try await check(service, follows: context.parameters.get("id"), of: userID)
         let wait = try RequestReader.integer(query, "wait", in: 0...sync.configuration.maximumPushWaitMilliseconds, default: 0)
         return try await sync.answerJobStatus(context.parameters.get("id"), userID: userID, wait: wait)
     }
