@@ -228,7 +228,7 @@ package final class NudgeService: Service {
                 "syncgate.user": "\(nudge.device.userID)", "syncgate.device": "\(nudge.device.deviceID)", "syncgate.push.reason": "\(reason)",
             ])
         case .providerBusy(let reason, let after):
-            let until = now + min(after * 1000, configuration.retry.retryAfterCap)
+            let until = now + min(after, configuration.retry.retryAfterCap / 1000) * 1000
             holds.withLock { $0[nudge.registration.provider] = max($0[nudge.registration.provider] ?? 0, until) }
             logger.warning("push provider asked to be left alone; its nudges wait", metadata: [
                 "syncgate.push.provider": "\(provider)", "syncgate.push.until": "\(until)", "syncgate.error": "\(reason)",

@@ -258,7 +258,8 @@ import Testing
             try await Self.household(http)
             try await Self.withProviders { providers in
                 try await Self.register(http, "bob", "b-phone", Self.fcm("fcm-bob"))
-                providers.fcm.script("fcm-bob", ScriptedAnswer(503, "UNAVAILABLE", retryAfter: 3600))
+                // A Retry-After past any clock (milliseconds of it would overflow): held an hour.
+                providers.fcm.script("fcm-bob", ScriptedAnswer(503, "UNAVAILABLE", retryAfter: Int.max))
                 func attempts(_ token: String) async throws -> [String] {
                     try await http.store.queryTexts("SELECT CAST(attempts AS TEXT) FROM push_registrations WHERE token = '\(token)' AND leased_until IS NULL")
                 }
