@@ -407,17 +407,20 @@ struct SyncEngineTests {
         #expect(times[1] - times[0] >= .seconds(1))
     }
 
-    @Test("an event stream that ends without a byte is a failure: it is asked for again after a growing delay")
-    func emptyEventStreamsBackOff() async throws {
+    @Test(
+        "an event stream that ends without a byte, or a page that is not one, is a failure: asked for again after a growing delay",
+        arguments: [("text/event-stream", ""), ("text/html", "<html>Sign in to the Wi-Fi</html>")]
+    )
+    func emptyEventStreamsBackOff(contentType: String, page: String) async throws {
         let streams = Mutex<[ContinuousClock.Instant]>([])
         let (client, _) = try scriptedClient(configure: {
             $0.backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), jitter: 0)
         }) { request in
             switch request.route {
             case "/v1/sync/events":
-                // 200, and the body ends at once (a captive portal, a proxy that does not stream).
+                // 200, and the body ends at once (a proxy that does not stream), or a portal's page.
                 streams.withLock { $0.append(.now) }
-                return TransportResponse(status: 200, headers: ["content-type": "text/html"], body: [])
+                return TransportResponse(status: 200, headers: ["content-type": contentType], body: Array(page.utf8))
             default:
                 try await Task.sleep(for: .milliseconds(50))
                 return ScriptedTransport.emptyPage()

@@ -23,7 +23,11 @@ final class ScriptedTransport: SyncTransport {
     func stream(_ request: TransportRequest) async throws -> TransportStream {
         log.withLock { $0.append(request) }
         let response = try await handler(request)
-        return TransportStream(status: response.status, headers: response.headers, body: AsyncThrowingStream { $0.finish() })
+        let body = response.body
+        return TransportStream(status: response.status, headers: response.headers, body: AsyncThrowingStream { stream in
+            if !body.isEmpty { stream.yield(body) }
+            stream.finish()
+        })
     }
 
     static func json(_ value: JSONValue, status: Int = 200, headers: [String: String] = [:]) -> TransportResponse {

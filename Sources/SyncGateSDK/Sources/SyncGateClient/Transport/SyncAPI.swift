@@ -81,7 +81,14 @@ struct SyncAPI: Sendable {
             let stream = try await reaching { try await transport.stream(request) }
             return (stream.status, stream)
         }
-        if stream.status == 200 { return stream }
+        if stream.status == 200 {
+            // A captive portal's or a proxy's page is a 200 too: only an event stream is one.
+            let type = stream.headers["content-type"] ?? "none"
+            guard type.lowercased().hasPrefix("text/event-stream") else {
+                throw SyncGateClientError(.unexpectedAnswer, "the event stream answered 200 with content type \(type)", httpStatus: 200)
+            }
+            return stream
+        }
         var body: [UInt8] = []
         for try await chunk in stream.body where body.count < 65_536 { body += chunk }
         throw Self.error(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
