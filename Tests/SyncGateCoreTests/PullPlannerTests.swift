@@ -27,6 +27,11 @@ import SyncGateWire
         #expect(plan.reads.map(\.after) == [3, 0, 0])
     }
 
+    @Test func canonicallyEquivalentHouseholdsAreEachRead() throws {
+        let plan = try PullPlanner.plan(Self.query(nil), households: ["caf\u{E9}", "cafe\u{301}", "caf\u{E9}"], resyncEpoch: 0, feeds: Self.feeds)
+        #expect(plan.reads.count == 3 && Set(plan.reads.map(\.scope)).count == 3)
+    }
+
     @Test func aContinuationIsNotBounded() {
         let cursor = SyncCursor(userID: "bob", resyncEpoch: 0, positions: [.user("bob"): 3, .household("home"): 5])
         let plan = PullPlanner.continuing(Self.query(cursor), cursor: cursor, heads: [.household("home"): 9], scopesVersion: 0)

@@ -17,7 +17,8 @@ package enum PullPlanner {
         scopesVersion: Int64 = 0
     ) throws(CursorError) -> PullPlan {
         let userScope = Scope.user(query.userID)
-        let readable = [userScope] + Set(households).sorted().map(Scope.household)
+        // As scopes: ids compare by bytes (a `Set<String>` would fold NFC and NFD spellings).
+        let readable = [userScope] + Set(households.map(Scope.household)).sorted()
 
         guard let cursor = query.cursor else {
             // Bootstrap: every feed from its beginning, every household announced.
