@@ -17,7 +17,8 @@ package final class PinnedClients: Sendable {
     let retireAfter: Duration
     /// Clients by pin, and the pins from least to most recently used.
     private let state = Mutex<(clients: [Pin: HTTPClient], order: [Pin])>(([:], []))
-    private let retiring = Mutex<[Task<Void, Never>]>([])
+    /// Retired clients' shutdowns under way, by number: each removes itself when done.
+    private let retiring = Mutex<(next: Int, tasks: [Int: Task<Void, Never>])>((0, [:]))
 
     package init(configuration: HTTPClient.Configuration, capacity: Int = 64, retireAfter: Duration) {
         self.configuration = configuration
@@ -48,11 +49,15 @@ package final class PinnedClients: Sendable {
         }
         if let retired {
             let delay = retireAfter
-            let task = Task { [retired] in
-                try? await Task.sleep(for: delay)
-                try? await retired.shutdown()
+            retiring.withLock { retiring in
+                let number = retiring.next
+                retiring.next += 1
+                retiring.tasks[number] = Task { [retired] in
+                    try? await Task.sleep(for: delay)
+                    try? await retired.shutdown()
+                    _ = self.retiring.withLock { $0.tasks.removeValue(forKey: number) }
+                }
             }
-            retiring.withLock { $0.append(task) }
         }
         return client
     }
@@ -60,14 +65,18 @@ package final class PinnedClients: Sendable {
     /// How many clients are kept.
     package var count: Int { state.withLock { $0.clients.count } }
 
+    /// How many retired clients are still to be shut down.
+    package var retiringCount: Int { retiring.withLock { $0.tasks.count } }
+
     /// Shuts every client down, retired ones at once.
     package func shutdown() async {
         let clients = state.withLock { state -> [HTTPClient] in
             defer { state.clients = [:]; state.order = [] }
             return Array(state.clients.values)
         }
-        for task in retiring.withLock({ $0 }) { task.cancel() }
-        for task in retiring.withLock({ $0 }) { await task.value }
+        let tasks = retiring.withLock { Array($0.tasks.values) }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
         for client in clients { try? await client.shutdown() }
     }
 }

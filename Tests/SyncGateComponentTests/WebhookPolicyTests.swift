@@ -258,7 +258,7 @@ struct WebhookPolicyTests {
         #expect(try await lookUps.addresses(of: "slow.example") == [[93, 184, 216, 34]])
     }
 
-    @Test func pinnedClientsAreKeptPerHostAndAddressWithinTheirCapacity() async {
+    @Test func pinnedClientsAreKeptPerHostAndAddressWithinTheirCapacity() async throws {
         let clients = PinnedClients(configuration: .init(), capacity: 2, retireAfter: .zero)
         let a = clients.client(host: "a.example", address: "93.184.216.34")
         #expect(clients.client(host: "a.example", address: "93.184.216.34") === a)
@@ -267,6 +267,8 @@ struct WebhookPolicyTests {
         // A third pin retires the least recently used (.35), not the one just used.
         _ = clients.client(host: "b.example", address: "93.184.216.36")
         #expect(clients.count == 2)
+        // The retired one is shut down and forgotten.
+        try await eventually("the retired client shut down") { clients.retiringCount == 0 }
         #expect(clients.client(host: "a.example", address: "93.184.216.34") === a)
         await clients.shutdown()
         #expect(clients.count == 0)
