@@ -279,8 +279,12 @@ extension BatchApplier {
                     )
                 }
                 // The stored parent too: an entry cannot leave an archived project any more than change in it.
-                for document in [state.data, current?.data] {
-                    if let rejection = checkParent(operation, type: type, key: key, document: document) { return rejection }
+                // (Two calls, not a loop over an array literal: Swift 6.3.1's optimizer fails its
+                // ownership verification on that loop here, and no release build compiles.)
+                if let rejection = checkParent(operation, type: type, key: key, document: state.data)
+                    ?? checkParent(operation, type: type, key: key, document: current?.data)
+                {
+                    return rejection
                 }
                 let sideEffects = applyHouseholdEffects(operation, type: type, key: key, state: &state)
                 record(state)
