@@ -132,8 +132,9 @@ package struct WebhookSender: Sendable {
         var description: String
     }
 
-    /// The address to connect `host` to (its first), or why it may not receive: it does not
-    /// resolve, or one of its addresses is internal. Checked at every attempt.
+    /// The address to connect `host` to (its first IPv4 address, else its first: many hosts and
+    /// containers have no IPv6 route), or why it may not receive: it does not resolve, or one of
+    /// its addresses is internal. Checked at every attempt.
     static func check(
         host: String, resolve: @Sendable (String) async throws -> [[UInt8]], isInternal: @Sendable ([UInt8]) -> Bool
     ) async -> Swift.Result<[UInt8], Refused> {
@@ -147,7 +148,7 @@ package struct WebhookSender: Sendable {
         if let inside = addresses.first(where: isInternal) {
             return .failure(Refused(description: WebhookAddressPolicy.Refusal.privateAddress(text(of: inside)).description))
         }
-        return .success(first)
+        return .success(addresses.first { $0.count == 4 } ?? first)
     }
 
     struct TimedOut: Error, CustomStringConvertible {

@@ -231,6 +231,11 @@ struct WebhookPolicyTests {
             #expect(await allowed.attempt(delivery, body: "{}", timestamp: 0) == .delivered(status: 200))
             #expect(allowed.pinned.count == 1)
             await allowed.shutdown()
+            // With an IPv6 address first (2001:db8::1, never routed), the IPv4 one is connected to.
+            let v6: [UInt8] = [0x20, 0x01, 0x0D, 0xB8] + Array(repeating: 0, count: 11) + [1]
+            let both = WebhookSender(client: client, configuration: configuration, resolve: { _ in [v6, [127, 0, 0, 1]] }, isInternal: { _ in false })
+            #expect(await both.attempt(delivery, body: "{}", timestamp: 0) == .delivered(status: 200))
+            await both.shutdown()
             try await client.shutdown()
         }
     }
