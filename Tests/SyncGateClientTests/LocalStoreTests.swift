@@ -60,6 +60,32 @@ struct LocalStoreTests {
         #expect(try await store.outbox().first?.state == .sent(jobID: nil))
     }
 
+    @Test("a batch read from a long outbox's head is the batch the whole outbox gives")
+    func batchesFromTheHead() async throws {
+        let keys = (0..<40).map { EntityKey(entityType: "weightLogs", entityID: "w\($0)", householdID: nil) }
+        for key in keys { try await _ = write(.put(["kg": 70]), key) }
+        func nextMatchesTheWholeOutbox(_ operations: Int) async throws -> OutboxBatcher.Next {
+            let limits = OutboxBatcher.Limits(operations: operations, bytes: 1 << 20)
+            let expected = OutboxBatcher.next(try await store.outbox(), limits: limits)
+            let next = try await store.nextBatch(limits: limits)
+            switch (expected, next) {
+            case (.push(let whole), .push(let head)): #expect(head.map(\.idempotencyKey) == whole.map(\.idempotencyKey))
+            default: #expect(next == expected)
+            }
+            return next
+        }
+        guard case .push(let first) = try await nextMatchesTheWholeOutbox(10) else { Issue.record(); return }
+        #expect(first.count == 10)
+        // Acknowledged entries ahead of the rest are not part of a batch.
+        let acknowledged = first.prefix(4).map { result($0.idempotencyKey, $0.key, .applied, version: 1) }
+        _ = try await store.settle(batch: first.prefix(4).map(\.idempotencyKey), results: acknowledged, jobID: 1)
+        guard case .push(let second) = try await nextMatchesTheWholeOutbox(10) else { Issue.record(); return }
+        #expect(second.first?.idempotencyKey == first[4].idempotencyKey)
+        // An entry waiting for its job is followed first, wherever it is.
+        try await store.recordJob("12", for: [second[3].idempotencyKey])
+        #expect(try await nextMatchesTheWholeOutbox(2) == .follow(jobID: "12"))
+    }
+
     @Test("a completed pull whose watermark does not count a write's job keeps the write in view (a lagging standby)")
     func watermark() async throws {
         try await _ = write(.put(["q": 1]), .milk)

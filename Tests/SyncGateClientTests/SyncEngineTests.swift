@@ -82,6 +82,40 @@ struct SyncEngineTests {
         #expect(ScriptedTransport.operations(pushes[1]).map { $0["entity_id"] } == ["w2"])
     }
 
+    @Test("a background sync stops following a slow job at its share of the deadline, and still pulls")
+    func backgroundSyncPullsPastASlowJob() async throws {
+        let polls = Atomic<Int>(0)
+        let pushed = Mutex<TransportRequest?>(nil)
+        let (client, transport) = try scriptedClient(configure: { $0.jobFollowLimit = .seconds(3600) }) { request in
+            switch request.route {
+            case "/v1/sync/push":
+                pushed.withLock { $0 = request }
+                return ScriptedTransport.json(["job_id": "9", "status": "queued"], status: 202)
+            case "/v1/jobs/9":
+                // Done only after many polls: a sync that follows past its share settles it.
+                if polls.add(1, ordering: .relaxed).newValue < 50 { return ScriptedTransport.json(["job_id": "9", "status": "running"]) }
+                return ScriptedTransport.json(["job_id": "9", "status": "done", "results": .array(ScriptedTransport.applied(pushed.withLock { $0! }))])
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        try await client.write(type: "weightLogs", id: "w1", data: ["kg": 70])
+        let report = try await client.engine.sync(followUntil: .now)
+        #expect(report.settled.isEmpty)
+        #expect(report.pending == 1)
+        #expect(transport.requests.map(\.route) == ["/v1/sync/push", "/v1/jobs/9", "/v1/sync/pull"])
+        #expect(transport.requests[0].query("wait") == "0")
+        #expect(transport.requests[1].query("wait") == "0")
+    }
+
+    @Test("syncOnce(deadline:) follows jobs for half the time left")
+    func followingEndsHalfwayToTheDeadline() {
+        let now = ContinuousClock.now
+        #expect(SyncClient.followUntil(now: now, deadline: now + .seconds(20)) == now + .seconds(10))
+        #expect(SyncClient.followUntil(now: now, deadline: now) == now)
+        #expect(SyncClient.followUntil(now: now, deadline: now - .seconds(1)) == now)
+    }
+
     @Test("a job the server no longer knows (404) is pushed again with the same keys")
     func forgottenJob() async throws {
         let pushes = Mutex<[TransportRequest]>([])

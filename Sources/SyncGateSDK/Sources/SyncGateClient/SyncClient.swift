@@ -73,9 +73,13 @@ public final class SyncClient: Sendable {
     /// - Throws: ``SyncGateClientError``; ``SyncGateClientError/isRetryable`` tells whether a later try may succeed.
     @discardableResult
     public func sync() async throws -> SyncReport {
+        try await sync(followUntil: nil)
+    }
+
+    private func sync(followUntil: ContinuousClock.Instant?) async throws -> SyncReport {
         try checkOpen()
         do {
-            return try await engine.sync()
+            return try await engine.sync(followUntil: followUntil)
         } catch let error as SyncGateClientError {
             throw error
         } catch is CancellationError {
@@ -131,7 +135,8 @@ public final class SyncClient: Sendable {
 
     /// One sync for a background task (`BGAppRefreshTask`, `BGProcessingTask`, a nudge): what
     /// ``sync()`` does, given up at `deadline`. Writes pushed before the deadline stay pushed and
-    /// are followed by the next sync; pages pulled stay applied.
+    /// are followed by the next sync; pages pulled stay applied. Jobs still running at half the
+    /// time left are left to the next sync, so the pull gets the other half.
     ///
     /// ```swift
     /// BGTaskScheduler.shared.register(forTaskWithIdentifier: "com.example.sync", using: nil) { task in
@@ -146,7 +151,8 @@ public final class SyncClient: Sendable {
     public func syncOnce(deadline: ContinuousClock.Instant) async throws -> SyncReport {
         try checkOpen()
         return try await withThrowingTaskGroup(of: SyncReport?.self) { group in
-            group.addTask { try await self.sync() }
+            let followUntil = Self.followUntil(now: .now, deadline: deadline)
+            group.addTask { try await self.sync(followUntil: followUntil) }
             group.addTask {
                 try await Task.sleep(until: deadline, clock: .continuous)
                 return nil
@@ -157,6 +163,11 @@ public final class SyncClient: Sendable {
             }
             return report
         }
+    }
+
+    /// When a background sync stops following its jobs: halfway to its deadline.
+    static func followUntil(now: ContinuousClock.Instant, deadline: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        deadline <= now ? now : now + now.duration(to: deadline) / 2
     }
 
     /// Stops live sync and ends event and status subscriptions. The client cannot be used afterwards.

@@ -39,13 +39,15 @@ final class SyncEngine: Sendable {
 
     var logger: Logger { configuration.logger }
 
-    /// One cycle; waits for a cycle already running to finish first.
-    func sync() async throws -> SyncReport {
+    /// One cycle; waits for a cycle already running to finish first. Jobs are followed until
+    /// `followUntil` at the latest (a background sync's share of its deadline), then left to the
+    /// next sync, so the pull still runs.
+    func sync(followUntil: ContinuousClock.Instant? = nil) async throws -> SyncReport {
         try await lock.withLock {
             if terminated.value { throw SyncGateClientError(.closed, "the client was closed") }
             do {
                 var report = SyncReport()
-                try await push(into: &report)
+                try await push(into: &report, followUntil: followUntil)
                 status.update { $0.isUploading = false }
                 try await pull(into: &report)
                 report.pending = try await publishPendingWrites()
@@ -98,7 +100,7 @@ final class SyncEngine: Sendable {
 
     // MARK: - Push
 
-    private func push(into report: inout SyncReport) async throws {
+    private func push(into report: inout SyncReport, followUntil: ContinuousClock.Instant?) async throws {
         let configured = OutboxBatcher.Limits(
             operations: Self.clamp(configuration.batchOperations, to: ProtocolLimits.operations), bytes: max(1, configuration.batchBytes)
         )
@@ -111,7 +113,7 @@ final class SyncEngine: Sendable {
             case .follow(let jobID):
                 status.update { $0.isUploading = true }
                 let keys = try await store.entries(ofJob: jobID)
-                guard let answer = try await follow(jobID) else {
+                guard let answer = try await follow(jobID, until: followUntil) else {
                     logger.debug("job unknown to the server; pushing its writes again", metadata: ["syncgate.job": "\(jobID)"])
                     try await store.forgetJob(jobID)
                     continue
@@ -125,7 +127,7 @@ final class SyncEngine: Sendable {
                 let keys = batch.map(\.idempotencyKey)
                 let answer: JobAnswer
                 do {
-                    answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(configuration.pushWait, in: ProtocolLimits.pushWait))
+                    answer = try await api.push(batch, waitMilliseconds: Self.milliseconds(Self.wait(configuration.pushWait, until: followUntil), in: ProtocolLimits.pushWait))
                 } catch let error as SyncGateClientError where (error.httpStatus == 400 && error.serverCode != nil) || error.httpStatus == 413 {
                     // The request as a whole was refused for its shape or size: some write in it
                     // can never be pushed. Halve the batch until that write is alone, then refuse it.
@@ -151,7 +153,7 @@ final class SyncEngine: Sendable {
                 }
                 let jobID = String(answer.jobID)
                 try await store.recordJob(jobID, for: keys)
-                guard let followed = try await follow(jobID) else {
+                guard let followed = try await follow(jobID, until: followUntil) else {
                     try await store.forgetJob(jobID)
                     continue
                 }
@@ -174,11 +176,14 @@ final class SyncEngine: Sendable {
         return true
     }
 
-    /// Follows a job until it finishes or the follow-up time runs out; `nil` if the server does not know it.
-    private func follow(_ jobID: String) async throws -> JobAnswer? {
-        let deadline = ContinuousClock.now + configuration.jobFollowLimit
+    /// Follows a job until it finishes or the follow-up time (or `until`) runs out; `nil` if the
+    /// server does not know it.
+    private func follow(_ jobID: String, until: ContinuousClock.Instant?) async throws -> JobAnswer? {
+        let limit = ContinuousClock.now + configuration.jobFollowLimit
+        let deadline = until.map { min($0, limit) } ?? limit
         while true {
-            guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(configuration.jobFollowWait, in: ProtocolLimits.pushWait)) else {
+            let wait = Self.wait(configuration.jobFollowWait, until: deadline)
+            guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(wait, in: ProtocolLimits.pushWait)) else {
                 return nil
             }
             if answer.isFinished || ContinuousClock.now >= deadline { return answer }
@@ -289,6 +294,12 @@ final class SyncEngine: Sendable {
     }
 
     /// Whole milliseconds of `duration`, within `range`.
+    /// `wait`, or the time left before `until` when that is shorter (never negative).
+    static func wait(_ wait: Duration, until: ContinuousClock.Instant?) -> Duration {
+        guard let until else { return wait }
+        return max(.zero, min(wait, ContinuousClock.now.duration(to: until)))
+    }
+
     static func milliseconds(_ duration: Duration, in range: ClosedRange<Int>) -> Int {
         let (seconds, attoseconds) = duration.components
         let milliseconds = seconds > Int64(range.upperBound) ? Int64(range.upperBound) : seconds * 1000 + attoseconds / 1_000_000_000_000_000

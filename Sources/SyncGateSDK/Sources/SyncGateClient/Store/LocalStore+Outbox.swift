@@ -23,7 +23,7 @@ extension LocalStore {
     /// so no later write merges into an entry the server may be applying.
     func nextBatch(limits: OutboxBatcher.Limits) async throws -> OutboxBatcher.Next {
         try await database.write { db in
-            let next = OutboxBatcher.next(try Self.allEntries(db), limits: limits)
+            let next = OutboxBatcher.next(try Self.batchCandidates(db, operations: limits.operations), limits: limits)
             guard case .push(let batch) = next else { return next }
             var sent: [OutboxEntry] = []
             for var entry in batch {

@@ -124,6 +124,18 @@ extension LocalStore {
         )
     }
 
+    /// What ``OutboxBatcher/next(_:limits:)`` decides on, read in bounded size (an outbox kept
+    /// offline for weeks is read a batch at a time, not whole at every batch): the first entry
+    /// waiting for its job, or else the first `operations` undecided entries, since a batch is
+    /// a prefix of those.
+    static func batchCandidates(_ db: Database, operations: Int) throws -> [OutboxEntry] {
+        if let waiting = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE state = 'sent' AND job_id IS NOT NULL ORDER BY seq LIMIT 1") {
+            return [try outboxEntry(waiting)]
+        }
+        return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE state <> 'acknowledged' ORDER BY seq LIMIT ?", arguments: [max(1, operations)])
+            .map(outboxEntry)
+    }
+
     /// Every outbox entry, in order.
     static func allEntries(_ db: Database) throws -> [OutboxEntry] {
         try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY seq").map(outboxEntry)
