@@ -60,6 +60,22 @@ struct LocalStoreTests {
         #expect(try await store.outbox().first?.state == .sent(jobID: nil))
     }
 
+    @Test("a pulled delete holds against a later answer about an older version, across transactions and reopening")
+    func pulledDeleteHolds() async throws {
+        let pull = try await store.beginPull()
+        _ = try await store.apply(page([PulledChange(key: .milk, data: ["name": "Milk", "quantity": 2], version: 2)]), epoch: pull.epoch)
+        try await _ = write(.patch(["quantity": 3]), .milk)
+        _ = try await store.nextBatch(limits: .init(operations: 10, bytes: 1 << 20))
+        let next = try await store.beginPull()
+        _ = try await store.apply(page([PulledChange(key: .milk, data: nil, version: 4)]), epoch: next.epoch)
+        let reopened = try LocalStore(path: path)
+        let merged = result("k1", .milk, .conflict(.merged), version: 3, merged: ["name": "Milk", "quantity": 3])
+        _ = try await reopened.settle(batch: ["k1"], results: [merged], jobID: 1)
+        #expect(try await reopened.entity(.milk) == nil)
+        #expect(try await reopened.serverRecords().isEmpty)
+        #expect(try await reopened.outbox().isEmpty)
+    }
+
     @Test("a batch read from a long outbox's head is the batch the whole outbox gives")
     func batchesFromTheHead() async throws {
         let keys = (0..<40).map { EntityKey(entityType: "weightLogs", entityID: "w\($0)", householdID: nil) }

@@ -51,6 +51,39 @@ struct ReplicaSettleTests {
         #expect(slice.view(of: .milk).data == nil)
     }
 
+    @Test("an answer about a version older than a pulled delete does not bring the entity back")
+    func pulledDeleteHolds() throws {
+        let answers: [OperationResult] = [
+            result("k1", .milk, .conflict(.merged), version: 3, merged: ["name": "Milk", "quantity": 3]),
+            result("k1", .milk, .conflict(.serverWins), version: 3, serverData: ["name": "Milk", "quantity": 2]),
+        ]
+        for answer in answers {
+            var (slice, _) = try sentUpdate()
+            // Another device deleted milk at version 4; the pull brings it before the job's answer.
+            slice.apply([PulledChange(key: .milk, data: nil, version: 4)])
+            #expect(slice.tombstones == [.milk: 4])
+            _ = slice.settle(batch: ["k1"], results: [answer], pullEpoch: 1)
+            #expect(slice.server[.milk] == nil)
+            #expect(slice.view(of: .milk).data == nil)
+            // No write of milk is left: nothing can describe it again, so the tombstone goes.
+            #expect(slice.tombstones.isEmpty)
+        }
+    }
+
+    @Test("an acknowledged write older than a pulled delete leaves with it; an answer at a newer version is adopted")
+    func acknowledgedBeforeADelete() throws {
+        var (slice, keys) = try sentUpdate()
+        _ = slice.settle(batch: ["k1"], results: [result("k1", .milk, .applied, version: 3)], pullEpoch: 1)
+        try record(.put(["name": "Milk", "quantity": 1]), on: .milk, in: &slice, keys: keys)
+        slice.apply([PulledChange(key: .milk, data: nil, version: 4)])
+        #expect(slice.outbox.map(\.idempotencyKey) == ["k2"])
+        #expect(slice.tombstones == [.milk: 4])
+        markSent(["k2"], in: &slice)
+        _ = slice.settle(batch: ["k2"], results: [result("k2", .milk, .conflict(.merged), version: 5, merged: ["name": "Milk", "quantity": 1])], pullEpoch: 1)
+        #expect(slice.server[.milk] == ServerRecord(version: 5, data: ["name": "Milk", "quantity": 1]))
+        #expect(slice.tombstones.isEmpty)
+    }
+
     @Test("merged: the merged document is the state at its version")
     func merged() throws {
         var (slice, _) = try sentUpdate()

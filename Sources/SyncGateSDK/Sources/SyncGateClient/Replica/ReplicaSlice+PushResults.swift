@@ -96,14 +96,18 @@ extension ReplicaSlice {
         rebaseFollower(of: index, on: version)
     }
 
-    /// The server's document at `version` (`nil`: deleted), unless the local one is newer.
+    /// The server's document at `version` (`nil`: deleted), unless the local one is newer or a
+    /// pull deleted the entity at `version` or later.
     mutating func adopt(_ data: JSONObject?, version: Int64, for key: EntityKey) {
         // A stale record (a resync is under way) is replaced: the answer is the server's state now.
         if let record = server[key], record.version >= version, !record.stale { return }
+        if server[key] == nil, let deleted = tombstones[key], deleted >= version { return }
         if let data {
             server[key] = ServerRecord(version: version, data: data)
+            tombstones[key] = nil
         } else {
             server[key] = nil
+            tombstones[key] = max(version, tombstones[key] ?? version)
         }
     }
 

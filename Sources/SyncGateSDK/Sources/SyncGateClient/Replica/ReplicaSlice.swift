@@ -10,10 +10,14 @@ struct ReplicaSlice: Sendable, Hashable {
     var server: [EntityKey: ServerRecord]
     /// Every outbox entry of the slice's entities, in outbox order.
     var outbox: [OutboxEntry]
+    /// The version a pull deleted an entity at, kept while the outbox holds writes of it: the
+    /// answer to one of them may describe an older version, which must not bring it back.
+    var tombstones: [EntityKey: Int64]
 
-    init(server: [EntityKey: ServerRecord] = [:], outbox: [OutboxEntry] = []) {
+    init(server: [EntityKey: ServerRecord] = [:], outbox: [OutboxEntry] = [], tombstones: [EntityKey: Int64] = [:]) {
         self.server = server
         self.outbox = outbox.sorted { $0.sequence < $1.sequence }
+        self.tombstones = tombstones
     }
 
     /// The entries of one entity, in outbox order.
@@ -28,16 +32,26 @@ struct ReplicaSlice: Sendable, Hashable {
 
     /// Every entity the slice knows.
     var keys: Set<EntityKey> {
-        Set(server.keys).union(outbox.map(\.key))
+        Set(server.keys).union(outbox.map(\.key)).union(tombstones.keys)
     }
 
-    /// Drops acknowledged entries the server state has caught up with, and lets the first
-    /// unresolved entry of each entity be pushed.
+    /// The version the server state of `key` is known to have reached: its record's, or the
+    /// deletion's.
+    func knownVersion(of key: EntityKey) -> Int64? {
+        server[key]?.version ?? tombstones[key]
+    }
+
+    /// Drops acknowledged entries the server state has caught up with (or deleted since), lets
+    /// the first unresolved entry of each entity be pushed, and forgets tombstones of entities
+    /// with no writes left.
     mutating func tidy() {
+        let known = self
         outbox.removeAll { entry in
-            guard let acknowledged = entry.acknowledgedVersion, let record = server[entry.key] else { return false }
-            return acknowledged <= record.version
+            guard let acknowledged = entry.acknowledgedVersion, let version = known.knownVersion(of: entry.key) else { return false }
+            return acknowledged <= version
         }
+        let written = Set(outbox.map(\.key))
+        tombstones = tombstones.filter { written.contains($0.key) }
         var unresolvedBefore: Set<EntityKey> = []
         for index in outbox.indices where !outbox[index].isAcknowledged {
             if !unresolvedBefore.contains(outbox[index].key) {

@@ -63,6 +63,7 @@ extension LocalStore {
         let keys = try entityKeys(db, sql: "SELECT household_id, entity_type, entity_id FROM server_entity WHERE household_id = ?", household)
             .union(entityKeys(db, sql: "SELECT household_id, entity_type, entity_id FROM outbox WHERE household_id = ? AND state = 'acknowledged'", household))
         try db.execute(sql: "DELETE FROM server_entity WHERE household_id = ?", arguments: [household])
+        try db.execute(sql: "DELETE FROM server_tombstone WHERE household_id = ?", arguments: [household])
         try db.execute(sql: "DELETE FROM outbox WHERE household_id = ? AND state = 'acknowledged'", arguments: [household])
         try db.execute(sql: "DELETE FROM household WHERE household_id = ?", arguments: [household])
         try refreshViews(db, keys: keys)

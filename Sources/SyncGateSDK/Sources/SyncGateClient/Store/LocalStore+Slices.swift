@@ -6,6 +6,7 @@ extension LocalStore {
     static func slice(_ db: Database, keys: some Sequence<EntityKey>) throws -> ReplicaSlice {
         var server: [EntityKey: ServerRecord] = [:]
         var outbox: [OutboxEntry] = []
+        var tombstones: [EntityKey: Int64] = [:]
         for key in Set(keys) {
             let arguments: StatementArguments = [key.scopeColumn, key.entityType, key.entityID]
             if let row = try Row.fetchOne(
@@ -13,13 +14,18 @@ extension LocalStore {
                 arguments: arguments
             ) {
                 server[key] = ServerRecord(version: row["version"], data: try document(row["data"]), stale: row["stale"])
+            } else if let version = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT version FROM server_tombstone WHERE household_id = ? AND entity_type = ? AND entity_id = ?"),
+                arguments: arguments
+            ) {
+                tombstones[key] = version
             }
             outbox += try Row.fetchAll(
                 db.cachedStatement(sql: "SELECT * FROM outbox WHERE household_id = ? AND entity_type = ? AND entity_id = ? ORDER BY seq"),
                 arguments: arguments
             ).map(outboxEntry)
         }
-        return ReplicaSlice(server: server, outbox: outbox)
+        return ReplicaSlice(server: server, outbox: outbox, tombstones: tombstones)
     }
 
     /// Writes what changed from `original` to `updated`, and the view of every entity in either.
@@ -35,6 +41,19 @@ extension LocalStore {
                 ).execute(arguments: [key.scopeColumn, key.entityType, key.entityID, record.version, JSONValue.object(record.data).serialized(), record.stale])
             } else {
                 try db.cachedStatement(sql: "DELETE FROM server_entity WHERE household_id = ? AND entity_type = ? AND entity_id = ?")
+                    .execute(arguments: [key.scopeColumn, key.entityType, key.entityID])
+            }
+        }
+        for key in keys where original.tombstones[key] != updated.tombstones[key] {
+            if let version = updated.tombstones[key] {
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO server_tombstone (household_id, entity_type, entity_id, version) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (household_id, entity_type, entity_id) DO UPDATE SET version = excluded.version
+                        """
+                ).execute(arguments: [key.scopeColumn, key.entityType, key.entityID, version])
+            } else {
+                try db.cachedStatement(sql: "DELETE FROM server_tombstone WHERE household_id = ? AND entity_type = ? AND entity_id = ?")
                     .execute(arguments: [key.scopeColumn, key.entityType, key.entityID])
             }
         }

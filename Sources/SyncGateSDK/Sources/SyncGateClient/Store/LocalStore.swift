@@ -96,6 +96,21 @@ final class LocalStore: Sendable {
             // When a sync last finished without error, for SyncStatus.lastSyncedAt across launches.
             try db.execute(sql: "ALTER TABLE sync_state ADD COLUMN last_synced_at REAL")
         }
+        migrator.registerMigration("v3") { db in
+            // The version a pull deleted an entity at, while the outbox holds writes of it (see
+            // ReplicaSlice.tombstones).
+            try db.execute(
+                sql: """
+                    CREATE TABLE server_tombstone (
+                        household_id TEXT NOT NULL,
+                        entity_type  TEXT NOT NULL,
+                        entity_id    TEXT NOT NULL,
+                        version      INTEGER NOT NULL,
+                        PRIMARY KEY (household_id, entity_type, entity_id)
+                    ) WITHOUT ROWID
+                    """
+            )
+        }
         return migrator
     }
 
@@ -124,6 +139,7 @@ final class LocalStore: Sendable {
             try db.execute(
                 sql: """
                     DELETE FROM server_entity;
+                    DELETE FROM server_tombstone;
                     DELETE FROM outbox;
                     DELETE FROM local_entity;
                     DELETE FROM household;
@@ -191,6 +207,7 @@ final class LocalStore: Sendable {
         try db.execute(
             sql: """
                 UPDATE server_entity SET stale = 1;
+                DELETE FROM server_tombstone;
                 UPDATE household SET stale = 1;
                 UPDATE sync_state SET cursor = NULL, resyncing = 1 WHERE id = 1;
                 """
