@@ -195,7 +195,7 @@ final class PostgresTransaction: StorageTransaction {
         for household in households {
             for (user, role) in household.members.sorted(by: { $0.key < $1.key }) {
                 memberHouseholds.append(household.id)
-                memberUsers.append(user)
+                memberUsers.append(user.id)
                 memberRoles.append(role.rawValue)
             }
         }

@@ -224,7 +224,7 @@ final class SQLiteTransaction: StorageTransaction {
         let now = self.now
         let list = JSONValue.rows(households.map { [.string($0.id), .string($0.ownerID), .bool($0.archived)] })
         let members = JSONValue.rows(households.flatMap { household in
-            household.members.sorted { $0.key < $1.key }.map { [.string(household.id), .string($0.key), .string($0.value.rawValue)] }
+            household.members.sorted { $0.key < $1.key }.map { [.string(household.id), .string($0.key.id), .string($0.value.rawValue)] }
         })
         let ids = JSONValue.strings(households.map(\.id))
         try await step { db in

@@ -71,7 +71,7 @@ extension HouseholdState {
     package var json: JSONValue {
         [
             "household_id": .string(id), "owner_id": .string(ownerID), "archived": .bool(archived),
-            "members": .array(members.keys.sorted().map { ["user_id": .string($0), "role": .string(members[$0]?.rawValue ?? "")] }),
+            "members": .array(members.sorted { $0.key < $1.key }.map { ["user_id": .string($0.key.id), "role": .string($0.value.rawValue)] }),
         ]
     }
 }

@@ -394,6 +394,33 @@ import SyncGateWire
         #expect(world.households[.household(nfd)]?.ownerID == "bob" && world.households[.household(nfc)]?.ownerID == "alice")
     }
 
+    /// User ids are told apart by their bytes too: NFD "josé" is another user than NFC "josé"
+    /// (two accounts an app may issue tokens to), neither member nor owner of her household.
+    @Test func canonicallyEquivalentUsersAreDifferentUsers() {
+        let nfc = BatchApplier(userID: "jos\u{E9}", collections: .default, now: F.now)
+        let nfd = BatchApplier(userID: "jose\u{301}", collections: .default, now: F.now)
+        var world = World()
+        #expect(Self.statusCodes(world.push(nfc, [Self.op(.create, "households", "home", data: ["name": "Home"])])) == ["applied"])
+        let intrusion = world.push(nfd, [
+            Self.op(.create, "inventory", "intruder", household: "home"),
+            Self.op(.create, "household_members", "home:mallory", data: ["user_id": "mallory", "role": "member"], household: "home"),
+            Self.op(.delete, "households", "home", base: 1),
+        ])
+        #expect(Self.statusCodes(intrusion) == ["PERMISSION_DENIED", "PERMISSION_DENIED", "PERMISSION_DENIED"])
+        #expect(world.households[.household("home")]?.isActiveMember(nfd.userID) == false)
+        #expect(world.households[.household("home")]?.archived == false)
+        // The owner adds the other spelling: a member of its own, not the owner again.
+        let added = world.push(nfc, [
+            Self.op(.create, "household_members", "home:jose\u{301}", data: ["user_id": "jose\u{301}", "role": "member"], household: "home")
+        ])
+        #expect(Self.statusCodes(added) == ["applied"])
+        #expect(world.households[.household("home")]?.members.count == 2)
+        #expect(world.households[.household("home")]?.isActiveMember(nfd.userID) == true)
+        // A membership id's user part is read by bytes after the household's.
+        #expect(HouseholdIDs.splitMembershipID("cafe\u{301}:bob", household: "caf\u{E9}") == nil)
+        #expect(HouseholdIDs.splitMembershipID("caf\u{E9}:bob", household: "caf\u{E9}")?.user == "bob")
+    }
+
     // MARK: summaries
 
     @Test func summaryDaysCoverTheOldAndNewDateOfEveryChangedLog() {

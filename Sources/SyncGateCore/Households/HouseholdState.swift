@@ -8,11 +8,22 @@ package struct HouseholdState: Sendable, Hashable {
     package var id: String
     package var ownerID: String
     package var archived: Bool = false
-    package var members: [String: Role] = [:]
+    /// By user id, compared by bytes.
+    package var members: [UserKey: Role] = [:]
+
+    /// The role of `userID`, if a member.
+    package func role(of userID: String) -> Role? {
+        members[UserKey(userID)]
+    }
+
+    /// Whether `userID` owns the household (ids compare by bytes).
+    package func isOwned(by userID: String) -> Bool {
+        ownerID.sameBytes(as: userID)
+    }
 
     /// Whether `userID` may read and write this household's data.
     package func isActiveMember(_ userID: String) -> Bool {
-        !archived && members[userID] != nil
+        !archived && role(of: userID) != nil
     }
 }
 
@@ -31,9 +42,12 @@ package enum HouseholdIDs {
     /// Splits a membership id; with a known household id, the rest is the user id.
     package static func splitMembershipID(_ id: String, household: String?) -> (household: String, user: String)? {
         if let household {
-            let prefix = household + ":"
-            guard id.hasPrefix(prefix), id.count > prefix.count else { return nil }
-            return (household, String(id.dropFirst(prefix.count)))
+            // By bytes: String's hasPrefix would take another spelling of the household's id.
+            let prefix = household.utf8.count + 1
+            guard id.utf8.count > prefix, id.utf8.starts(with: household.utf8), id.utf8.dropFirst(prefix - 1).first == UInt8(ascii: ":") else {
+                return nil
+            }
+            return (household, String(decoding: id.utf8.dropFirst(prefix), as: UTF8.self))
         }
         guard let colon = id.firstIndex(of: ":") else { return nil }
         let household = String(id[..<colon])
@@ -68,7 +82,7 @@ extension HouseholdState {
         for row in rows {
             let scope = Scope.household(row.householdID)
             var household = households[scope] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)
-            if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[member] = role }
+            if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[UserKey(member)] = role }
             households[scope] = household
         }
         return households

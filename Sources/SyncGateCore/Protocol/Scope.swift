@@ -88,6 +88,21 @@ package struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertibl
     }
 }
 
+/// A user id as a key: compared, hashed and ordered by its UTF-8 bytes, as the databases compare
+/// ids (see `String.sameBytes(as:)`); NFC and NFD "josé" are two users.
+package struct UserKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    package var id: String
+
+    package init(_ id: String) { self.id = id }
+    package init(stringLiteral id: String) { self.id = id }
+
+    package var description: String { id }
+
+    package static func == (lhs: UserKey, rhs: UserKey) -> Bool { lhs.id.sameBytes(as: rhs.id) }
+    package func hash(into hasher: inout Hasher) { id.hashBytes(into: &hasher) }
+    package static func < (lhs: UserKey, rhs: UserKey) -> Bool { lhs.id.utf8.lexicographicallyPrecedes(rhs.id.utf8) }
+}
+
 extension String {
     /// Whether the two hold the same UTF-8 bytes: how PostgreSQL and SQLite compare keys.
     /// Swift's `==` compares canonical equivalence, under which NFC "é" and NFD "é" are one

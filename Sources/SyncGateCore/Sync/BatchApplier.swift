@@ -136,7 +136,7 @@ package struct BatchApplier: Sendable {
             switch type.builtIn {
             case .households:
                 household = operation.entityID
-                if let given = operation.householdID, given != household {
+                if let given = operation.householdID, !given.sameBytes(as: household) {
                     return .invalid(.validationError, "household_id must equal entity_id for households")
                 }
                 guard !household.contains(":"), IdentifierLimits.hasLength(household, in: 1...IdentifierLimits.householdID) else {
@@ -168,7 +168,7 @@ package struct BatchOutcome: Sendable {
     /// Households whose owner, archive flag or members changed (final states).
     package var households: [HouseholdState]
     /// Users whose set of readable households changed: their live waiters must be woken.
-    package var wakeUsers: Set<String>
+    package var wakeUsers: Set<UserKey>
 
     /// The feeds the job advances.
     package var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
@@ -188,7 +188,7 @@ extension BatchApplier {
         /// Where each entity's last write is in `written`.
         var lastWrite: [EntityKey: Int] = [:]
         var touchedHouseholds: Set<Scope> = []
-        var wakeUsers: Set<String> = []
+        var wakeUsers: Set<UserKey> = []
 
         init(applier: BatchApplier, snapshot: Snapshot) {
             self.applier = applier
@@ -334,8 +334,8 @@ extension BatchApplier {
             switch type.builtIn {
             case .households:
                 guard let state else { return .success(type) }  // create makes it; update/delete: ENTITY_NOT_FOUND
-                guard state.members[user] != nil else { return deny("you are not a member of household '\(household)'") }
-                guard state.ownerID == user else { return deny("only the owner of household '\(household)' may change it") }
+                guard state.role(of: user) != nil else { return deny("you are not a member of household '\(household)'") }
+                guard state.isOwned(by: user) else { return deny("only the owner of household '\(household)' may change it") }
                 // The owner's archive is final whatever the versions say.
                 return .success(operation.intent == .delete ? clientWins : type)
 
@@ -346,26 +346,26 @@ extension BatchApplier {
                 guard let member = HouseholdIDs.splitMembershipID(operation.entityID, household: household)?.user else {
                     return invalid("a household_members entity_id is '<household_id>:<user_id>'")
                 }
-                let leaving = operation.intent == .delete && member == user && state.members[user] == .member
+                let leaving = operation.intent == .delete && member.sameBytes(as: user) && state.role(of: user) == .member
                 if !leaving {
-                    guard state.members[user] != nil else { return deny("you are not a member of household '\(household)'") }
-                    guard state.ownerID == user else {
+                    guard state.role(of: user) != nil else { return deny("you are not a member of household '\(household)'") }
+                    guard state.isOwned(by: user) else {
                         return deny("only the owner of household '\(household)' adds or removes members")
                     }
                 }
                 switch operation.intent {
                 case .create:
-                    guard operation.data?["user_id"]?.stringValue == member else {
+                    guard operation.data?["user_id"]?.stringValue?.sameBytes(as: member) == true else {
                         return invalid("data.user_id must be '\(member)', the user part of the entity_id")
                     }
                     guard operation.data?["role"]?.stringValue == HouseholdState.Role.member.rawValue else {
                         return invalid("role must be 'member': a household's only owner is its creator")
                     }
-                    guard member != state.ownerID else { return invalid("'\(member)' owns household '\(household)'") }
+                    guard !state.isOwned(by: member) else { return invalid("'\(member)' owns household '\(household)'") }
                 case .update:
                     return invalid("memberships cannot be updated: remove the member and add them again")
                 case .delete:
-                    guard member != state.ownerID else {
+                    guard !state.isOwned(by: member) else {
                         return invalid("the owner cannot leave household '\(household)'; delete the household to archive it")
                     }
                 }
@@ -388,9 +388,9 @@ extension BatchApplier {
             switch type.builtIn {
             case .households:
                 if households[key.scope] == nil {
-                    households[key.scope] = HouseholdState(id: household, ownerID: user, members: [user: .owner])
+                    households[key.scope] = HouseholdState(id: household, ownerID: user, members: [UserKey(user): .owner])
                     touchedHouseholds.insert(key.scope)
-                    wakeUsers.insert(user)
+                    wakeUsers.insert(UserKey(user))
                     let membership = HouseholdIDs.membershipKey(household: household, user: user)
                     sideEffects.append(
                         EntityState(
@@ -416,13 +416,13 @@ extension BatchApplier {
                     let member = HouseholdIDs.splitMembershipID(key.entityID, household: household.id)?.user
                 else { return sideEffects }
                 if state.isDeleted {
-                    household.members.removeValue(forKey: member)
+                    household.members.removeValue(forKey: UserKey(member))
                 } else {
-                    household.members[member] = .member
+                    household.members[UserKey(member)] = .member
                 }
                 households[key.scope] = household
                 touchedHouseholds.insert(key.scope)
-                wakeUsers.insert(member)
+                wakeUsers.insert(UserKey(member))
             default:
                 break
             }

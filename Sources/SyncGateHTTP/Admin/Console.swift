@@ -119,6 +119,9 @@ struct Console: Sendable {
         let parameters = request.uri.queryParameters
         let state = parameters["state"].flatMap { JobState(rawValue: String($0)) }
         let user = parameters["user"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+        if let user, !IdentifierLimits.isValidUserID(user) {
+            return Self.redirect("\(Self.root)/jobs", flash: "A user id is 1 to \(IdentifierLimits.userID) characters without control characters.", context)
+        }
         let jobs = try await store.listJobs(JobFilter(state: state, userID: user, limit: 200))
         let values: [String: Any] = [
             "states": JobState.allCases.map { ["name": $0.rawValue, "selected": $0 == state] as [String: Any] },
@@ -193,7 +196,7 @@ struct Console: Sendable {
                 [
                     "id": household.id, "owner": household.ownerID, "ownerPath": Self.path(household.ownerID),
                     "state": household.archived ? "archived" : "active",
-                    "members": household.members.keys.sorted().map { ["user": $0, "userPath": Self.path($0), "role": household.members[$0]?.rawValue ?? ""] },
+                    "members": household.members.sorted { $0.key < $1.key }.map { ["user": $0.key.id, "userPath": Self.path($0.key.id), "role": $0.value.rawValue] },
                 ]
             },
         ]

@@ -68,8 +68,8 @@ struct LiveUpdates: Sendable {
                 var finished = false
                 for event in events {
                     switch event {
-                    case .jobFinished(let job) where job.id == id && job.userID == userID: return .finished(job)
-                    case .jobFinishedWithoutResults(id, let device) where device.userID == userID: finished = true
+                    case .jobFinished(let job) where job.id == id && job.userID.sameBytes(as: userID): return .finished(job)
+                    case .jobFinishedWithoutResults(id, let device) where device.userID.sameBytes(as: userID): finished = true
                     default: continue
                     }
                 }

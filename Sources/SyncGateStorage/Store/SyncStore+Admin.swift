@@ -145,7 +145,7 @@ extension SyncStore {
     static func membershipJSON(_ household: HouseholdState, of userID: String) -> JSONValue {
         [
             "household_id": .string(household.id), "owner_id": .string(household.ownerID), "archived": .bool(household.archived),
-            "role": household.members[userID].map { .string($0.rawValue) } ?? .null,
+            "role": household.role(of: userID).map { .string($0.rawValue) } ?? .null,
         ]
     }
 
@@ -194,7 +194,7 @@ extension SyncStore {
             let now = clock.wallNow()
             let operations = active.map { household in
                 let key = "syncgate-erase:\(household.id):\(now.millisecondsSinceEpoch)"
-                return household.ownerID == userID
+                return household.isOwned(by: userID)
                     ? SyncOperation(idempotencyKey: key, entityType: "households", entityID: household.id, intent: .delete, clientTimestamp: now)
                     : SyncOperation(
                         idempotencyKey: key, entityType: "household_members", entityID: HouseholdIDs.membershipID(household: household.id, user: userID),

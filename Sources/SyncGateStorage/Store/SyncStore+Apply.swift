@@ -228,7 +228,7 @@ extension SyncStore {
         var advanced: Set<Scope> = []
         var sequences: [[Scope: [Int64]]] = []
         var changedHouseholds: [HouseholdState] = []
-        var wakeUsers: Set<String> = []
+        var wakeUsers: Set<UserKey> = []
         var finishedEvents: [StoreEvent] = []
         for (job, outcome) in zip(held, outcomesOfJobs) {
             // A service key's push (its device `service:<name>`) marks its changes with that origin.
@@ -253,7 +253,7 @@ extension SyncStore {
         // in the same commit, so a waiter of a member removed there is not woken to read the feed
         // on its old cursor (PostgreSQL hands the notifications over one at a time).
         if !wakeUsers.isEmpty {
-            let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted())
+            let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted().map(\.id))
             write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
         }
         write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
