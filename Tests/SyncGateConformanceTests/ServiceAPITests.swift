@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Synchronization
 import SyncGateCore
-import SyncGateHTTP
+@testable import SyncGateHTTP
 import SyncGateStorage
 import SyncGateTestSupport
 import SyncGateWire
@@ -119,6 +119,15 @@ import Testing
             #expect(try await http.store.queryTexts("SELECT scopes FROM service_keys WHERE name = 'kiosk'") == ["read@reach,write@reach"])
             #expect(try await store.serviceKeys().first { $0.name == "billing" }?.reach == nil)
         }
+    }
+
+    /// The household of a household push is matched by bytes: an operation naming another
+    /// spelling of it names another household, which the key's reach need not include.
+    @Test func aHouseholdPushTakesOnlyItsOwnHousehold() throws {
+        let item = Op.create("inventory", "milk", ["qty": 1], household: "cafe\u{301}")
+        #expect(throws: ProtocolError.self) { try ServiceRoutes.intoHousehold("caf\u{E9}", [item]) }
+        #expect(try ServiceRoutes.intoHousehold("cafe\u{301}", [item]).map(\.householdID) == ["cafe\u{301}"])
+        #expect(try ServiceRoutes.intoHousehold("caf\u{E9}", [Op.create("inventory", "milk", ["qty": 1])]).map(\.householdID) == ["caf\u{E9}"])
     }
 
     @Test func aReachIsRefusedWhereItCannotHold() {

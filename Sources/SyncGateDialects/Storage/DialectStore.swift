@@ -105,7 +105,8 @@ package struct DialectStore: Sendable {
     func feeds(userID: String, household: String?) async throws -> [Scope] {
         let households = try await driver.activeHouseholds(userID: userID)
         guard let household else { return [.user(userID)] + households.map(Scope.household) }
-        guard households.contains(household) else {
+        // By bytes, as the databases compare ids: String's == would let another spelling through.
+        guard households.contains(where: { $0.sameBytes(as: household) }) else {
             throw ProtocolError(.permissionDenied, "you are not an active member of household '\(household.prefix(128))'")
         }
         return [.household(household)]

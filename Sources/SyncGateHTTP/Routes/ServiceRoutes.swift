@@ -55,11 +55,13 @@ package struct ServiceRoutes: Sendable {
     static func intoHousehold(_ household: String, _ operations: [SyncOperation]) throws(ProtocolError) -> [SyncOperation] {
         var placed = operations
         for index in placed.indices {
-            switch placed[index].householdID {
-            case nil: placed[index].householdID = household
-            case household: break
-            case let other?:
-                throw ProtocolError(.validationError, "operations[\(index)].household_id is '\(other)' in a push into household '\(household)'")
+            // By bytes: another spelling of the id is another household to the databases.
+            guard let named = placed[index].householdID else {
+                placed[index].householdID = household
+                continue
+            }
+            guard named.sameBytes(as: household) else {
+                throw ProtocolError(.validationError, "operations[\(index)].household_id is '\(named)' in a push into household '\(household)'")
             }
         }
         return placed
