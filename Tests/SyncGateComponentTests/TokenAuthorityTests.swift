@@ -62,6 +62,14 @@ import Testing
         #expect(await refusal(Self.token(claims: claims(exp: 3600)), maximumLifetime: 3600) == nil)
     }
 
+    @Test func aSubjectWithAControlCharacterIsRefused() async {
+        // JSON escapes: a NUL, a tab and DEL in `sub`; every request of such a user would be a 500.
+        for sub in [#"al\u0000ice"#, #"al\tice"#, #"al\u007fice"#] {
+            #expect(await refusal(Self.token(claims: claims(sub: sub)))?.contains("without control characters") == true, "\(sub)")
+        }
+        #expect(await refusal(Self.token(claims: claims(sub: "jos\u{E9}"))) == nil)
+    }
+
     @Test func notBeforeIsHonouredWithAMinuteOfClockSkew() async {
         #expect(await refusal(Self.token(claims: claims(nbf: 600))) == "token is not valid yet (nbf)")
         #expect(await refusal(Self.token(claims: claims(nbf: 30))) == nil)

@@ -67,7 +67,7 @@ import Yams
         try await Self.with(driver) { http, admin, key in
             let id = try await http.store.push([Op.create("weightLogs", "w1", ["kg": 70])])
             for path in ["/admin/v1/jobs?state=stuck", "/admin/v1/jobs?limit=0", "/admin/v1/jobs?colour=red", "/admin/v1/jobs/abc", "/admin/v1/jobs/-1",
-                         "/admin/v1/overview?x=1"] {
+                         "/admin/v1/overview?x=1", "/admin/v1/jobs?user=%00", "/admin/v1/jobs?user="] {
                 let response = try await Self.send(admin, .get, path, key: key)
                 #expect(response.status == 400 && response.json?.errorCode == "VALIDATION_ERROR", "\(path): \(response.status)")
             }

@@ -165,9 +165,10 @@ package enum IdentifierLimits {
         DeviceID.isWellFormed(value)
     }
 
-    /// A token's `sub`: 1–128 characters.
+    /// A token's `sub`: 1–128 characters, none a control character (the service API's rule for
+    /// `user_id`; PostgreSQL refuses a NUL in text, so such a user could only get 500s).
     package static func isValidUserID(_ value: String) -> Bool {
-        hasLength(value, in: 1...userID)
+        isValid(value, length: 1...userID)
     }
 
     /// Whether `value` has a number of characters in `range`. A character is a Unicode code

@@ -117,6 +117,9 @@ struct AdminRoutes: Sendable {
     func jobs(_ request: Request, context: SyncRequestContext) async throws -> Response {
         _ = try context.service(granting: .admin)
         let parameters = try RequestReader(request: request).query(allowed: ["state", "user", "limit"])
+        if let user = parameters["user"], !IdentifierLimits.isValidUserID(user) {
+            throw ProtocolError(.validationError, "'user' must be 1 to \(IdentifierLimits.userID) characters without control characters")
+        }
         var filter = JobFilter(userID: parameters["user"], limit: try RequestReader.integer(parameters, "limit", in: 1...1000, default: 50))
         if let state = parameters["state"] {
             guard let parsed = JobState(rawValue: state) else {

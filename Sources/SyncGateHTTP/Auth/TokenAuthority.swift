@@ -213,7 +213,7 @@ package struct TokenAuthority: Sendable {
             throw ProtocolError(.unauthenticated, "token is not valid yet (nbf)")
         }
         guard IdentifierLimits.isValidUserID(subject) else {
-            throw ProtocolError(.unauthenticated, "token subject must be 1 to \(IdentifierLimits.userID) characters")
+            throw ProtocolError(.unauthenticated, "token subject must be 1 to \(IdentifierLimits.userID) characters without control characters")
         }
         return AuthenticatedUser(userID: subject, expiresAt: expiry)
     }
