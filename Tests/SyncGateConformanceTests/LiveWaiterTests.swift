@@ -392,6 +392,32 @@ import SyncGateConcurrency
     }
 
     /// One change to a household wakes all its 100 connected members; their pulls share one read.
+    /// A woken waiter reads no further than the heads it was woken for: a change committed while
+    /// its read waited may follow the member's removal, which the waiter has not seen yet.
+    @Test(arguments: Driver.selected)
+    func aWokenWaitersReadStopsAtTheHeadsItWasWokenFor(_ driver: Driver) async throws {
+        try await Self.withCountingFront(driver, configuration: Self.configuration(), workers: 1) { http, store in
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "owner")
+            let cursor = try await http.pullAll(user: "bob").cursor
+            let poll = Task { try await http.pull(user: "bob", query: "cursor=\(cursor)&wait=30000").json }
+            try await eventually("bob asleep") { http.watcher.armedCount == 1 }
+            let gate = TestGate("bob's read")
+            store.holdNextFeedRead(until: gate)
+            store.reset()
+            _ = try await http.results([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "owner")
+            try await eventually("bob's read on its way") { store.feedReads.count == 1 }
+            // While it waits: bob is removed, and the owner writes what bob must not see.
+            let removal = try await http.results(
+                [Op.delete("household_members", "home:bob", base: 1, household: "home"), Op.create("inventory", "secret", ["qty": 1], household: "home")],
+                user: "owner"
+            )
+            #expect(removal.map { $0["status"] } == ["applied", "applied"])
+            gate.open()
+            let page = try #require(try await poll.value)
+            #expect(page["changes"]?.arrayValue?.map { $0["entity_id"] } == ["milk"], "\(page)")
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func aHouseholdChangeWakesEveryMemberWithSharedReads(_ driver: Driver) async throws {
         try await Self.withCountingFront(driver, configuration: Self.configuration(), workers: 1) { http, store in

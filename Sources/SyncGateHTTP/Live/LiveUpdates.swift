@@ -221,7 +221,11 @@ struct LiveUpdates: Sendable {
             let slice = try await watcher.reads.read(key, covering: head)
             // Tombstones up to the floor were purged while the request waited.
             guard read.after >= slice.floor else { throw CursorError.expired(read.scope) }
-            pages[read.scope] = slice.changes
+            // Up to the head the waiter was woken for, as a pull reads up to its context's heads:
+            // a change committed while the read waited may follow the member's removal, which
+            // the watcher announces before that change's head and this waiter has not seen.
+            pages[read.scope] = slice.changes.last.map { $0.sequence <= head } ?? true
+                ? slice.changes : Array(slice.changes.prefix { $0.sequence <= head })
         }
         return plan.assemble(pages: pages, deviceWatermark: watermark)
     }
