@@ -293,7 +293,10 @@ final class PostgresTransaction: StorageTransaction {
         // The feed row stays, emptied (floor at head): its sequence numbers go on from the head,
         // never again from 1, since a live front's watch table holds heads it only ever raises.
         try await query("UPDATE feeds SET floor = head, compacted = head, webhooked = head WHERE scope = \(scope)")
-        try await query("DELETE FROM household_members WHERE user_id = \(userID)")
+        // Of archived households only: a live one's membership is its feed's, changed by jobs.
+        try await query(
+            "DELETE FROM household_members m USING households h WHERE m.user_id = \(userID) AND h.household_id = m.household_id AND h.archived"
+        )
         // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
         erased.householdChangesUnattributed = try await count(
             """

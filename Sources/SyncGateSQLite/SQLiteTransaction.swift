@@ -326,7 +326,10 @@ final class SQLiteTransaction: StorageTransaction {
             _ = try count("DELETE FROM push_positions WHERE scope = ?", [scope])
             // Emptied, not deleted: sequence numbers go on from the head (see the PostgreSQL driver).
             _ = try count("UPDATE feeds SET floor = head, compacted = head, webhooked = head WHERE scope = ?", [scope])
-            _ = try count("DELETE FROM household_members WHERE user_id = ?", [userID])
+            // Of archived households only: a live one's membership is its feed's, changed by jobs.
+            _ = try count(
+                "DELETE FROM household_members WHERE user_id = ? AND household_id IN (SELECT household_id FROM households WHERE archived = 1)", [userID]
+            )
             // A writer is `<device id>/<user id>`: device ids hold no `/`, user ids may.
             erased.householdChangesUnattributed = try count(
                 "UPDATE changes SET writer = NULL WHERE scope IN (SELECT value FROM json_each(?)) AND substr(writer, instr(writer, '/') + 1) = ?",

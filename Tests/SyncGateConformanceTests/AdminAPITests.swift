@@ -399,6 +399,21 @@ import Yams
         }
     }
 
+    /// The erase's transaction deletes the user's memberships of archived households only: one
+    /// an owner's job added after the erase checked for active ones is that household's data
+    /// (its membership entity stays in the feed), and deleting the row alone would split them.
+    @Test(arguments: Driver.selected)
+    func anEraseKeepsMembershipsOfLiveHouseholds(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("households", "old", ["name": "Old"]), HouseholdTests.member("old", "bob")], user: "alice")
+            _ = try await harness.apply([Op.delete("households", "old", base: 1)], user: "alice")
+            _ = try await harness.apply([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "alice")
+            _ = try await harness.store.driver.transaction(now: nil, for: .maintenance) { try await $0.eraseUser("bob", households: ["old"]) }
+            let rows = try await harness.queryTexts("SELECT household_id FROM household_members WHERE user_id = 'bob' ORDER BY household_id")
+            #expect(rows == ["home"])
+        }
+    }
+
     /// The second call of an erase finds the households the first one's job left even after
     /// the job retention has passed: retention keeps the erase's jobs until the erase ends.
     @Test(arguments: Driver.selected)
