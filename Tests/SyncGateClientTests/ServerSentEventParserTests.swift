@@ -12,6 +12,32 @@ struct ServerSentEventParserTests {
         #expect(parser.retryMilliseconds == 3000)
     }
 
+    @Test("a leading byte order mark is dropped, wherever the chunks split it; elsewhere it is data")
+    func byteOrderMark() {
+        let text: [UInt8] = [0xEF, 0xBB, 0xBF] + Array("event: poke\ndata: a\n\n".utf8)
+        for split in 0...4 {
+            var parser = ServerSentEventParser()
+            let events = parser.consume(text[..<split]) + parser.consume(text[split...])
+            #expect(events == [ServerSentEvent(event: "poke", data: "a", id: nil)], "split at \(split)")
+        }
+        var parser = ServerSentEventParser()
+        #expect(parser.consume([0xEF, 0xBB] + Array("x\ndata: b\n\n".utf8)).map(\.data) == ["b"])
+    }
+
+    @Test("an event past 64 KiB, on one line or over many, ends the stream's parse")
+    func overflow() {
+        var endless = ServerSentEventParser()
+        _ = endless.consume([UInt8](repeating: UInt8(ascii: "a"), count: 100_000))
+        #expect(endless.overflowed)
+        var many = ServerSentEventParser()
+        let line = Array(("data: " + String(repeating: "b", count: 1000) + "\n").utf8)
+        for _ in 0..<100 { _ = many.consume(line) }
+        #expect(many.overflowed)
+        var small = ServerSentEventParser()
+        for _ in 0..<100 { _ = small.consume(Array(": keep-alive\n\n".utf8) + line + Array("\n".utf8)) }
+        #expect(!small.overflowed)
+    }
+
     @Test("events split across chunks anywhere, even inside a CRLF")
     func chunking() {
         let text = Array("event: poke\r\ndata: a\r\n\r\nevent: poke\r\ndata: b\r\n\r\n".utf8)

@@ -22,6 +22,16 @@ struct WireTests {
         #expect(SyncAPI.error(for: TransportResponse(status: 401)).code == .unauthenticated)
         #expect(SyncAPI.retryAfterDuration(" 7 ") == .seconds(7))
         #expect(SyncAPI.retryAfterDuration("Wed, 21 Oct 2015 07:28:00 GMT") == nil)
+        // A proxy's absurd value is held to an hour: it would sleep for ever, or trap computing
+        // the sleep's deadline.
+        #expect(SyncAPI.retryAfterDuration("9223372036854775807") == .seconds(3600))
+        #expect(Backoff().delay(afterFailures: 1, retryAfter: SyncAPI.retryAfterDuration("9223372036854775807")) <= .seconds(3601))
+    }
+
+    @Test("an empty household id is the user's own: one entity, as the store keeps it")
+    func emptyHouseholdIsNone() {
+        #expect(EntityKey(entityType: "notes", entityID: "n1", householdID: "") == EntityKey(entityType: "notes", entityID: "n1"))
+        #expect(EntityKey(entityType: "notes", entityID: "n1", householdID: "").householdID == nil)
     }
 
     @Test("operations carry the key, base version, intent, household and timestamp; deletes carry no data")

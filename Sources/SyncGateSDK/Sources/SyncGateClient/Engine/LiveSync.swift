@@ -143,6 +143,7 @@ final class LiveSync: Sendable {
                     for event in parser.consume(chunk) where event.event == "poke" {
                         self.wakeup.signal()
                     }
+                    if parser.overflowed { throw SyncGateClientError(.transport, "the event stream sent an event over 64 KiB") }
                 }
             }
             group.addTask {

@@ -12,11 +12,12 @@ public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible
     public var householdID: String?
 
     /// A key. For `households` the household is the id itself, and for `household_members` the
-    /// part of the id before `:`, whatever `householdID` says.
+    /// part of the id before `:`, whatever `householdID` says. An empty `householdID` is `nil`
+    /// (no household id is empty, and the store keeps the user's own entities under `""`).
     public init(entityType: String, entityID: String, householdID: String? = nil) {
         self.entityType = entityType
         self.entityID = entityID
-        self.householdID = Self.household(of: entityType, id: entityID, given: householdID)
+        self.householdID = Self.household(of: entityType, id: entityID, given: householdID.flatMap { $0.isEmpty ? nil : $0 })
     }
 
     /// The household column value: `""` for the user's own entities.

@@ -17,9 +17,17 @@ struct ServerSentEvent: Sendable, Hashable {
 /// `URLSession.bytes(for:)`, which swift-corelibs-foundation does not have, so it does not build
 /// on Linux; this parser is fed the chunks AsyncHTTPClient delivers.
 struct ServerSentEventParser: Sendable {
+    /// The largest event (its line being read and its data so far) kept: SyncGate's are a few
+    /// bytes, and a body with no line end (a proxy's) must not grow without end.
+    static let maximumEventBytes = 64 * 1024
+
     /// The reconnection delay the server asked for with `retry:`, in milliseconds.
     private(set) var retryMilliseconds: Int?
+    /// Whether an event passed ``maximumEventBytes``: the stream is not SyncGate's, end it.
+    private(set) var overflowed = false
     private var line: [UInt8] = []
+    /// Bytes of the stream read so far, up to three: a leading byte order mark is dropped.
+    private var started = 0
     private var afterCarriageReturn = false
     private var eventType = ""
     private var data = ""
@@ -32,6 +40,17 @@ struct ServerSentEventParser: Sendable {
     mutating func consume(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
+            if started < 3 {
+                // A UTF-8 byte order mark (EF BB BF) may open the stream; it is not part of a field.
+                let mark: [UInt8] = [0xEF, 0xBB, 0xBF]
+                if byte == mark[started], line.count == started {
+                    started += 1
+                    line.append(byte)
+                    if started == 3 { line.removeAll(keepingCapacity: true) }
+                    continue
+                }
+                started = 3
+            }
             if afterCarriageReturn {
                 afterCarriageReturn = false
                 if byte == 0x0A { continue }
@@ -43,6 +62,10 @@ struct ServerSentEventParser: Sendable {
                 afterCarriageReturn = true
                 if let event = endLine() { events.append(event) }
             default:
+                guard line.count + data.utf8.count < Self.maximumEventBytes else {
+                    overflowed = true
+                    return events
+                }
                 line.append(byte)
             }
         }
@@ -68,6 +91,10 @@ struct ServerSentEventParser: Sendable {
         case "event":
             eventType = value
         case "data":
+            guard data.utf8.count + value.utf8.count < Self.maximumEventBytes else {
+                overflowed = true
+                return nil
+            }
             if hasData { data += "\n" }
             data += value
             hasData = true

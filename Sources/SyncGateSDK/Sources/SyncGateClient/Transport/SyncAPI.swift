@@ -166,11 +166,16 @@ struct SyncAPI: Sendable {
         return SyncGateClientError(clientCode, message, httpStatus: response.status, serverCode: code, retryAfter: retryAfter)
     }
 
-    /// `Retry-After` in delta-seconds (what SyncGate sends); an HTTP date is not understood and ignored.
+    /// `Retry-After` in delta-seconds (what SyncGate sends), at most ``maximumRetryAfter``: a
+    /// proxy's absurd value must neither stop sync for years nor overflow a sleep's deadline. An
+    /// HTTP date is not understood and ignored.
     static func retryAfterDuration(_ value: String) -> Duration? {
         guard let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
-        return .seconds(seconds)
+        return min(.seconds(seconds), maximumRetryAfter)
     }
+
+    /// The longest `Retry-After` honoured.
+    static let maximumRetryAfter: Duration = .seconds(3600)
 
     static func transportError(_ error: any Error) -> any Error {
         if error is CancellationError || error is SyncGateClientError { return error }
