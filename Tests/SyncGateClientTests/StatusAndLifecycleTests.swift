@@ -186,8 +186,11 @@ struct StatusAndLifecycleTests {
         let second = try await cache.current()
         #expect(second != first && issued.load(ordering: .relaxed) == 2)
         #expect(try await cache.refresh(replacing: first) == second)
+        #expect(try await cache.refresh(replacing: second) != second)
+        #expect(issued.load(ordering: .relaxed) == 3)
+        // Signed out: nothing is asked for any more.
         cache.forget()
-        _ = try await cache.current()
+        await #expect(throws: SyncGateClientError.self) { try await cache.current() }
         #expect(issued.load(ordering: .relaxed) == 3)
 
         let noExp = Self.jwt(exp: 1).split(separator: ".")[0] + "." + Data(#"{"sub":"alice"}"#.utf8).base64EncodedString() + ".c2ln"
@@ -227,6 +230,49 @@ struct StatusAndLifecycleTests {
         try await client.sync()
         #expect(issued.load(ordering: .relaxed) == 2)
         #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }).count == 2)
+        // The second was given when asked early and expires as soon: the provider has nothing
+        // fresher, so it is used to its exp (or a 401), not asked for at every request.
+        try await client.sync()
+        #expect(issued.load(ordering: .relaxed) == 2)
+    }
+
+    @Test("requests waiting for a token share one ask of the provider")
+    func oneAskAtATime() async throws {
+        let asked = Atomic<Int>(0)
+        let gate = TestGate("the provider")
+        let cache = TokenCache(provider: {
+            asked.add(1, ordering: .relaxed)
+            try await gate.wait()
+            return "token"
+        }, refreshMargin: .seconds(60))
+        let requests = (0..<5).map { _ in Task { try await cache.current() } }
+        try await eventually("the provider asked") { asked.load(ordering: .relaxed) == 1 }
+        gate.open()
+        for request in requests { #expect(try await request.value == "token") }
+        #expect(asked.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("sign-out forgets the token only once the sync running has ended")
+    func signOutKeepsTheTokenOfTheSyncRunning() async throws {
+        let issued = Atomic<Int>(0)
+        let pulled = TestGate("the pull")
+        let (client, transport) = try scriptedClient(token: { "token-\(issued.add(1, ordering: .relaxed).newValue)" }) { request in
+            if request.method == "DELETE" { return TransportResponse(status: 204) }
+            // The first page is held, and has a second: a request after sign-out began.
+            guard request.query("cursor") == nil else { return ScriptedTransport.emptyPage(cursor: "c2") }
+            try await pulled.wait()
+            return ScriptedTransport.page([], cursor: "c1", hasMore: true)
+        }
+        let sync = Task { try await client.sync() }
+        try await eventually("the pull on its way") { transport.requests.contains { $0.route == "/v1/sync/pull" } }
+        let signOut = Task { try await client.signOut() }
+        try await eventually("sign-out unregistered") { transport.requests.contains { $0.method == "DELETE" } }
+        pulled.open()
+        // The sync ends as it began, with its user's token, and only then is the client erased.
+        #expect(try await sync.value.pulledChanges == 0)
+        try await signOut.value
+        #expect(issued.load(ordering: .relaxed) == 1)
+        #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }) == ["Bearer token-1"])
     }
 
     // MARK: - Sign-out and one sync

@@ -199,9 +199,13 @@ public final class SyncClient: Sendable {
                 configuration.logger.debug("sign-out: could not unregister push: \(error)", metadata: ["syncgate.device": "\(deviceID)"])
             }
         }
-        tokens.forget()
-        // Once a sync the app started has ended; none runs afterwards.
-        try await engine.terminate { try await local { try await store.erase() } }
+        // Once a sync the app started has ended (with this user's token: forgotten before it
+        // ends, the provider would be asked again, and may already give the next user's); none
+        // runs afterwards.
+        try await engine.terminate {
+            tokens.forget()
+            try await local { try await store.erase() }
+        }
     }
 
     // MARK: - Push nudges

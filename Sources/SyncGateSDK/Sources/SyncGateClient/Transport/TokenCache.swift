@@ -3,12 +3,26 @@ import SyncGateConcurrency
 import Foundation
 
 /// The bearer token: asked from the app's provider when there is none, when the one held (a JWT)
-/// expires within the refresh margin, and when the server refuses it.
+/// expires within the refresh margin, and when the server refuses it. Concurrent requests share
+/// one ask; a token the provider gave when asked early that still expires within the margin (its
+/// own cache, or a clock ahead of the issuer's) is used until its exp or a refusal, not asked
+/// for again at every request.
 final class TokenCache: Sendable {
+    private struct Held {
+        var value: String
+        var expires: Date?
+        /// Given when asked early, and no fresher: not asked for early again.
+        var keepToExpiry = false
+    }
+
     private let provider: @Sendable () async throws -> String
     private let refreshMargin: Duration
     private let now: @Sendable () -> Date
-    private let token = Locked<(value: String, expires: Date?)?>(nil)
+    private let token = Locked<Held?>(nil)
+    /// The ask under way, which every request waiting for a token shares.
+    private let asking = Locked<Task<String, any Error>?>(nil)
+    /// Set by ``forget()``: no token is asked for or kept afterwards (signed out).
+    private let forgotten = Locked(false)
 
     init(provider: @escaping @Sendable () async throws -> String, refreshMargin: Duration, now: @escaping @Sendable () -> Date = Date.init) {
         self.provider = provider
@@ -17,10 +31,11 @@ final class TokenCache: Sendable {
     }
 
     func current() async throws -> String {
-        guard let cached = token.value else { return try await fetch() }
+        guard let cached = token.value else { return try await fetch(early: false) }
         if !expiresSoon(cached.expires) { return cached.value }
+        if cached.keepToExpiry, let expires = cached.expires, now() < expires { return cached.value }
         do {
-            return try await fetch()
+            return try await fetch(early: true)
         } catch let error as SyncGateClientError {
             // Asked early, the provider failed: the token held is still good until its exp.
             guard let expires = cached.expires, now() < expires else { throw error }
@@ -32,11 +47,12 @@ final class TokenCache: Sendable {
     func refresh(replacing refused: String) async throws -> String {
         if let cached = token.value, cached.value != refused, !expiresSoon(cached.expires) { return cached.value }
         token.update { if $0?.value == refused { $0 = nil } }
-        return try await fetch()
+        return try await fetch(early: false)
     }
 
-    /// Drops the token (sign-out).
+    /// Drops the token for good (sign-out): an ask under way is not kept, and none is made.
     func forget() {
+        forgotten.update { $0 = true }
         token.update { $0 = nil }
     }
 
@@ -45,7 +61,19 @@ final class TokenCache: Sendable {
         return now().addingTimeInterval(refreshMargin.timeInterval) >= expires
     }
 
-    private func fetch() async throws -> String {
+    private func fetch(early: Bool) async throws -> String {
+        let ask = asking.update { asking -> Task<String, any Error> in
+            if let asking { return asking }
+            let task = Task { try await self.ask(early: early) }
+            asking = task
+            return task
+        }
+        return try await ask.value
+    }
+
+    private func ask(early: Bool) async throws -> String {
+        defer { asking.update { $0 = nil } }
+        if forgotten.value { throw SyncGateClientError(.closed, "signed out") }
         let fresh: String
         do {
             fresh = try await provider()
@@ -54,7 +82,11 @@ final class TokenCache: Sendable {
         } catch {
             throw SyncGateClientError(.tokenUnavailable, "the token provider failed: \(error)")
         }
-        token.update { $0 = (fresh, Self.expiry(of: fresh)) }
+        let expires = Self.expiry(of: fresh)
+        token.update { token in
+            guard !forgotten.value else { return }
+            token = Held(value: fresh, expires: expires, keepToExpiry: early && expiresSoon(expires))
+        }
         return fresh
     }
 
