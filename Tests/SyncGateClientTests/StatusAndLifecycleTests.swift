@@ -277,6 +277,29 @@ struct StatusAndLifecycleTests {
 
     // MARK: - Sign-out and one sync
 
+    @Test("a client dropped without close() stops its live sync; close() ends observations")
+    func droppedAndClosed() async throws {
+        let cancelled = Atomic<Bool>(false)
+        var pair: (SyncClient, ScriptedTransport)? = try scriptedClient { request in
+            guard request.route == "/v1/sync/events" else { return ScriptedTransport.emptyPage() }
+            // The event stream's request waits until its task is cancelled.
+            do { try await Task.sleep(for: .seconds(3600)) } catch { cancelled.store(true, ordering: .relaxed); throw error }
+            return TransportResponse(status: 200)
+        }
+        let transport = try #require(pair?.1)
+        pair?.0.startLive()
+        try await eventually("the event stream asked for") { transport.requests.contains { $0.route == "/v1/sync/events" } }
+        pair = nil
+        try await eventually("the live sync cancelled with its client") { cancelled.load(ordering: .relaxed) }
+
+        let (client, _) = try scriptedClient { _ in ScriptedTransport.emptyPage() }
+        try await client.write(type: "notes", id: "n1", data: ["t": "x"])
+        var results = client.observe(type: "notes").makeAsyncIterator()
+        #expect(try await results.next()?.count == 1)
+        await client.close()
+        #expect(try await results.next() == nil)
+    }
+
     @Test("sign-out unregisters push, erases the database and closes the client")
     func signOut() async throws {
         let folder = try temporaryFolder("signout")

@@ -62,6 +62,14 @@ public final class SyncClient: Sendable {
         engine = SyncEngine(store: store, api: api, events: hub, configuration: configuration)
     }
 
+    /// A client dropped without ``close()``: its live sync must not go on alone against the file
+    /// (the task holds the engine, not the client), and its subscriptions end.
+    deinit {
+        lifecycle.update { $0.live?.cancel() }
+        hub.finish()
+        statusCenter.finish()
+    }
+
     // MARK: - Sync
 
     /// Pushes the outbox (following jobs the server answers 202 for), then pulls every change

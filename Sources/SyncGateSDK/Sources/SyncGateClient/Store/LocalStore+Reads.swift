@@ -1,4 +1,5 @@
 import SyncGateWire
+import SyncGateConcurrency
 import GRDB
 
 extension LocalStore {
@@ -60,23 +61,37 @@ extension LocalStore {
 
     /// What `fetch` reads now, and again whenever a transaction changes it (GRDB re-reads after
     /// each commit that touches the tables read, and duplicates are dropped), until the sequence is
-    /// no longer iterated.
+    /// no longer iterated or the store closes (the sequence then ends).
     func observe<Value: Sendable & Equatable>(_ fetch: @escaping @Sendable (Database) throws -> Value) -> AsyncThrowingStream<Value, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Value.self, throwing: (any Error).self)
         let observation = ValueObservation
             .tracking(fetch)
             .removeDuplicates()
             .values(in: database)
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Value.self, throwing: (any Error).self)
+        let observations = self.observations
+        let number = observations.update { observations -> Int? in
+            guard let next = observations?.next else { return nil }
+            observations?.next += 1
+            return next
+        }
+        guard let number else {
+            continuation.finish(throwing: SyncGateClientError(.closed, "the client was closed"))
+            return stream
+        }
         let task = Task {
             do {
                 for try await value in observation {
                     continuation.yield(value)
                 }
                 continuation.finish()
+            } catch is CancellationError {
+                continuation.finish()
             } catch {
                 continuation.finish(throwing: error)
             }
+            _ = observations.update { $0?.tasks.removeValue(forKey: number) }
         }
+        observations.update { $0?.tasks[number] = task }
         continuation.onTermination = { _ in task.cancel() }
         return stream
     }

@@ -1,6 +1,7 @@
 import SyncGateWire
 import Foundation
 import GRDB
+import SyncGateConcurrency
 
 /// The device's database (SQLite through GRDB): server records, the outbox, the optimistic view
 /// the app reads, the cursor and the user's households.
@@ -10,6 +11,8 @@ import GRDB
 /// of the entities involved.
 final class LocalStore: Sendable {
     let database: DatabasePool
+    /// Observations under way, by number, which ``close()`` ends; `nil` once closed.
+    let observations = Locked<(next: Int, tasks: [Int: Task<Void, Never>])?>((0, [:]))
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     init(path: String) throws {
@@ -21,8 +24,13 @@ final class LocalStore: Sendable {
         try Self.migrator.migrate(database)
     }
 
-    /// Closes the database; later calls fail.
+    /// Ends every observation and closes the database; later calls fail.
     func close() {
+        let running = observations.update { observations -> [Task<Void, Never>] in
+            defer { observations = nil }
+            return Array((observations?.tasks ?? [:]).values)
+        }
+        for task in running { task.cancel() }
         try? database.close()
     }
 
