@@ -65,10 +65,14 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var common: Common
         @Option(help: "queued, running, retrying, done or dead") var state: String?
         @Option(help: "Only this user's jobs") var user: String?
-        @Option(help: "At most this many") var limit: Int = 50
+        @Option(help: "At most this many (1 to 10000)") var limit: Int = 50
+
+        func validate() throws {
+            guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be 1 to 10000") }
+        }
 
         func run() async throws {
-            var filter = JobFilter(userID: user, limit: max(1, min(limit, 10_000)))
+            var filter = JobFilter(userID: user, limit: limit)
             if let state {
                 guard let parsed = JobState(rawValue: state) else { throw ValidationError("unknown state '\(state)'") }
                 filter.state = parsed

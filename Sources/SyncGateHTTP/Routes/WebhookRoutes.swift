@@ -44,7 +44,7 @@ struct WebhookRoutes: Sendable {
         let events = try strings(body["events"], "events") ?? []
         do {
             let created = try await administration.create(name: name, url: url, entityTypes: types.map(Set.init), events: events)
-            context.logger.info("webhook created", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
+            context.logger.notice("webhook created", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
             return .json(created, status: .created)
         } catch let refused as WebhookRequestRefused {
             throw ProtocolError(.validationError, refused.description)
@@ -55,32 +55,37 @@ struct WebhookRoutes: Sendable {
         let service = try context.service(granting: .admin)
         let name = try context.parameters.require("name")
         guard try await administration.delete(name: name) else { throw Self.unknown(name) }
-        context.logger.info("webhook deleted", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
+        context.logger.notice("webhook deleted", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
         return Response(status: .noContent)
     }
 
     func pause(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .admin)
+        let service = try context.service(granting: .admin)
         let name = try context.parameters.require("name")
         guard try await administration.pause(name: name) else { throw Self.unknown(name) }
+        context.logger.notice("webhook paused", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
         return try await subscription(name)
     }
 
     func resume(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .admin)
+        let service = try context.service(granting: .admin)
         let name = try context.parameters.require("name")
         guard try await administration.resume(name: name) else { throw Self.unknown(name) }
+        context.logger.notice("webhook resumed", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
         return try await subscription(name)
     }
 
     func replay(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        _ = try context.service(granting: .admin)
+        let service = try context.service(granting: .admin)
         let name = try context.parameters.require("name")
         let body = try await object(request)
         guard let text = body["from"]?.stringValue, let from = Timestamp(rfc3339: text) else {
             throw ProtocolError(.validationError, "'from' must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z")
         }
         guard let count = try await administration.replay(name: name, from: from) else { throw Self.unknown(name) }
+        context.logger.notice("webhook replayed", metadata: [
+            "syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)", "syncgate.replayed": "\(count)", "syncgate.from": "\(text)",
+        ])
         return .json(.object(["replayed": .int(Int64(count))]))
     }
 
