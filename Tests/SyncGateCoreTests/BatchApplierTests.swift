@@ -45,13 +45,13 @@ import SyncGateWire
         var entities: [EntityKey: EntityState] = [:]
         var households: [Scope: HouseholdState] = [:]
         /// Idempotency keys are remembered per user.
-        var recorded: [String: [String: Int64?]] = [:]
+        var recorded: [String: [ExactKey: Int64?]] = [:]
 
         mutating func push(_ applier: BatchApplier, _ operations: [SyncOperation]) -> BatchOutcome {
             let snapshot = BatchApplier.Snapshot(entities: entities, recorded: recorded[applier.userID] ?? [:], households: households)
             let outcome = applier.apply(operations, snapshot: snapshot)
             for state in outcome.writes { entities[state.key] = state }
-            for (key, version) in outcome.recorded { recorded[applier.userID, default: [:]][key] = version }
+            for (key, version) in outcome.recorded { recorded[applier.userID, default: [:]][ExactKey(key)] = version }
             for household in outcome.households { households[.household(household.id)] = household }
             return outcome
         }
@@ -394,6 +394,24 @@ import SyncGateWire
         #expect(world.households[.household(nfd)]?.ownerID == "bob" && world.households[.household(nfc)]?.ownerID == "alice")
     }
 
+    /// Idempotency keys are told apart by their bytes, as their records are stored: the NFD
+    /// spelling of a key used in the same batch is another operation, not a duplicate.
+    @Test func canonicallyEquivalentIdempotencyKeysAreDifferentKeys() {
+        var first = Self.op(.create, "weightLogs", "w1", data: ["kg": 70])
+        first.idempotencyKey = "caf\u{E9}"
+        var second = Self.op(.create, "weightLogs", "w2", data: ["kg": 71])
+        second.idempotencyKey = "cafe\u{301}"
+        var world = World()
+        let outcome = world.push(Self.alice, [first, second])
+        #expect(Self.statusCodes(outcome) == ["applied", "applied"])
+        #expect(outcome.recorded.count == 2)
+        #expect(Self.alice.requirements(for: [first, second]).idempotencyKeys.count == 2)
+        // Each pushed again is its own duplicate.
+        let again = world.push(Self.alice, [second, first])
+        #expect(again.results.map(\.status) == [.duplicate, .duplicate])
+        #expect(again.results.map(\.entityID) == ["w2", "w1"])
+    }
+
     /// User ids are told apart by their bytes too: NFD "josé" is another user than NFC "josé"
     /// (two accounts an app may issue tokens to), neither member nor owner of her household.
     @Test func canonicallyEquivalentUsersAreDifferentUsers() {
@@ -539,12 +557,12 @@ extension BatchApplierTests {
             }
             let recorded = world.recorded["alice"] ?? [:]
             let before = world.entities
-            let prefix = history.prefix(Int.random(in: 1...history.count, using: &random)).filter { recorded[$0.idempotencyKey] != nil }
+            let prefix = history.prefix(Int.random(in: 1...history.count, using: &random)).filter { recorded[ExactKey($0.idempotencyKey)] != nil }
             guard !prefix.isEmpty else { continue }
             let replay = world.push(Self.alice, Array(prefix))
             cases += prefix.count
             #expect(replay.results.allSatisfy { $0.status == .duplicate }, "seed \(seed)")
-            #expect(replay.results.map(\.version) == prefix.map { recorded[$0.idempotencyKey]! }, "seed \(seed)")
+            #expect(replay.results.map(\.version) == prefix.map { recorded[ExactKey($0.idempotencyKey)]! }, "seed \(seed)")
             #expect(replay.writes.isEmpty && replay.recorded.isEmpty, "seed \(seed)")
             #expect(world.entities == before, "seed \(seed)")
         }

@@ -9,11 +9,11 @@ package struct HouseholdState: Sendable, Hashable {
     package var ownerID: String
     package var archived: Bool = false
     /// By user id, compared by bytes.
-    package var members: [UserKey: Role] = [:]
+    package var members: [ExactKey: Role] = [:]
 
     /// The role of `userID`, if a member.
     package func role(of userID: String) -> Role? {
-        members[UserKey(userID)]
+        members[ExactKey(userID)]
     }
 
     /// Whether `userID` owns the household (ids compare by bytes).
@@ -82,7 +82,7 @@ extension HouseholdState {
         for row in rows {
             let scope = Scope.household(row.householdID)
             var household = households[scope] ?? HouseholdState(id: row.householdID, ownerID: row.ownerID, archived: row.archived)
-            if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[UserKey(member)] = role }
+            if let member = row.memberID, let role = row.role.flatMap(Role.init(rawValue:)) { household.members[ExactKey(member)] = role }
             households[scope] = household
         }
         return households

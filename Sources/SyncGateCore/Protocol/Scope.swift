@@ -88,9 +88,10 @@ package struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertibl
     }
 }
 
-/// A user id as a key: compared, hashed and ordered by its UTF-8 bytes, as the databases compare
-/// ids (see `String.sameBytes(as:)`); NFC and NFD "josé" are two users.
-package struct UserKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+/// A string id as a key (a user id, an idempotency key): compared, hashed and ordered by its
+/// UTF-8 bytes, as the databases compare ids (see `String.sameBytes(as:)`); NFC and NFD "josé"
+/// are two users.
+package struct ExactKey: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     package var id: String
 
     package init(_ id: String) { self.id = id }
@@ -98,9 +99,9 @@ package struct UserKey: Sendable, Hashable, Comparable, CustomStringConvertible,
 
     package var description: String { id }
 
-    package static func == (lhs: UserKey, rhs: UserKey) -> Bool { lhs.id.sameBytes(as: rhs.id) }
+    package static func == (lhs: ExactKey, rhs: ExactKey) -> Bool { lhs.id.sameBytes(as: rhs.id) }
     package func hash(into hasher: inout Hasher) { id.hashBytes(into: &hasher) }
-    package static func < (lhs: UserKey, rhs: UserKey) -> Bool { lhs.id.utf8.lexicographicallyPrecedes(rhs.id.utf8) }
+    package static func < (lhs: ExactKey, rhs: ExactKey) -> Bool { lhs.id.utf8.lexicographicallyPrecedes(rhs.id.utf8) }
 }
 
 extension String {

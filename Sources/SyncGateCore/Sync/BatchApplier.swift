@@ -54,7 +54,7 @@ package struct BatchApplier: Sendable {
             scopes: scopes.sorted(),
             entityKeys: keys,
             householdIDs: scopes.sorted().compactMap(\.householdID),
-            idempotencyKeys: Array(Set(operations.map(\.idempotencyKey))).sorted()
+            idempotencyKeys: Set(operations.map { ExactKey($0.idempotencyKey) }).sorted().map(\.id)
         )
     }
 
@@ -91,12 +91,12 @@ package struct BatchApplier: Sendable {
         /// Stored states of the loaded keys; a missing key does not exist.
         package var entities: [EntityKey: EntityState]
         /// Idempotency keys seen before, with the version they answered.
-        package var recorded: [String: Int64?]
+        package var recorded: [ExactKey: Int64?]
         /// By `.household(id)`: ids compare by bytes, as the databases compare them (Swift's
         /// `String` would take NFC and NFD spellings of one name for one household).
         package var households: [Scope: HouseholdState]
 
-        package init(entities: [EntityKey: EntityState] = [:], recorded: [String: Int64?] = [:], households: [Scope: HouseholdState] = [:]) {
+        package init(entities: [EntityKey: EntityState] = [:], recorded: [ExactKey: Int64?] = [:], households: [Scope: HouseholdState] = [:]) {
             self.entities = entities
             self.recorded = recorded
             self.households = households
@@ -168,7 +168,7 @@ package struct BatchOutcome: Sendable {
     /// Households whose owner, archive flag or members changed (final states).
     package var households: [HouseholdState]
     /// Users whose set of readable households changed: their live waiters must be woken.
-    package var wakeUsers: Set<UserKey>
+    package var wakeUsers: Set<ExactKey>
 
     /// The feeds the job advances.
     package var scopes: Set<Scope> { Set(writes.map(\.key.scope)) }
@@ -179,7 +179,7 @@ extension BatchApplier {
     struct Run {
         let applier: BatchApplier
         var entities: [EntityKey: EntityState]
-        var recorded: [String: Int64?]
+        var recorded: [ExactKey: Int64?]
         var households: [Scope: HouseholdState]
         var results: [OperationResult] = []
         var newRecords: [(key: String, version: Int64?)] = []
@@ -188,7 +188,7 @@ extension BatchApplier {
         /// Where each entity's last write is in `written`.
         var lastWrite: [EntityKey: Int] = [:]
         var touchedHouseholds: Set<Scope> = []
-        var wakeUsers: Set<UserKey> = []
+        var wakeUsers: Set<ExactKey> = []
 
         init(applier: BatchApplier, snapshot: Snapshot) {
             self.applier = applier
@@ -200,7 +200,8 @@ extension BatchApplier {
         var user: String { applier.userID }
 
         mutating func apply(_ operation: SyncOperation) -> OperationResult {
-            if let version = recorded[operation.idempotencyKey] {
+            // By bytes, as the records are stored: another spelling of a key is another key.
+            if let version = recorded[ExactKey(operation.idempotencyKey)] {
                 return OperationResult(
                     idempotencyKey: operation.idempotencyKey,
                     entityType: operation.entityType,
@@ -211,7 +212,7 @@ extension BatchApplier {
             }
             let result = decide(operation)
             if result.isRecorded {
-                recorded[operation.idempotencyKey] = result.version
+                recorded[ExactKey(operation.idempotencyKey)] = result.version
                 newRecords.append((operation.idempotencyKey, result.version))
             }
             return result
@@ -388,9 +389,9 @@ extension BatchApplier {
             switch type.builtIn {
             case .households:
                 if households[key.scope] == nil {
-                    households[key.scope] = HouseholdState(id: household, ownerID: user, members: [UserKey(user): .owner])
+                    households[key.scope] = HouseholdState(id: household, ownerID: user, members: [ExactKey(user): .owner])
                     touchedHouseholds.insert(key.scope)
-                    wakeUsers.insert(UserKey(user))
+                    wakeUsers.insert(ExactKey(user))
                     let membership = HouseholdIDs.membershipKey(household: household, user: user)
                     sideEffects.append(
                         EntityState(
@@ -416,13 +417,13 @@ extension BatchApplier {
                     let member = HouseholdIDs.splitMembershipID(key.entityID, household: household.id)?.user
                 else { return sideEffects }
                 if state.isDeleted {
-                    household.members.removeValue(forKey: UserKey(member))
+                    household.members.removeValue(forKey: ExactKey(member))
                 } else {
-                    household.members[UserKey(member)] = .member
+                    household.members[ExactKey(member)] = .member
                 }
                 households[key.scope] = household
                 touchedHouseholds.insert(key.scope)
-                wakeUsers.insert(UserKey(member))
+                wakeUsers.insert(ExactKey(member))
             default:
                 break
             }

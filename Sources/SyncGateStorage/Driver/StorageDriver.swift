@@ -333,8 +333,18 @@ package struct IdempotencyKey: Sendable, Hashable, Comparable {
         self.key = key
     }
 
+    // By bytes, as the databases compare the record's key (see `String.sameBytes(as:)`).
+    package static func == (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
+        lhs.userID.sameBytes(as: rhs.userID) && lhs.key.sameBytes(as: rhs.key)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        userID.hashBytes(into: &hasher)
+        key.hashBytes(into: &hasher)
+    }
+
     package static func < (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
-        (lhs.userID, lhs.key) < (rhs.userID, rhs.key)
+        (ExactKey(lhs.userID), ExactKey(lhs.key)) < (ExactKey(rhs.userID), ExactKey(rhs.key))
     }
 }
 

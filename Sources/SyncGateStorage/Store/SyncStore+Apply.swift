@@ -186,7 +186,7 @@ extension SyncStore {
             var snapshot = BatchApplier.Snapshot()
             for scope in job.requirements.scopes { snapshot.entities.merge(entities[scope] ?? [:]) { stored, _ in stored } }
             for key in job.requirements.idempotencyKeys {
-                if let version = rows.recorded[IdempotencyKey(userID: job.job.userID, key: key)] { snapshot.recorded[key] = .some(version) }
+                if let version = rows.recorded[IdempotencyKey(userID: job.job.userID, key: key)] { snapshot.recorded[ExactKey(key)] = .some(version) }
             }
             for id in job.requirements.householdIDs { snapshot.households[.household(id)] = households[.household(id)] }
             return snapshot
@@ -228,7 +228,7 @@ extension SyncStore {
         var advanced: Set<Scope> = []
         var sequences: [[Scope: [Int64]]] = []
         var changedHouseholds: [HouseholdState] = []
-        var wakeUsers: Set<UserKey> = []
+        var wakeUsers: Set<ExactKey> = []
         var finishedEvents: [StoreEvent] = []
         for (job, outcome) in zip(held, outcomesOfJobs) {
             // A service key's push (its device `service:<name>`) marks its changes with that origin.
