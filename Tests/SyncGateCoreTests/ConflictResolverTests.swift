@@ -306,6 +306,18 @@ import SyncGateWire
         }
     }
 
+    /// `items: null` removes the array, current or stale alike: stale, it is a top-level field
+    /// under lww (a later client removes it, an earlier one changes nothing), never a malformed array.
+    @Test func itemsMergeNullItemsFollowLastWriteWins() {
+        let current = F.resolve(F.operation(.update, base: 3, data: ["items": .null], at: -30), itemsEntity(), Self.itemsType)
+        #expect(current.written?.data?["items"] == nil && current.status == .applied)
+        let later = F.resolve(F.operation(.update, base: 2, data: ["items": .null], at: -30), itemsEntity(), Self.itemsType)
+        #expect(later.status == .conflict(.merged))
+        #expect(later.written?.data?["items"] == nil && later.written?.data?["mealType"] == "lunch")
+        let earlier = F.resolve(F.operation(.update, base: 2, data: ["items": .null], at: -90), itemsEntity(), Self.itemsType)
+        #expect(earlier.status == .conflict(.merged) && earlier.written == nil)
+    }
+
     @Test func itemsMergeStaleDeleteWins() {
         #expect(F.resolve(F.operation(.delete, base: 1, at: -3600), itemsEntity(), Self.itemsType).written?.isDeleted == true)
     }

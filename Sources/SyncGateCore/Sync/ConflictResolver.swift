@@ -201,7 +201,10 @@ package enum ConflictResolver {
             topLevel.removeValue(forKey: items.path)
             document = document.patched(with: topLevel)
         }
-        if let incomingItems = incoming[items.path] {
+        if let incomingItems = incoming[items.path], incomingItems.isNull {
+            // `null` removes the array, as a current write does: a top-level change under lww.
+            if clientWinsTopLevel { document.removeValue(forKey: items.path) }
+        } else if let incomingItems = incoming[items.path] {
             switch ItemsMerge.merge(
                 stored: document[items.path],
                 incoming: incomingItems,
