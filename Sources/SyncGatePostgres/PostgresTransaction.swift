@@ -56,6 +56,11 @@ final class PostgresTransaction: StorageTransaction {
         return locks
     }
 
+    func dropEmptyFeeds(_ scopes: [Scope]) async throws {
+        guard !scopes.isEmpty else { return }
+        try await query("DELETE FROM feeds WHERE scope = ANY(\(scopes.map(\.key))::text[]) AND head = 0")
+    }
+
     func lockFeeds(_ scopes: [Scope]) async throws -> [Scope: Int64] {
         if citus { return try await citusLockFeeds(scopes) }
         let keys = scopes.map(\.key)

@@ -219,6 +219,14 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
+    func dropEmptyFeeds(_ scopes: [Scope]) async throws {
+        guard !scopes.isEmpty else { return }
+        let keys = JSONValue.strings(scopes.map(\.key))
+        try await step { db in
+            try db.execute(cached: "DELETE FROM feeds WHERE scope IN (SELECT value FROM json_each(?)) AND head = 0", arguments: [keys])
+        }
+    }
+
     func writeHouseholds(_ households: [HouseholdState]) async throws {
         guard !households.isEmpty else { return }
         let now = self.now

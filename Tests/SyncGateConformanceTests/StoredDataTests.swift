@@ -51,6 +51,24 @@ import Testing
     /// A household id that begins with a combining mark: its feed key "h:\u{301}x" still reads
     /// back as its scope (a `hasPrefix` of characters did not, and the apply trapped on it, on
     /// every retry, in every worker).
+    /// Writes refused for households that do not exist leave no feed behind: the apply's lock
+    /// made their feeds, and a user could otherwise fill the feeds table with empty rows.
+    @Test(arguments: Driver.selected)
+    func refusedWritesToMadeUpHouseholdsLeaveNoFeeds(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            _ = try await harness.apply([Op.create("households", "home", ["name": "Home"])], user: "alice")
+            let refused = try await harness.apply(
+                (0..<20).map { Op.create("inventory", "i\($0)", ["qty": 1], household: "made-up-\($0)") } + [Op.create("inventory", "x", ["qty": 1], household: "home")],
+                user: "mallory"
+            )
+            #expect(Set(refused.map(\.outcome)) == ["PERMISSION_DENIED"])
+            let feeds = try await harness.queryTexts("SELECT scope FROM feeds ORDER BY scope")
+            #expect(feeds == ["h:home", "u:alice", "u:mallory"], "\(feeds)")
+            // The household's own feed is untouched, and it is written to as before.
+            #expect(try await harness.apply([Op.create("inventory", "milk", ["qty": 1], household: "home")], user: "alice").map(\.outcome) == ["applied"])
+        }
+    }
+
     @Test(arguments: Driver.selected)
     func aHouseholdIDBeginningWithACombiningMarkIsServed(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in

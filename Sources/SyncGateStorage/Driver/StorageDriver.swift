@@ -270,6 +270,9 @@ package protocol StorageTransaction: AnyObject {
     /// Upserts entities, appends one change per entity (at its `sequence`) and sets the feed heads.
     func writeEntities(_ entities: [EntityRowWrite], heads: [Scope: Int64]) async throws
     func writeHouseholds(_ households: [HouseholdState]) async throws
+    /// Deletes the feeds of `scopes` that hold no change (head 0), locked by this transaction: those
+    /// the lock made for writes the apply refused (a household that does not exist).
+    func dropEmptyFeeds(_ scopes: [Scope]) async throws
     /// Finishes a job (`done` or `dead`) with its results and advances its device's watermark.
     func finishJob(_ job: FinishedJob, error: String?) async throws
     /// Returns a running job to `retrying`, claimable after `delayMilliseconds`.

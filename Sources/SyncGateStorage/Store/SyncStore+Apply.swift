@@ -248,6 +248,10 @@ extension SyncStore {
             finishedEvents.append(.jobFinished(finished))
         }
         write.heads = heads.filter { advanced.contains($0.key) }
+        // Household feeds the lock made for writes the apply refused (a non-member's writes to a
+        // made-up household) go again: any user could otherwise fill the feeds table.
+        let unused = heads.filter { $0.value == 0 && $0.key.householdID != nil && !advanced.contains($0.key) }.keys.sorted()
+        if !unused.isEmpty { try await transaction.dropEmptyFeeds(unused) }
         if !changedHouseholds.isEmpty { try await transaction.writeHouseholds(changedHouseholds) }
         // Membership first: a process that hears a household's feed advance has heard who left it
         // in the same commit, so a waiter of a member removed there is not woken to read the feed
