@@ -269,6 +269,11 @@ package struct WatchTable: Sendable {
         return heads
     }
 
+    /// The newest scopes version seen of a watched user (`nil`: none yet).
+    package func scopesVersion(of userID: String) -> Int64? {
+        users[userID]?.value
+    }
+
     /// The highest finished job of a watched device seen since it registered (0: none).
     package func watermark(of device: DeviceKey) -> Int64 {
         devices[device]?.value ?? 0

@@ -258,6 +258,13 @@ package final class FeedWatcher: Service, Sendable {
         state.withLock { $0.table.heads(of: scopes) }
     }
 
+    /// The heads of `scopes` and the scopes version of `userID`, read together: a head the watcher
+    /// learned of a change made after a membership change comes with that change's version (a
+    /// commit announces its membership changes before its heads).
+    func heads(of scopes: some Sequence<Scope>, scopesVersionOf userID: String) -> (heads: [Scope: Int64], scopesVersion: Int64?) {
+        state.withLock { ($0.table.heads(of: scopes), $0.table.scopesVersion(of: userID)) }
+    }
+
     func watermark(of device: DeviceKey) -> Int64 {
         state.withLock { $0.table.watermark(of: device) }
     }

@@ -209,7 +209,10 @@ struct LiveUpdates: Sendable {
         // before the heads: the watcher learns a job's heads no later than the job (one batch
         // at a time, heads first), so the heads below and the reads after them cover its changes.
         let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
-        let heads = watcher.heads(of: cursor.positions.keys)
+        let (heads, scopesVersion) = watcher.heads(of: cursor.positions.keys, scopesVersionOf: query.userID)
+        // The user's households changed since the page it continues (after the wake, before
+        // these heads): a full pull plans with the memberships, as every read must.
+        if let scopesVersion, scopesVersion > previous.scopesVersion { return try await store.pullLatest(query) }
         let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)
         var pages: [Scope: [FeedChange]] = [:]
         for read in plan.reads {
