@@ -15,7 +15,7 @@ package struct BatchApplier: Sendable {
     package var now: Timestamp
     /// Operations (by idempotency key) the database refused to store when the job was tried:
     /// each is rejected with `VALIDATION_ERROR` and this message, and the rest apply.
-    package var refused: [String: String] = [:]
+    package var refused: [ExactKey: String] = [:]
 
     package init(userID: String, collections: Collections, now: Timestamp) {
         self.userID = userID
@@ -219,7 +219,7 @@ extension BatchApplier {
         }
 
         mutating func decide(_ operation: SyncOperation) -> OperationResult {
-            if let message = applier.refused[operation.idempotencyKey] {
+            if let message = applier.refused[ExactKey(operation.idempotencyKey)] {
                 return .rejected(operation, .validationError, message)
             }
             let key: EntityKey

@@ -77,7 +77,7 @@ extension SyncStore {
         func run(_ work: Work, probe: Bool) async throws -> ApplyOutcome {
             try await attempt([work], probe: probe)[job.id] ?? .leaseLost
         }
-        func once(_ operations: [SyncOperation], refused: [String: String], probe: Bool) async throws -> ApplyOutcome {
+        func once(_ operations: [SyncOperation], refused: [ExactKey: String], probe: Bool) async throws -> ApplyOutcome {
             try await run(Work(job, context: context, operations: operations, collections: collections, now: now, refused: refused), probe: probe)
         }
         do {
@@ -85,14 +85,14 @@ extension SyncStore {
                 prepared ?? Work(job, context: context, operations: operations, collections: collections, now: now, refused: [:]), probe: false
             )
         } catch where error.isDataRefusal {
-            var refused: [String: String] = [:]
-            for operation in operations where refused[operation.idempotencyKey] == nil {
+            var refused: [ExactKey: String] = [:]
+            for operation in operations where refused[ExactKey(operation.idempotencyKey)] == nil {
                 do {
                     _ = try await once([operation], refused: [:], probe: true)
                 } catch is ProbeRolledBack {
                     continue
                 } catch let refusal as any ClassifiedFailure where refusal.isPermanent {
-                    refused[operation.idempotencyKey] = "the database cannot store this operation's result (\(refusal.clientReason))"
+                    refused[ExactKey(operation.idempotencyKey)] = "the database cannot store this operation's result (\(refusal.clientReason))"
                 }
             }
             guard !refused.isEmpty else { throw error }
@@ -118,7 +118,7 @@ extension SyncStore {
 
         init(
             _ job: ClaimedJob<JobPayload>, context: ServiceContext, operations: [SyncOperation], collections: Collections, now: Timestamp,
-            refused: [String: String]
+            refused: [ExactKey: String]
         ) {
             var applier = BatchApplier(userID: job.userID, collections: collections, now: now)
             applier.refused = refused
@@ -128,7 +128,7 @@ extension SyncStore {
             self.applier = applier
             // What the refused operations would need is not locked or read: their feed may be
             // the very value the database refused.
-            self.requirements = applier.requirements(for: operations.filter { refused[$0.idempotencyKey] == nil })
+            self.requirements = applier.requirements(for: operations.filter { refused[ExactKey($0.idempotencyKey)] == nil })
         }
     }
 
