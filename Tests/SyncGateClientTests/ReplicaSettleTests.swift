@@ -70,6 +70,15 @@ struct ReplicaSettleTests {
         }
     }
 
+    @Test("a change pulled after a delete is taken whatever its version: the server may have purged the entity and re-created it at 1")
+    func aRecreateAfterAPurgeIsPulled() throws {
+        var (slice, _) = try sentUpdate()
+        slice.apply([PulledChange(key: .milk, data: nil, version: 4)])
+        slice.apply([PulledChange(key: .milk, data: ["name": "Oat milk"], version: 1)])
+        #expect(slice.server[.milk] == ServerRecord(version: 1, data: ["name": "Oat milk"]))
+        #expect(slice.tombstones.isEmpty)
+    }
+
     @Test("an acknowledged write older than a pulled delete leaves with it; an answer at a newer version is adopted")
     func acknowledgedBeforeADelete() throws {
         var (slice, keys) = try sentUpdate()

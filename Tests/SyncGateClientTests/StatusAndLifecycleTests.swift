@@ -252,6 +252,20 @@ struct StatusAndLifecycleTests {
         #expect(asked.load(ordering: .relaxed) == 1)
     }
 
+    @Test("a request cancelled while the provider is asked cancels the ask (the provider may wait on the user)")
+    func aCancelledAskEnds() async throws {
+        let asked = Atomic<Int>(0)
+        let cache = TokenCache(provider: {
+            asked.add(1, ordering: .relaxed)
+            try await Task.sleep(for: .seconds(3600))
+            return "never"
+        }, refreshMargin: .seconds(60))
+        let request = Task { try await cache.current() }
+        try await eventually("the provider asked") { asked.load(ordering: .relaxed) == 1 }
+        request.cancel()
+        await #expect(throws: CancellationError.self) { try await request.value }
+    }
+
     @Test("sign-out forgets the token only once the sync running has ended")
     func signOutKeepsTheTokenOfTheSyncRunning() async throws {
         let issued = Atomic<Int>(0)

@@ -69,29 +69,31 @@ extension LocalStore {
             .removeDuplicates()
             .values(in: database)
         let observations = self.observations
-        let number = observations.update { observations -> Int? in
-            guard let next = observations?.next else { return nil }
-            observations?.next += 1
-            return next
+        // Made and registered in one step with close(): either close() sees it and cancels it, or
+        // it sees the store closed. It removes itself when it ends, which waits for this step.
+        let task = observations.update { registered -> Task<Void, Never>? in
+            guard let number = registered?.next else { return nil }
+            registered?.next += 1
+            let task = Task {
+                do {
+                    for try await value in observation {
+                        continuation.yield(value)
+                    }
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+                _ = observations.update { $0?.tasks.removeValue(forKey: number) }
+            }
+            registered?.tasks[number] = task
+            return task
         }
-        guard let number else {
+        guard let task else {
             continuation.finish(throwing: SyncGateClientError(.closed, "the client was closed"))
             return stream
         }
-        let task = Task {
-            do {
-                for try await value in observation {
-                    continuation.yield(value)
-                }
-                continuation.finish()
-            } catch is CancellationError {
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
-            }
-            _ = observations.update { $0?.tasks.removeValue(forKey: number) }
-        }
-        observations.update { $0?.tasks[number] = task }
         continuation.onTermination = { _ in task.cancel() }
         return stream
     }

@@ -19,8 +19,9 @@ final class TokenCache: Sendable {
     private let refreshMargin: Duration
     private let now: @Sendable () -> Date
     private let token = Locked<Held?>(nil)
-    /// The ask under way, which every request waiting for a token shares.
-    private let asking = Locked<Task<String, any Error>?>(nil)
+    /// The ask under way, which every request waiting for a token shares, and how many wait for
+    /// it: the last one cancelled cancels it (the provider may wait on the user).
+    private let asking = Locked<(task: Task<String, any Error>, waiters: Int)?>(nil)
     /// Set by ``forget()``: no token is asked for or kept afterwards (signed out).
     private let forgotten = Locked(false)
 
@@ -63,16 +64,29 @@ final class TokenCache: Sendable {
 
     private func fetch(early: Bool) async throws -> String {
         let ask = asking.update { asking -> Task<String, any Error> in
-            if let asking { return asking }
+            if let current = asking {
+                asking?.waiters += 1
+                return current.task
+            }
             let task = Task { try await self.ask(early: early) }
-            asking = task
+            asking = (task, 1)
             return task
         }
-        return try await ask.value
+        return try await withTaskCancellationHandler {
+            try await ask.value
+        } onCancel: {
+            let last = asking.update { asking -> Bool in
+                guard asking?.task == ask else { return false }
+                asking?.waiters -= 1
+                return asking?.waiters == 0
+            }
+            if last { ask.cancel() }
+        }
     }
 
     private func ask(early: Bool) async throws -> String {
         defer { asking.update { $0 = nil } }
+        try Task.checkCancellation()
         if forgotten.value { throw SyncGateClientError(.closed, "signed out") }
         let fresh: String
         do {
