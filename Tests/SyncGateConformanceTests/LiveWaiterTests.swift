@@ -391,7 +391,6 @@ import SyncGateConcurrency
         return (false, keepAlives)
     }
 
-    /// One change to a household wakes all its 100 connected members; their pulls share one read.
     /// A woken waiter reads no further than the heads it was woken for: a change committed while
     /// its read waited may follow the member's removal, which the waiter has not seen yet.
     @Test(arguments: Driver.selected)
@@ -418,6 +417,7 @@ import SyncGateConcurrency
         }
     }
 
+    /// One change to a household wakes all its 100 connected members; their pulls share one read.
     @Test(arguments: Driver.selected)
     func aHouseholdChangeWakesEveryMemberWithSharedReads(_ driver: Driver) async throws {
         try await Self.withCountingFront(driver, configuration: Self.configuration(), workers: 1) { http, store in

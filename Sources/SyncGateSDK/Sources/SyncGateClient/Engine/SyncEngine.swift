@@ -293,13 +293,13 @@ final class SyncEngine: Sendable {
         }
     }
 
-    /// Whole milliseconds of `duration`, within `range`.
     /// `wait`, or the time left before `until` when that is shorter (never negative).
     static func wait(_ wait: Duration, until: ContinuousClock.Instant?) -> Duration {
         guard let until else { return wait }
         return max(.zero, min(wait, ContinuousClock.now.duration(to: until)))
     }
 
+    /// Whole milliseconds of `duration`, within `range`.
     static func milliseconds(_ duration: Duration, in range: ClosedRange<Int>) -> Int {
         let (seconds, attoseconds) = duration.components
         let milliseconds = seconds > Int64(range.upperBound) ? Int64(range.upperBound) : seconds * 1000 + attoseconds / 1_000_000_000_000_000
