@@ -159,7 +159,7 @@ package struct NewServiceKey: Sendable, Hashable {
         if reach.users.count + reach.households.count > ServiceReach.maximumEntries {
             return "a reach names at most \(ServiceReach.maximumEntries) users and households"
         }
-        if !reach.users.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.userID) }) {
+        if !reach.users.allSatisfy({ IdentifierLimits.isValidUserID($0) }) {
             return "a user id is 1 to \(IdentifierLimits.userID) characters without control characters"
         }
         if !reach.households.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.householdID) && !$0.contains(":") }) {

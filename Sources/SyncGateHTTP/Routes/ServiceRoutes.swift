@@ -196,7 +196,7 @@ package struct ServiceRoutes: Sendable {
     /// The `user_id` a service acts for: a token's `sub` could be any 1–128 characters.
     static func userID(_ value: JSONValue?) throws(ProtocolError) -> String {
         guard let value, !value.isNull else { throw ProtocolError(.validationError, "missing field 'user_id'") }
-        guard let userID = value.stringValue, IdentifierLimits.isValid(userID, length: 1...IdentifierLimits.userID) else {
+        guard let userID = value.stringValue, IdentifierLimits.isValidUserID(userID) else {
             throw ProtocolError(.validationError, "'user_id' must be a string of 1 to \(IdentifierLimits.userID) characters without control characters")
         }
         return userID
