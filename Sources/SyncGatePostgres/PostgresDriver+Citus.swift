@@ -131,7 +131,7 @@ extension PostgresDriver {
             for (user, version) in try await connection.query(
                 "SELECT user_id, scopes_version FROM users WHERE user_id = ANY(\(users)::text[])", logger: logger
             ).collect((String, Int64).self) {
-                state.scopesVersions[user] = version
+                state.scopesVersions[ExactKey(user)] = version
             }
             state.resyncEpoch = try await connection.query("SELECT value FROM settings WHERE key = 'resync_epoch'", logger: logger)
                 .collect(Int64.self).first ?? 0

@@ -109,7 +109,7 @@ extension PostgresDriver {
         for (kind, key, value) in rows {
             switch kind {
             case "feed": if let scope = Scope(key: key) { state.heads[scope] = value }
-            case "user": state.scopesVersions[key] = value
+            case "user": state.scopesVersions[ExactKey(key)] = value
             default: state.resyncEpoch = value
             }
         }

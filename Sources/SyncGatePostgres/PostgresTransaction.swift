@@ -387,7 +387,7 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
-    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64] {
+    func bumpScopesVersions(userIDs: [String]) async throws -> [ExactKey: Int64] {
         guard !userIDs.isEmpty else { return [:] }
         let rows = try await query(
             """
@@ -396,7 +396,7 @@ final class PostgresTransaction: StorageTransaction {
             RETURNING user_id, scopes_version
             """
         ).collect((String, Int64).self)
-        return Dictionary(rows, uniquingKeysWith: max)
+        return Dictionary(rows.map { (ExactKey($0), $1) }, uniquingKeysWith: max)
     }
 
     /// Queues the notifications; PostgreSQL delivers them when the transaction commits.

@@ -174,7 +174,7 @@ extension SQLiteDriver {
                 if let scope = Scope(key: row[0]) { state.heads[scope] = row[1] }
             }
             for row in try Row.fetchAll(db, cached: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [userList]) {
-                state.scopesVersions[row[0]] = row[1]
+                state.scopesVersions[ExactKey(row[0])] = row[1]
             }
             state.resyncEpoch = try Int64.fetchOne(db, cached: "SELECT value FROM settings WHERE key = 'resync_epoch'")
             return state

@@ -426,7 +426,7 @@ final class SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64] {
+    func bumpScopesVersions(userIDs: [String]) async throws -> [ExactKey: Int64] {
         guard !userIDs.isEmpty else { return [:] }
         let list = JSONValue.strings(userIDs.sorted())
         return try await step { db in
@@ -437,9 +437,9 @@ final class SQLiteTransaction: StorageTransaction {
                     """,
                 arguments: [list]
             )
-            var versions: [String: Int64] = [:]
+            var versions: [ExactKey: Int64] = [:]
             for row in try Row.fetchAll(db, cached: "SELECT user_id, scopes_version FROM users WHERE user_id IN (SELECT value FROM json_each(?))", arguments: [list]) {
-                versions[row[0]] = row[1]
+                versions[ExactKey(row[0])] = row[1]
             }
             return versions
         }

@@ -48,9 +48,27 @@ import Testing
         }
     }
 
-    /// A household id that begins with a combining mark: its feed key "h:\u{301}x" still reads
-    /// back as its scope (a `hasPrefix` of characters did not, and the apply trapped on it, on
-    /// every retry, in every worker).
+    /// Scopes versions of NFC and NFD "josé", two users: each raise and each read of them keeps
+    /// them apart (a dictionary keyed by `String` folded the two into one, and a live waiter of
+    /// one was told the other's version).
+    @Test(arguments: Driver.selected)
+    func canonicallyEquivalentUsersHaveScopesVersionsOfTheirOwn(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let nfc = "jos\u{E9}", nfd = "jose\u{301}"
+            #expect(try await harness.apply([Op.create("households", "h0", ["name": "H"])], user: nfc).map(\.outcome) == ["applied"])
+            // One apply raises both: the owner's new household and the member added to it.
+            let both = try await harness.apply(
+                [Op.create("households", "h1", ["name": "H"]), Op.create("household_members", "h1:\(nfd)", ["household_id": "h1", "user_id": .string(nfd), "role": "member"])],
+                user: nfc
+            )
+            #expect(both.map(\.outcome) == ["applied", "applied"])
+            let state = try await harness.store.watchState(feeds: [], users: [nfc, nfd])
+            #expect(state.scopesVersions == [ExactKey(nfc): 2, ExactKey(nfd): 1], "\(state.scopesVersions)")
+            let raised = try await harness.store.driver.transaction(now: nil, for: .maintenance) { try await $0.bumpScopesVersions(userIDs: [nfd, nfc]) }
+            #expect(raised == [ExactKey(nfc): 3, ExactKey(nfd): 2], "\(raised)")
+        }
+    }
+
     /// Writes refused for households that do not exist leave no feed behind: the apply's lock
     /// made their feeds, and a user could otherwise fill the feeds table with empty rows.
     @Test(arguments: Driver.selected)
@@ -69,6 +87,9 @@ import Testing
         }
     }
 
+    /// A household id that begins with a combining mark: its feed key "h:\u{301}x" still reads
+    /// back as its scope (a `hasPrefix` of characters did not, and the apply trapped on it, on
+    /// every retry, in every worker).
     @Test(arguments: Driver.selected)
     func aHouseholdIDBeginningWithACombiningMarkIsServed(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in

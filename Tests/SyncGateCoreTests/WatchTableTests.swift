@@ -77,6 +77,25 @@ import Testing
         #expect(woken == [phone: .init(scopesChanged: true), laptop: .init(scopesChanged: true)])
     }
 
+    /// NFC and NFD "josé" are two users in either database: one's scopes change must not wake the
+    /// other, whose arming with its own (lower) version would otherwise wake it at once, every
+    /// time; nor do they share a connection cap or a device's watermark.
+    @Test func canonicallyEquivalentUsersAreWatchedApart() throws {
+        var table = WatchTable(limits: .init(perUser: 1))
+        let (nfc, nfd) = ("jos\u{E9}", "jose\u{301}")
+        let composed = try table.register(device: DeviceKey(userID: nfc, deviceID: "phone"), feeds: [.user(nfc)])
+        let decomposed = try table.register(device: DeviceKey(userID: nfd, deviceID: "phone"), feeds: [.user(nfd)])
+        #expect(table.connections(of: nfc) == 1 && table.connections(of: nfd) == 1)
+        #expect(table.arm(composed, positions: [:], scopesVersion: 5) == nil)
+        #expect(table.arm(decomposed, positions: [:], scopesVersion: 1) == nil)
+        #expect(table.scopesChanged(userID: nfc, version: 6) == [composed: .init(scopesChanged: true)])
+        #expect(table.arm(decomposed, positions: [:], scopesVersion: 1) == nil, "the other user's version is not this one's")
+        #expect(table.scopesVersion(of: nfd) == nil && table.scopesVersion(of: nfc) == 6)
+        table.jobFinished(9, device: DeviceKey(userID: nfc, deviceID: "phone"))
+        #expect(table.watermark(of: DeviceKey(userID: nfd, deviceID: "phone")) == 0)
+        #expect(Set(table.watchedUsers.map { Array($0.utf8) }) == [Array(nfc.utf8), Array(nfd.utf8)])
+    }
+
     /// The safety net's read wakes whoever is behind, whatever notifications were lost; a raised
     /// resync epoch wakes everyone, including waiters that arm after it was seen.
     @Test func theSafetyNetsReadWakesWhoeverIsBehind() throws {

@@ -80,10 +80,10 @@ package struct WatchTable: Sendable {
 
     package let limits: Limits
     private var feeds: [Scope: Watched<Int64>] = [:]
-    private var users: [String: Watched<Int64>] = [:]
+    private var users: [ExactKey: Watched<Int64>] = [:]
     private var devices: [DeviceKey: Watched<Int64>] = [:]
     private var waiters: [WaiterID: Waiter] = [:]
-    private var connections: [String: Int] = [:]
+    private var connections: [ExactKey: Int] = [:]
     /// Since when each lingering waiter lingers after its long-poll answered (the others are held
     /// by a connection). Apart from the waiters so a sweep reads only these.
     private var lingering: [WaiterID: ContinuousClock.Instant] = [:]
@@ -105,14 +105,14 @@ package struct WatchTable: Sendable {
 
     /// Registers a waiter before it reads the database; refused over a connection cap.
     package mutating func register(device: DeviceKey, feeds: Set<Scope>) throws(Refusal) -> WaiterID {
-        let held = connections[device.userID, default: 0]
+        let held = connections[ExactKey(device.userID), default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
         guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
         let id = nextID
         nextID += 1
-        connections[device.userID] = held + 1
+        connections[ExactKey(device.userID)] = held + 1
         waiters[id] = Waiter(device: device, feeds: [], resyncs: resyncs)
-        users[device.userID, default: Watched()].waiters.insert(id)
+        users[ExactKey(device.userID), default: Watched()].waiters.insert(id)
         if devices[device] == nil, presence != nil, presence!.left.remove(device) == nil { presence!.appeared.insert(device) }
         devices[device, default: Watched()].waiters.insert(id)
         watch(id, feeds: feeds)
@@ -131,8 +131,8 @@ package struct WatchTable: Sendable {
     package mutating func remove(_ id: WaiterID) {
         guard let waiter = waiters.removeValue(forKey: id) else { return }
         for scope in waiter.feeds { forget(id, feed: scope) }
-        users[waiter.device.userID]?.waiters.remove(id)
-        if users[waiter.device.userID]?.waiters.isEmpty == true { users[waiter.device.userID] = nil }
+        users[ExactKey(waiter.device.userID)]?.waiters.remove(id)
+        if users[ExactKey(waiter.device.userID)]?.waiters.isEmpty == true { users[ExactKey(waiter.device.userID)] = nil }
         devices[waiter.device]?.waiters.remove(id)
         if devices[waiter.device]?.waiters.isEmpty == true {
             devices[waiter.device] = nil
@@ -145,8 +145,9 @@ package struct WatchTable: Sendable {
     }
 
     private mutating func releaseConnection(of userID: String) {
-        let held = connections[userID, default: 1] - 1
-        connections[userID] = held > 0 ? held : nil
+        let key = ExactKey(userID)
+        let held = connections[key, default: 1] - 1
+        connections[key] = held > 0 ? held : nil
     }
 
     /// The waiter's long-poll answered with nothing new at the positions it is armed with: keep it
@@ -163,11 +164,11 @@ package struct WatchTable: Sendable {
     /// the poll may wait without reading; `false` if it is gone. Over a cap it stays lingering.
     package mutating func adopt(_ id: WaiterID) throws(Refusal) -> Bool {
         guard lingering[id] != nil, let waiter = waiters[id], waiter.armed != nil else { return false }
-        let held = connections[waiter.device.userID, default: 0]
+        let held = connections[ExactKey(waiter.device.userID), default: 0]
         guard held < limits.perUser else { throw .userLimit(limits.perUser) }
         guard waiters.count - lingeringCount < limits.perProcess else { throw .processLimit(limits.perProcess) }
         lingering[id] = nil
-        connections[waiter.device.userID] = held + 1
+        connections[ExactKey(waiter.device.userID)] = held + 1
         return true
     }
 
@@ -193,7 +194,7 @@ package struct WatchTable: Sendable {
         for (scope, position) in armed.positions where (feeds[scope]?.value ?? position) > position {
             wake.advanced.insert(scope)
         }
-        if (users[waiter.device.userID]?.value ?? scopesVersion) > scopesVersion { wake.scopesChanged = true }
+        if (users[ExactKey(waiter.device.userID)]?.value ?? scopesVersion) > scopesVersion { wake.scopesChanged = true }
         if resyncs > waiter.resyncs { wake.resynchronize = true }
         waiters[id]?.resyncs = resyncs
         if !wake.isEmpty { return wake }
@@ -210,7 +211,7 @@ package struct WatchTable: Sendable {
 
     /// A user's scopes changed and their scopes version is now `version`.
     package mutating func scopesChanged(userID: String, version: Int64) -> [WaiterID: Wake] {
-        observe(WatchState(scopesVersions: [userID: version]))
+        observe(WatchState(scopesVersions: [ExactKey(userID): version]))
     }
 
     /// A job of a watched device finished: its watermark is at least `jobID`.
@@ -271,7 +272,7 @@ package struct WatchTable: Sendable {
 
     /// The newest scopes version seen of a watched user (`nil`: none yet).
     package func scopesVersion(of userID: String) -> Int64? {
-        users[userID]?.value
+        users[ExactKey(userID)]?.value
     }
 
     /// The highest finished job of a watched device seen since it registered (0: none).
@@ -281,7 +282,7 @@ package struct WatchTable: Sendable {
 
     /// What the safety net reads: every watched feed and user.
     package var watchedFeeds: [Scope] { Array(feeds.keys) }
-    package var watchedUsers: [String] { Array(users.keys) }
+    package var watchedUsers: [String] { users.keys.map(\.id) }
     /// Waiters a connection holds (lingering ones are not counted).
     package var waiterCount: Int { waiters.count - lingeringCount }
 
@@ -305,18 +306,19 @@ package struct WatchTable: Sendable {
     package var presentDevices: [DeviceKey] { Array(devices.keys) }
     package var lingeringWaiterCount: Int { lingeringCount }
     package var armedCount: Int { waiters.count(where: { $0.value.armed != nil && lingering[$0.key] == nil }) }
-    package func connections(of userID: String) -> Int { connections[userID, default: 0] }
+    package func connections(of userID: String) -> Int { connections[ExactKey(userID), default: 0] }
 }
 
 /// What live waiters watch, as stored now: feed heads, users' scopes versions and the global
 /// resync epoch.
 package struct WatchState: Sendable, Hashable {
     package var heads: [Scope: Int64]
-    package var scopesVersions: [String: Int64]
+    /// By user id's bytes: NFC and NFD "josé" are two users with a version each.
+    package var scopesVersions: [ExactKey: Int64]
     /// The global resync epoch (`nil`: not read).
     package var resyncEpoch: Int64?
 
-    package init(heads: [Scope: Int64] = [:], scopesVersions: [String: Int64] = [:], resyncEpoch: Int64? = nil) {
+    package init(heads: [Scope: Int64] = [:], scopesVersions: [ExactKey: Int64] = [:], resyncEpoch: Int64? = nil) {
         self.heads = heads
         self.scopesVersions = scopesVersions
         self.resyncEpoch = resyncEpoch

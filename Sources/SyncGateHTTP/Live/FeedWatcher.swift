@@ -108,7 +108,7 @@ package final class FeedWatcher: Service, Sendable {
         for event in events {
             switch event {
             case .feedAdvanced(let scope, let head): observed.heads[scope] = max(observed.heads[scope] ?? head, head)
-            case .scopesChanged(let userID, let version): observed.scopesVersions[userID] = max(observed.scopesVersions[userID] ?? version, version)
+            case .scopesChanged(let userID, let version): observed.scopesVersions[ExactKey(userID)] = max(observed.scopesVersions[ExactKey(userID)] ?? version, version)
             case .jobFinished, .jobFinishedWithoutResults: if let job = event.finishedJob { finished.append(job) }
             case .resynchronize: lost = true
             case .jobsAvailable: break

@@ -119,7 +119,7 @@ struct EventStream: Sendable {
     /// wakes the stream again) and watches the feeds added at their heads; returns them.
     private mutating func refreshScopes() async throws -> Set<Scope> {
         let user = Scope.user(userID)
-        let version = try await store.watchState(feeds: [], users: [userID]).scopesVersions[userID] ?? 0
+        let version = try await store.watchState(feeds: [], users: [userID]).scopesVersions[ExactKey(userID)] ?? 0
         let scopes = Set(try await store.readableScopes(userID: userID)).union([user])
         let added = scopes.subtracting(positions.keys)
         watcher.watch(waiter, feeds: scopes)

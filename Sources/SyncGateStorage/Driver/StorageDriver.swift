@@ -300,7 +300,7 @@ package protocol StorageTransaction: AnyObject {
     /// Raises the resync epoch of one user, or of everyone.
     func bumpResyncEpoch(userID: String?) async throws
     /// Raises the scopes version of each user (creating their row); returns the new versions.
-    func bumpScopesVersions(userIDs: [String]) async throws -> [String: Int64]
+    func bumpScopesVersions(userIDs: [String]) async throws -> [ExactKey: Int64]
     /// Announces events when (and only if) the transaction commits.
     func announce(_ events: [StoreEvent]) async throws
 }

@@ -222,7 +222,7 @@ extension SyncStore {
                 let erased = try await transaction.eraseUser(userID, households: householdIDs)
                 try await transaction.bumpResyncEpoch(userID: userID)
                 let versions = try await transaction.bumpScopesVersions(userIDs: [userID])
-                try await transaction.announce([.scopesChanged(userID: userID, version: versions[userID] ?? 0)])
+                try await transaction.announce([.scopesChanged(userID: userID, version: versions[ExactKey(userID)] ?? 0)])
                 return erased
             }
         )

@@ -258,7 +258,7 @@ extension SyncStore {
         // on its old cursor (PostgreSQL hands the notifications over one at a time).
         if !wakeUsers.isEmpty {
             let versions = try await transaction.bumpScopesVersions(userIDs: wakeUsers.sorted().map(\.id))
-            write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key, version: $0.value) }
+            write.events += versions.sorted { $0.key < $1.key }.map { StoreEvent.scopesChanged(userID: $0.key.id, version: $0.value) }
         }
         write.events += advanced.sorted().map { StoreEvent.feedAdvanced($0, head: heads[$0] ?? 0) }
         // The jobs last: a process that hears a job finished has heard the heads it advanced, so

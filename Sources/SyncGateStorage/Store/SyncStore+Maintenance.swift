@@ -70,7 +70,7 @@ extension SyncStore {
             try await transaction.bumpResyncEpoch(userID: userID)
             if let userID {
                 let versions = try await transaction.bumpScopesVersions(userIDs: [userID])
-                try await transaction.announce([.scopesChanged(userID: userID, version: versions[userID] ?? 0)])
+                try await transaction.announce([.scopesChanged(userID: userID, version: versions[ExactKey(userID)] ?? 0)])
             } else {
                 try await transaction.announce([.resynchronize])
             }
