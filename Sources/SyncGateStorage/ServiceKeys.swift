@@ -162,7 +162,7 @@ package struct NewServiceKey: Sendable, Hashable {
         if !reach.users.allSatisfy({ IdentifierLimits.isValidUserID($0) }) {
             return "a user id is 1 to \(IdentifierLimits.userID) characters without control characters"
         }
-        if !reach.households.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.householdID) && !$0.contains(":") }) {
+        if !reach.households.allSatisfy({ IdentifierLimits.isValid($0, length: 1...IdentifierLimits.householdID) && !$0.utf8.contains(UInt8(ascii: ":")) }) {
             return "a household id is 1 to \(IdentifierLimits.householdID) characters without control characters or ':'"
         }
         return nil

@@ -439,6 +439,24 @@ import SyncGateWire
         #expect(HouseholdIDs.splitMembershipID("caf\u{E9}:bob", household: "caf\u{E9}")?.user == "bob")
     }
 
+    /// Household ids hold no ':' byte, and a membership id splits at its first: a ':' followed by
+    /// a combining mark is one Character, which the character-wise checks passed over.
+    @Test func householdIDsAndMembershipIDsAreSplitByBytes() {
+        let alice = BatchApplier(userID: "alice", collections: .default, now: F.now)
+        var world = World()
+        let created = world.push(alice, [
+            Self.op(.create, "households", "a:\u{301}b", data: ["name": "Colon"]),
+            Self.op(.create, "households", "home", data: ["name": "Home"]),
+            // No household_id: the household is what stands before the first ':'.
+            Self.op(.create, "household_members", "home:\u{301}x", data: ["user_id": "\u{301}x", "role": "member"]),
+        ])
+        #expect(Self.statusCodes(created) == ["VALIDATION_ERROR", "applied", "applied"])
+        #expect(world.households[.household("home")]?.isActiveMember("\u{301}x") == true)
+        #expect(world.households[.household("a:\u{301}b")] == nil)
+        let split = HouseholdIDs.splitMembershipID("home:\u{301}x", household: nil)
+        #expect(split.map { (Array($0.household.utf8), Array($0.user.utf8)) }.map { $0 == Array("home".utf8) && $1 == Array("\u{301}x".utf8) } == true)
+    }
+
     // MARK: summaries
 
     @Test func summaryDaysCoverTheOldAndNewDateOfEveryChangedLog() {

@@ -49,9 +49,11 @@ package enum HouseholdIDs {
             }
             return (household, String(decoding: id.utf8.dropFirst(prefix), as: UTF8.self))
         }
-        guard let colon = id.firstIndex(of: ":") else { return nil }
-        let household = String(id[..<colon])
-        let user = String(id[id.index(after: colon)...])
+        // At the first ':' byte (household ids hold none): a ':' followed by a combining mark is
+        // one Character, which `firstIndex(of: ":")` would pass over.
+        guard let colon = id.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let household = String(decoding: id.utf8[..<colon], as: UTF8.self)
+        let user = String(decoding: id.utf8[id.utf8.index(after: colon)...], as: UTF8.self)
         guard !household.isEmpty, !user.isEmpty else { return nil }
         return (household, user)
     }

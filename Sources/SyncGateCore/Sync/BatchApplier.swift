@@ -139,7 +139,7 @@ package struct BatchApplier: Sendable {
                 if let given = operation.householdID, !given.sameBytes(as: household) {
                     return .invalid(.validationError, "household_id must equal entity_id for households")
                 }
-                guard !household.contains(":"), IdentifierLimits.hasLength(household, in: 1...IdentifierLimits.householdID) else {
+                guard !household.utf8.contains(UInt8(ascii: ":")), IdentifierLimits.hasLength(household, in: 1...IdentifierLimits.householdID) else {
                     return .invalid(.validationError, "a household id is 1 to \(IdentifierLimits.householdID) characters without ':'")
                 }
             case .householdMembers:

@@ -94,7 +94,7 @@ package struct ServiceRoutes: Sendable {
     static func householdID(_ value: JSONValue) throws(ProtocolError) -> String {
         guard let text = value.stringValue else { throw ProtocolError(.validationError, "'household_id' must be a string") }
         let id = try identifier(["household_id": text], "household_id", maximumLength: IdentifierLimits.householdID)
-        guard !id.contains(":") else { throw ProtocolError(.validationError, "'household_id' must not contain ':'") }
+        guard !id.utf8.contains(UInt8(ascii: ":")) else { throw ProtocolError(.validationError, "'household_id' must not contain ':'") }
         return id
     }
 

@@ -213,7 +213,10 @@ extension SyncStore {
         for job in try await driver.listJobs(JobFilter(userID: userID, limit: 1000)) where job.deviceID == Self.eraseDevice {
             guard let detail = try await driver.jobDetail(id: job.id), let payload = try? JobPayload(stored: detail.payload) else { continue }
             for operation in payload.operations {
-                named.insert(operation.entityType == "households" ? operation.entityID : String(operation.entityID.prefix { $0 != ":" }))
+                named.insert(
+                    operation.entityType == "households"
+                        ? operation.entityID : HouseholdIDs.splitMembershipID(operation.entityID, household: operation.householdID)?.household ?? operation.entityID
+                )
             }
         }
         let householdIDs = named.sorted()
