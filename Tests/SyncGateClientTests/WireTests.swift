@@ -54,6 +54,17 @@ struct WireTests {
         #expect(body["operations"]?.arrayValue?.count == 2)
     }
 
+    @Test("keys compare, hash and sort by bytes: NFC and NFD ids are two entities, as on the server")
+    func keysCompareByBytes() {
+        let nfc = EntityKey(entityType: "notes", entityID: "caf\u{E9}"), nfd = EntityKey(entityType: "notes", entityID: "cafe\u{301}")
+        #expect(nfc != nfd && Set([nfc, nfd, nfc]).count == 2)
+        #expect((nfc < nfd) != (nfd < nfc), "ordered, not equal")
+        #expect(!(nfc < nfc))
+        #expect(EntityKey(entityType: "notes", entityID: "x") < EntityKey(entityType: "notes", entityID: "x", householdID: "h"), "the user's own first")
+        // A membership id's household is what stands before its first ':' byte.
+        #expect(EntityKey(entityType: "household_members", entityID: "home:\u{301}x").householdID == "home")
+    }
+
     @Test("household membership keys follow their id; other types keep the household given")
     func keys() {
         #expect(EntityKey(entityType: "households", entityID: "home").householdID == "home")

@@ -34,16 +34,35 @@ public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible
         case BuiltInTypes.households:
             return id
         case BuiltInTypes.householdMembers:
-            guard let colon = id.firstIndex(of: ":"), colon != id.startIndex else { return given }
-            return String(id[..<colon])
+            // At the first ':' byte, as the server splits it (a ':' and a combining mark are one Character).
+            guard let colon = id.utf8.firstIndex(of: UInt8(ascii: ":")), colon != id.utf8.startIndex else { return given }
+            return String(decoding: id.utf8[..<colon], as: UTF8.self)
         default:
             return given
         }
     }
 
-    /// Orders keys by household (the user's own first), type, then id.
+    /// Whether the two name the same entity: the same bytes in each part, as the server and the
+    /// local store compare ids (NFC and NFD "café" are two entities; `String ==` would fold them).
+    public static func == (lhs: EntityKey, rhs: EntityKey) -> Bool {
+        lhs.scopeColumn.utf8.elementsEqual(rhs.scopeColumn.utf8) && lhs.entityType.utf8.elementsEqual(rhs.entityType.utf8)
+            && lhs.entityID.utf8.elementsEqual(rhs.entityID.utf8)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for part in [scopeColumn, entityType, entityID] {
+            hasher.combine(part.utf8.count)
+            for byte in part.utf8 { hasher.combine(byte) }
+        }
+    }
+
+    /// Orders keys by household (the user's own first), type, then id, each by its bytes.
     public static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
-        (lhs.scopeColumn, lhs.entityType, lhs.entityID) < (rhs.scopeColumn, rhs.entityType, rhs.entityID)
+        for (left, right) in [(lhs.scopeColumn, rhs.scopeColumn), (lhs.entityType, rhs.entityType), (lhs.entityID, rhs.entityID)]
+        where !left.utf8.elementsEqual(right.utf8) {
+            return left.utf8.lexicographicallyPrecedes(right.utf8)
+        }
+        return false
     }
 
     /// `household/type/id`, or `type/id` for the user's own entities.
