@@ -283,6 +283,30 @@ import SyncGateWire
         #expect(F.resolve(F.operation(.update, base: 0, data: older, at: -5), later, Self.itemsType) == .keep(status: .conflict(.merged)))
     }
 
+    /// Item times come from clients too: one more than five minutes ahead counts as the server's
+    /// clock, as an operation's does, and keeps counting so at later merges (the item's own
+    /// field still says the future). A clock a year ahead would otherwise win every merge of the
+    /// item for a year, and its delete would keep the item out for as long.
+    @Test func itemsMergeClampsItemTimesMoreThanFiveMinutesAhead() throws {
+        let ahead: JSONObject = ["items": [item("a", "AHEAD", updated: 365 * 86_400)]]
+        let merged = try #require(F.resolve(F.operation(.update, base: 2, data: ahead, at: -90), itemsEntity(), Self.itemsType).written)
+        #expect(merged.data?["items"] == [item("a", "AHEAD", updated: 365 * 86_400), item("b", "bread", updated: -100)])
+        #expect(merged.meta.itemTimes == ["a": F.now])
+        // A minute ahead is within the skew: later than the clamped time, it wins.
+        let minute: JSONObject = ["items": [item("a", "MINUTE", updated: 60)]]
+        let next = try #require(F.resolve(F.operation(.update, base: 2, data: minute, at: -80), merged, Self.itemsType).written)
+        #expect(next.data?["items"] == [item("a", "MINUTE", updated: 60), item("b", "bread", updated: -100)])
+        #expect(next.meta.itemTimes == [:])
+        // A current write's far-ahead item is clamped too; so is a far-ahead delete.
+        let current = try #require(F.resolve(F.operation(.update, base: 3, data: ahead, at: -80), itemsEntity(), Self.itemsType).written)
+        #expect(current.meta.itemTimes == ["a": F.now])
+        let deleting: JSONObject = ["items": [item("b", "bread", updated: -100, deleted: 365 * 86_400)]]
+        let deleted = try #require(F.resolve(F.operation(.update, base: 2, data: deleting, at: -70), itemsEntity(), Self.itemsType).written)
+        #expect(deleted.meta.itemTombstones == ["b": F.now])
+        let revived = try #require(F.resolve(F.operation(.update, base: 2, data: ["items": [item("b", "bread again", updated: 120)]], at: -60), deleted, Self.itemsType).written)
+        #expect(revived.data?["items"] == [item("a", "apple", updated: -100), item("b", "bread again", updated: 120)])
+    }
+
     @Test func itemsMergeDropsDeletedItemsOnCurrentWritesToo() throws {
         let incoming: JSONObject = ["mealType": "lunch", "items": [item("a", "apple", updated: -5), item("z", "zucchini", updated: -5, deleted: -1)]]
         let state = try #require(F.resolve(F.operation(.create, base: 0, data: incoming), nil, Self.itemsType).written)

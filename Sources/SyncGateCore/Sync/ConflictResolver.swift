@@ -70,7 +70,7 @@ package enum ConflictResolver {
         var document = operation.data ?? [:]
         var meta = EntityMeta()
         if let items = type.items, type.policy == .itemsMerge {
-            switch ItemsMerge.replace(in: &document, items: items, meta: &meta, timestamp: timestamp) {
+            switch ItemsMerge.replace(in: &document, items: items, meta: &meta, timestamp: timestamp, now: now) {
             case .success: break
             case .failure(let message): return .reject(.validationError, message)
             }
@@ -112,7 +112,7 @@ package enum ConflictResolver {
             let incoming = operation.data ?? [:]
             var document = operation.intent == .create ? incoming : (current.data ?? [:]).patched(with: incoming)
             if let items = type.items, type.policy == .itemsMerge, operation.intent == .create || incoming[items.path] != nil {
-                switch ItemsMerge.replace(in: &document, items: items, meta: &next.meta, timestamp: timestamp) {
+                switch ItemsMerge.replace(in: &document, items: items, meta: &next.meta, timestamp: timestamp, now: now) {
                 case .success: break
                 case .failure(let message): return .reject(.validationError, message)
                 }
@@ -212,7 +212,8 @@ package enum ConflictResolver {
                 meta: &meta,
                 storedFallback: current.clientTimestamp,
                 incomingFallback: timestamp,
-                ties: type.ties
+                ties: type.ties,
+                now: now
             ) {
             case .success(let merged): document[items.path] = merged
             case .failure(let message): return .reject(.validationError, message)

@@ -7,6 +7,9 @@ import SyncGateWire
 /// entity's latest time) and the result does not depend on the order pushes arrive in.
 /// Items whose deleted-at field is set are dropped from the stored array and remembered as item
 /// tombstones, so a stale copy of a deleted item does not come back.
+/// An item's times come from clients: one more than five minutes ahead of the server counts as
+/// the server's clock, as an operation's does (``ConflictResolver/effectiveTimestamp(_:now:)``),
+/// and the time it counted as is kept in the metadata beside the item's own field.
 enum ItemsMerge {
     enum Outcome<Value> {
         case success(Value)
@@ -18,11 +21,12 @@ enum ItemsMerge {
         in document: inout JSONObject,
         items: EntityTypeConfig.ItemsConfig,
         meta: inout EntityMeta,
-        timestamp: Timestamp
+        timestamp: Timestamp,
+        now: Timestamp
     ) -> Outcome<Void> {
         guard let value = document[items.path], !value.isNull else { return .success(()) }
         let incoming: [Item]
-        switch parse(value, items: items) {
+        switch parse(value, items: items, now: now) {
         case .success(let parsed): incoming = parsed
         case .failure(let message): return .failure(message)
         }
@@ -34,7 +38,7 @@ enum ItemsMerge {
             } else {
                 meta.itemTombstones.removeValue(forKey: item.id)
                 kept.append(item.value)
-                if item.updatedAt == nil { times[item.id] = timestamp }
+                if let time = item.recordedTime(fallback: timestamp) { times[item.id] = time }
             }
         }
         document[items.path] = .array(kept)
@@ -55,27 +59,29 @@ enum ItemsMerge {
         meta: inout EntityMeta,
         storedFallback: Timestamp,
         incomingFallback: Timestamp,
-        ties: EntityTypeConfig.TieBreak
+        ties: EntityTypeConfig.TieBreak,
+        now: Timestamp
     ) -> Outcome<JSONValue> {
         let storedItems: [Item]
-        switch parse(stored ?? .array([]), items: items) {
+        switch parse(stored ?? .array([]), items: items, now: now) {
         case .success(let parsed): storedItems = parsed
         // A stored array that no longer parses (rules changed) is replaced by the client's.
         case .failure: storedItems = []
         }
         let incomingItems: [Item]
-        switch parse(incoming, items: items) {
+        switch parse(incoming, items: items, now: now) {
         case .success(let parsed): incomingItems = parsed
         case .failure(let message): return .failure(message)
         }
 
         var order = storedItems.map(\.id)
         var winners: [String: Item] = [:]
-        // Each item's time: its updated-at field, or when it was written.
+        // Each item's time: the time recorded for it (written without an updated-at field, or
+        // with one too far ahead), else its updated-at field.
         var times: [String: Timestamp] = [:]
         for item in storedItems {
             winners[item.id] = item
-            times[item.id] = item.updatedAt ?? meta.itemTimes[item.id] ?? storedFallback
+            times[item.id] = meta.itemTimes[item.id] ?? item.updatedAt ?? storedFallback
         }
         for item in incomingItems {
             if let deletedAt = item.deletedAt {
@@ -100,7 +106,7 @@ enum ItemsMerge {
             guard let item = winners[id], let time = times[id] else { continue }
             if let deletedAt = meta.itemTombstones[id], deletedAt >= time { continue }
             result.append(item.value)
-            if item.updatedAt == nil { kept[id] = time }
+            if item.updatedAt == nil || item.clamped || item.updatedAt != time { kept[id] = time }
         }
         meta.itemTimes = kept
         return .success(.array(result))
@@ -108,12 +114,24 @@ enum ItemsMerge {
 
     struct Item {
         var id: String
+        /// The updated-at and deleted-at fields, each clamped to the server's clock
+        /// (``ConflictResolver/effectiveTimestamp(_:now:)``).
         var updatedAt: Timestamp?
         var deletedAt: Timestamp?
+        /// Whether the updated-at field said a later time than `updatedAt`.
+        var clamped = false
         var value: JSONValue
+
+        /// The time to record for the item in the metadata: `fallback` without an updated-at
+        /// field, the clamped time with one too far ahead, `nil` when its field says it.
+        func recordedTime(fallback: Timestamp) -> Timestamp? {
+            guard let updatedAt else { return fallback }
+            return clamped ? updatedAt : nil
+        }
     }
 
-    static func parse(_ value: JSONValue, items: EntityTypeConfig.ItemsConfig) -> Outcome<[Item]> {
+    /// The items of `value`; client times more than the allowed skew ahead of `now` count as `now`.
+    static func parse(_ value: JSONValue, items: EntityTypeConfig.ItemsConfig, now: Timestamp) -> Outcome<[Item]> {
         guard let array = value.arrayValue else {
             return .failure("field '\(items.path)' must be an array")
         }
@@ -143,7 +161,11 @@ enum ItemsMerge {
                 }
                 deletedAt = parsedDeletedAt
             }
-            parsed.append(Item(id: id, updatedAt: updatedAt, deletedAt: deletedAt, value: element))
+            let clampedUpdatedAt = updatedAt.map { ConflictResolver.effectiveTimestamp($0, now: now) }
+            if let time = deletedAt { deletedAt = ConflictResolver.effectiveTimestamp(time, now: now) }
+            parsed.append(
+                Item(id: id, updatedAt: clampedUpdatedAt, deletedAt: deletedAt, clamped: clampedUpdatedAt != updatedAt, value: element)
+            )
         }
         return .success(parsed)
     }
