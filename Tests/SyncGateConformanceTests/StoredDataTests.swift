@@ -152,6 +152,25 @@ import Testing
         }
     }
 
+    /// An operation the database refuses that needs an earlier one of its job (an update of an
+    /// entity the job creates) passes when probed alone: it is found as the end of the first
+    /// prefix of the job the database refuses, and refused alone; the rest applies.
+    @Test(arguments: Driver.selected)
+    func aRefusedOperationThatNeedsAnEarlierOneIsRejectedAlone(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            try await Self.refusePoison(harness)
+            let results = try await harness.apply([
+                Op.create("weightLogs", "w1", ["kg": 70]), Op.create("weightLogs", "w2", ["kg": 71]),
+                Op.update("weightLogs", "w1", base: 1, ["poison": true]), Op.update("weightLogs", "w2", base: 1, ["kg": 72]),
+                Op.create("weightLogs", "w3", ["kg": 73, "poison": true]), Op.update("weightLogs", "w2", base: 2, ["poison": 1]),
+            ])
+            #expect(results.map(\.outcome) == ["applied", "applied", "VALIDATION_ERROR", "applied", "VALIDATION_ERROR", "VALIDATION_ERROR"], "\(results)")
+            let stored = try await harness.pullAll().changes
+            #expect(stored.map(\.entityID).sorted() == ["w1", "w2"])
+            #expect(stored.first { $0.entityID == "w2" }?.data?["kg"] == 72)
+        }
+    }
+
     /// When what the database refuses is the feed an operation opens (here a household's,
     /// refused by a trigger), the run without it neither locks nor reads that feed: the
     /// operation is refused and its neighbour applies.

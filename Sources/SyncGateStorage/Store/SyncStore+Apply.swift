@@ -85,15 +85,40 @@ extension SyncStore {
                 prepared ?? Work(job, context: context, operations: operations, collections: collections, now: now, refused: [:]), probe: false
             )
         } catch where error.isDataRefusal {
-            var refused: [ExactKey: String] = [:]
-            for operation in operations where refused[ExactKey(operation.idempotencyKey)] == nil {
+            // Why the database refuses `candidates` with `refused` left out; `nil` if it does not.
+            func refusal(_ candidates: some Collection<SyncOperation>, refused: [ExactKey: String]) async throws -> String? {
                 do {
-                    _ = try await once([operation], refused: [:], probe: true)
+                    _ = try await once(Array(candidates), refused: refused, probe: true)
+                    return nil
                 } catch is ProbeRolledBack {
-                    continue
+                    return nil
                 } catch let refusal as any ClassifiedFailure where refusal.isPermanent {
-                    refused[ExactKey(operation.idempotencyKey)] = "the database cannot store this operation's result (\(refusal.clientReason))"
+                    return "the database cannot store this operation's result (\(refusal.clientReason))"
                 }
+            }
+            var refused: [ExactKey: String] = [:]
+            // Each operation alone first: one transaction of one operation each.
+            for operation in operations where refused[ExactKey(operation.idempotencyKey)] == nil {
+                if let reason = try await refusal(CollectionOfOne(operation), refused: [:]) { refused[ExactKey(operation.idempotencyKey)] = reason }
+            }
+            // An operation that needs an earlier one of the job (an update of what the job
+            // creates) passes alone: the rest still refused, the first prefix the database
+            // refuses ends with it, found by bisection. Bounded: a job of many such operations
+            // fails as a whole, as it did before.
+            var passing = 0
+            for _ in 0..<Self.refusalSearches {
+                guard var reason = try await refusal(operations, refused: refused) else { break }
+                var failing = operations.count
+                while failing - passing > 1 {
+                    let middle = (passing + failing) / 2
+                    if let shorter = try await refusal(operations[..<middle], refused: refused) {
+                        (failing, reason) = (middle, shorter)
+                    } else {
+                        passing = middle
+                    }
+                }
+                refused[ExactKey(operations[failing - 1].idempotencyKey)] = reason
+                passing = failing
             }
             guard !refused.isEmpty else { throw error }
             logger.warning("the database refused operations of a job; applying the rest", metadata: [
@@ -105,6 +130,10 @@ extension SyncStore {
 
     /// A probe's transaction ends here, rolled back, after every write succeeded.
     struct ProbeRolledBack: Error {}
+
+    /// How many refused operations of one job the apply looks for by bisection (each costs about
+    /// log2(operations) probe transactions).
+    static let refusalSearches = 8
 
     /// What one transaction does for a job: the operations it tries (some may be refused
     /// already) and what they need.
