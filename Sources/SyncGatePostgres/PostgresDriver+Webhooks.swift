@@ -153,20 +153,21 @@ extension PostgresDriver {
             )
         )
         var claimed: [(id: Int64, subscription: WebhookSubscription, scope: String, first: Int64, last: Int64, committed: Int64, created: Int64, attempts: Int, number: Int64)] = []
-        // By feed and sequence number: ranges of one feed may overlap (messages made before
-        // migration 0013 end at the last change their subscription wanted).
-        var changes: [String: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
+        // By feed (its key's bytes: NFC and NFD "josé" are two feeds) and sequence number: ranges
+        // of one feed may overlap (messages made before migration 0013 end at the last change
+        // their subscription wanted).
+        var changes: [ExactKey: [Int64: (row: ChangeRow, committed: Int64)]] = [:]
         for row in rows {
             switch row {
             case .delivery(let id, let subscription, let scope, let first, let last, let committed, let created, let attempts, let number):
                 claimed.append((id, subscription, scope, first, last, committed, created, attempts, number))
             case .change(let scope, let row, let committed):
-                changes[scope, default: [:]][row.sequence] = (row, committed)
+                changes[ExactKey(scope), default: [:]][row.sequence] = (row, committed)
             }
         }
         return claimed.compactMap { claim -> WebhookDelivery? in
             guard let scope = Scope(key: claim.scope) else { return nil }
-            let inRange = (changes[claim.scope] ?? [:]).filter { (claim.first...claim.last).contains($0.key) }.sorted { $0.key < $1.key }
+            let inRange = (changes[ExactKey(claim.scope)] ?? [:]).filter { (claim.first...claim.last).contains($0.key) }.sorted { $0.key < $1.key }
             return WebhookDelivery(
                 id: claim.id, subscription: claim.subscription, scope: scope, firstSequence: claim.first, lastSequence: claim.last,
                 committedAt: claim.committed, createdAt: claim.created, attempts: claim.attempts,

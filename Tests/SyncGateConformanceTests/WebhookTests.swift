@@ -285,6 +285,28 @@ import Testing
         }
     }
 
+    @Test("messages of two feeds whose ids are canonically equivalent each carry their own changes", arguments: Driver.selected)
+    func canonicallyEquivalentFeedsAreClaimedApart(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver) { http in
+            let store = http.store.store
+            #expect(try await store.createWebhook(NewWebhookSubscription(
+                name: "backend", url: "http://192.0.2.1/hook", secret: WebhookSignature.newSecret(), entityTypes: nil, events: Set(WebhookEvent.allCases)
+            )))
+            let (nfc, nfd) = ("jos\u{E9}", "jose\u{301}")
+            _ = try await http.results([Op.create("weightLogs", "composed", ["kg": 70])], user: nfc)
+            _ = try await http.results([Op.create("weightLogs", "decomposed", ["kg": 80])], user: nfd)
+            #expect(try await store.announceChanges(after: nil, feedLimit: 100, changeLimit: 100).deliveries == 2)
+            let claimed = try await store.claimWebhookDeliveries(delivered: [], limit: 10, perSubscription: 10, excluding: [], leaseMilliseconds: 60_000)
+            let byUser = claimed.map { delivery -> ([UInt8], [String]) in
+                guard case .user(let id) = delivery.scope else { return ([], []) }
+                return (Array(id.utf8), delivery.changes.map(\.row.entityID))
+            }
+            #expect(byUser.count == 2)
+            #expect(byUser.contains { $0.0 == Array(nfc.utf8) && $0.1 == ["composed"] }, "\(byUser)")
+            #expect(byUser.contains { $0.0 == Array(nfd.utf8) && $0.1 == ["decomposed"] }, "\(byUser)")
+        }
+    }
+
     @Test("an attempt a resume or a replay overtook records nothing: its message is sent again, in feed order, and pauses nothing", arguments: Driver.selected)
     func overtakenAttempts(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
