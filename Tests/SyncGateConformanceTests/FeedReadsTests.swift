@@ -8,6 +8,16 @@ import Testing
 /// The live waiters' reads of several feeds in one call (`readFeeds`): each request gets what
 /// reading its feed alone gives (`readChanges`, the pull's read), in request order, on both drivers.
 @Suite(.timeLimit(.minutes(10))) struct FeedReadsTests {
+    /// A lingering long-poll is found by its user, device and cursor text, each by bytes: NFC
+    /// and NFD "josé" are two users, and one must not adopt the other's waiter (and page).
+    @Test func longPollsOfCanonicallyEquivalentUsersDiffer() {
+        let composed = LongPoll(userID: "jos\u{E9}", deviceID: "d1", cursor: "v1.x", limit: 100, entityTypes: nil)
+        var decomposed = composed
+        decomposed.userID = "jose\u{301}"
+        #expect(composed != decomposed && Set([composed, decomposed]).count == 2)
+        #expect(composed == LongPoll(userID: "jos\u{E9}", deviceID: "d1", cursor: "v1.x", limit: 100, entityTypes: nil))
+    }
+
     @Test(arguments: Driver.selected)
     func eachRequestGetsWhatReadingItsFeedAloneGives(_ driver: Driver) async throws {
         try await StoreHarness.with(driver) { harness in

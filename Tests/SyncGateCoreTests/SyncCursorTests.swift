@@ -36,6 +36,9 @@ import SyncGateWire
 
     @Test func rejectsAnotherUsersCursor() {
         #expect(throws: CursorError.otherUser) { try SyncCursor.decode(cursor.encoded(), expectedUserID: "bob") }
+        // Another spelling of the same name is another user (the databases compare bytes).
+        let composed = SyncCursor(userID: "jos\u{E9}", resyncEpoch: 0, positions: [.user("jos\u{E9}"): 1])
+        #expect(throws: CursorError.otherUser) { try SyncCursor.decode(composed.encoded(), expectedUserID: "jose\u{301}") }
     }
 
     @Test func rejectsEveryCorruption() {

@@ -71,7 +71,7 @@ package struct SyncCursor: Sendable, Hashable {
                 floors[scope] = floor
             }
         }
-        guard user == expectedUserID else { throw .otherUser }
+        guard user.sameBytes(as: expectedUserID) else { throw .otherUser }
         guard positions.keys.contains(where: { $0 == .user(user) }) else {
             throw .malformed("cursor lacks the user's own feed")
         }

@@ -307,13 +307,27 @@ package final class FeedWatcher: Service, Sendable {
 
 /// A pull as the device sent it, its cursor the text it holds ("" for none). A re-poll sends back
 /// the text its answer carried, so a lingering waiter is found by it without decoding the cursor
-/// (a decoded cursor is also dearer to hash: two dictionaries).
+/// (a decoded cursor is also dearer to hash: two dictionaries). Ids and cursor compare by bytes:
+/// NFC and NFD "josé" are two users, and one must not adopt the other's waiter.
 struct LongPoll: Sendable, Hashable {
     var userID: String
     var deviceID: String
     var cursor: String
     var limit: Int
     var entityTypes: Set<String>?
+
+    static func == (lhs: LongPoll, rhs: LongPoll) -> Bool {
+        lhs.userID.sameBytes(as: rhs.userID) && lhs.deviceID.sameBytes(as: rhs.deviceID) && lhs.cursor.sameBytes(as: rhs.cursor)
+            && lhs.limit == rhs.limit && lhs.entityTypes == rhs.entityTypes
+    }
+
+    func hash(into hasher: inout Hasher) {
+        userID.hashBytes(into: &hasher)
+        deviceID.hashBytes(into: &hasher)
+        cursor.hashBytes(into: &hasher)
+        hasher.combine(limit)
+        hasher.combine(entityTypes)
+    }
 
     /// The query, its cursor decoded and checked to be the user's.
     func query() throws(CursorError) -> PullQuery {
