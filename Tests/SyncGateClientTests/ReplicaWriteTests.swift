@@ -40,6 +40,18 @@ struct ReplicaWriteTests {
         #expect(slice.outbox.isEmpty)
     }
 
+    @Test("a string rewritten in another Unicode form is a change: the server stores bytes")
+    func anotherUnicodeFormIsAChange() throws {
+        var slice = ReplicaSlice(server: [.milk: ServerRecord(version: 3, data: ["name": "Caf\u{E9}"])])
+        let keys = KeyMaker()
+        #expect(try record(.patch(["name": "Cafe\u{301}"]), on: .milk, in: &slice, keys: keys) == .appended(idempotencyKey: "k1"))
+        let sent = slice.outbox.first?.data?["name"]?.stringValue.map { Array($0.utf8) }
+        #expect(sent == Array("Cafe\u{301}".utf8))
+        // And back: the pending write now says the NFC bytes again.
+        #expect(try record(.put(["name": "Caf\u{E9}"]), on: .milk, in: &slice, keys: keys) != .unchanged)
+        #expect(slice.view(of: .milk).data?["name"] == "Caf\u{E9}")
+    }
+
     @Test("a patch sends only the fields that change; of an absent entity it is an error")
     func patch() throws {
         var slice = ReplicaSlice(server: [.milk: ServerRecord(version: 2, data: ["name": "Milk", "quantity": 2])])

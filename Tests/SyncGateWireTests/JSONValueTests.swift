@@ -17,6 +17,15 @@ struct JSONValueTests {
         #expect(try JSONValue(parsing: value.serialized()) == value)
     }
 
+    @Test("strings are equal when their bytes are: NFC and NFD spellings differ, as stored")
+    func stringsCompareByBytes() {
+        let (nfc, nfd): (JSONValue, JSONValue) = (.string("caf\u{E9}"), .string("cafe\u{301}"))
+        #expect(nfc != nfd)
+        #expect(JSONValue.array([nfc]) != .array([nfd]) && JSONValue.object(["k": nfc]) != .object(["k": nfd]))
+        #expect(nfc == .string("caf\u{E9}") && Set([nfc, nfd, nfc]).count == 2)
+        #expect(JSONValue.object(["a": [1, 2.5, "x", nil, true]]) == .object(["a": [1, 2.5, "x", nil, true]]))
+    }
+
     @Test("keys are written sorted, so equal objects encode equally")
     func sortedKeys() {
         let value: JSONValue = ["z": 1, "a": ["y": true, "b": nil], "m": [1, "two"]]

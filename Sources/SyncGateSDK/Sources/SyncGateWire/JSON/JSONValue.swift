@@ -25,6 +25,31 @@ public enum JSONValue: Sendable, Hashable {
 public typealias JSONObject = [String: JSONValue]
 
 extension JSONValue {
+    /// Whether the two are the same JSON: strings compare by their UTF-8 bytes, as the databases
+    /// and the stored text do (NFC and NFD "café" are two values: a write from one to the other
+    /// is a change). Object keys match as `Dictionary` keys do.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.int(let a), .int(let b)): return a == b
+        case (.double(let a), .double(let b)): return a == b
+        case (.string(let a), .string(let b)): return sameBytes(a, b)
+        case (.array(let a), .array(let b)): return a == b
+        case (.object(let a), .object(let b)): return a == b
+        default: return false
+        }
+    }
+
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
+        let compared = a.utf8.withContiguousStorageIfAvailable { a in
+            b.utf8.withContiguousStorageIfAvailable { b in a.count == b.count && a.elementsEqual(b) }
+        }
+        return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
+    }
+}
+
+extension JSONValue {
     /// The members when this is an object.
     public var objectValue: JSONObject? {
         if case .object(let object) = self { return object }
