@@ -441,9 +441,32 @@ struct SyncEngineTests {
         #expect(times[1] - times[0] >= .seconds(1))
     }
 
+    @Test("an event stream's retry: is the least delay before it is asked for again")
+    func eventStreamRetryField() async throws {
+        let streams = Mutex<[ContinuousClock.Instant]>([])
+        let (client, _) = try scriptedClient(configure: {
+            $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50), jitter: 0)
+        }) { request in
+            switch request.route {
+            case "/v1/sync/events":
+                streams.withLock { $0.append(.now) }
+                // Opening lines, a poke, then the stream ends: heard, so no failure to back off from.
+                return TransportResponse(status: 200, headers: ["content-type": "text/event-stream"], body: Array(": connected\nretry: 1000\n\nevent: poke\ndata: {}\n\n".utf8))
+            default:
+                try await Task.sleep(for: .milliseconds(50))
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        client.startLive()
+        try await eventually("a second attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 2 }
+        await client.stopLive()
+        let times = streams.withLock { $0 }
+        #expect(times[1] - times[0] >= .seconds(1))
+    }
+
     @Test(
-        "an event stream that ends without a byte, or a page that is not one, is a failure: asked for again after a growing delay",
-        arguments: [("text/event-stream", ""), ("text/html", "<html>Sign in to the Wi-Fi</html>")]
+        "an event stream that ends without a byte, or only its opening comment, or a page that is not one, is a failure: asked for again after a growing delay",
+        arguments: [("text/event-stream", ""), ("text/event-stream", ": connected\n\n"), ("text/html", "<html>Sign in to the Wi-Fi</html>")]
     )
     func emptyEventStreamsBackOff(contentType: String, page: String) async throws {
         let streams = Mutex<[ContinuousClock.Instant]>([])

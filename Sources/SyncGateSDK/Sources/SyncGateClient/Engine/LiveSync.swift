@@ -112,8 +112,9 @@ final class LiveSync: Sendable {
                 // Changes may have happened while no stream was open.
                 wakeup.signal()
                 try await read(events, activity: activity)
-                // Ended without a byte (a captive portal or a proxy that answers 200 and closes):
-                // a failure, or it would be reopened, and the state synced, without end.
+                // Ended before it was heard (a captive portal, a proxy that answers 200 and closes,
+                // a server that closes after its opening lines): a failure, or it would be
+                // reopened, and the state synced, without end.
                 failures = activity.heard ? 0 : failures + 1
             } catch {
                 failures = activity.heard ? 1 : failures + 1
@@ -123,8 +124,10 @@ final class LiveSync: Sendable {
             if Task.isCancelled { return }
             // Long-poll takes over while the stream is down.
             wakeup.signal()
+            // Never sooner than the stream's `retry:` (SyncGate says 3 s), up to a minute.
+            let delay = engine.configuration.backoff.delay(afterFailures: max(failures, 1), retryAfter: retryAfter)
             do {
-                try await Task.sleep(for: engine.configuration.backoff.delay(afterFailures: max(failures, 1), retryAfter: retryAfter))
+                try await Task.sleep(for: max(delay, min(activity.retry ?? .zero, .seconds(60))))
             } catch {
                 return
             }
@@ -140,9 +143,12 @@ final class LiveSync: Sendable {
                 var parser = ServerSentEventParser()
                 for try await chunk in stream.body {
                     lastActivity.touch()
-                    for event in parser.consume(chunk) where event.event == "poke" {
+                    let events = parser.consume(chunk)
+                    for event in events where event.event == "poke" {
                         self.wakeup.signal()
                     }
+                    // Heard: an event, or a keep-alive after the opening comment.
+                    lastActivity.note(heard: !events.isEmpty || parser.comments > 1, retry: parser.retryMilliseconds)
                     if parser.overflowed { throw SyncGateClientError(.transport, "the event stream sent an event over 64 KiB") }
                 }
             }
@@ -158,18 +164,26 @@ final class LiveSync: Sendable {
     }
 }
 
-/// When a stream last delivered bytes.
+/// When a stream last delivered bytes, whether it was heard, and the delay it asked for.
 private final class LastActivity: Sendable {
     private let instant = Locked(ContinuousClock.now)
-    private let touched = Locked(false)
+    private let state = Locked((heard: false, retry: Duration?.none))
 
     func touch() {
         instant.update { $0 = .now }
-        touched.update { $0 = true }
     }
 
-    /// Whether anything arrived.
-    var heard: Bool { touched.update { $0 } }
+    func note(heard: Bool, retry milliseconds: Int?) {
+        state.update { state in
+            if heard { state.heard = true }
+            if let milliseconds { state.retry = .milliseconds(milliseconds) }
+        }
+    }
+
+    /// Whether an event, or a keep-alive after the opening, arrived.
+    var heard: Bool { state.update { $0.heard } }
+    /// The stream's `retry:`, when it sent one.
+    var retry: Duration? { state.update { $0.retry } }
 
     var silence: Duration {
         ContinuousClock.now - instant.update { $0 }

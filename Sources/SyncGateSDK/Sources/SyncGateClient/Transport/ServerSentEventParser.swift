@@ -25,6 +25,8 @@ struct ServerSentEventParser: Sendable {
     private(set) var retryMilliseconds: Int?
     /// Whether an event passed ``maximumEventBytes``: the stream is not SyncGate's, end it.
     private(set) var overflowed = false
+    /// Comment lines read (SyncGate opens with one, then sends one every keep-alive interval).
+    private(set) var comments = 0
     private var line: [UInt8] = []
     /// Bytes of the stream read so far, up to three: a leading byte order mark is dropped.
     private var started = 0
@@ -75,7 +77,10 @@ struct ServerSentEventParser: Sendable {
     private mutating func endLine() -> ServerSentEvent? {
         defer { line.removeAll(keepingCapacity: true) }
         if line.isEmpty { return dispatch() }
-        if line.first == UInt8(ascii: ":") { return nil }
+        if line.first == UInt8(ascii: ":") {
+            comments += 1
+            return nil
+        }
         let field: String
         let value: String
         if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
