@@ -61,6 +61,10 @@ struct BackoffTests {
         let exact = Backoff(initial: .seconds(1), maximum: .seconds(10), jitter: 0)
         #expect((1...6).map { exact.delay(afterFailures: $0, using: &random) } == [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(10), .seconds(10)])
         #expect(Backoff(jitter: 7).jitter == 1)
+        // A zero policy still waits: 100 ms, or its maximum when less, never under 10 ms.
+        #expect(Backoff(initial: .zero, jitter: 0).delay(afterFailures: 1, using: &random) == .milliseconds(100))
+        #expect(Backoff(initial: .zero, maximum: .milliseconds(50), jitter: 0).delay(afterFailures: 3, using: &random) == .milliseconds(50))
+        #expect(Backoff(initial: .zero, maximum: .zero, jitter: 0).delay(afterFailures: 1, using: &random) == .milliseconds(10))
         #expect(Backoff(jitter: -1).jitter == 0)
     }
 }

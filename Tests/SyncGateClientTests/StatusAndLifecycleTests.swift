@@ -105,6 +105,19 @@ struct StatusAndLifecycleTests {
         await client.close()
     }
 
+    @Test("a long-poll wait of zero still waits a second at the server: no loop of pulls")
+    func zeroLongPollWait() async throws {
+        let waits = Mutex<[String]>([])
+        let (client, _) = try scriptedClient(configure: { $0.live.mode = .longPoll; $0.live.longPollWait = .zero }) { request in
+            if request.route == "/v1/sync/pull" { waits.withLock { $0.append(request.path) } }
+            return ScriptedTransport.emptyPage()
+        }
+        client.startLive()
+        try await eventually("a long-poll") { waits.withLock { $0.contains { $0.contains("wait=") } } }
+        await client.stopLive()
+        #expect(waits.withLock { $0.filter { $0.contains("wait=") } }.allSatisfy { $0.contains("wait=1000") }, "\(waits.withLock { $0 })")
+    }
+
     @Test("a live sync started while stopLive waits for the last one stays shown as live")
     func restartDuringStop() async throws {
         let gate = TestGate("the first cycle ends")

@@ -29,7 +29,8 @@ struct SyncEngineTests {
         #expect(report.settled == [WriteOutcome(idempotencyKey: write.idempotencyKey!, key: .weight, result: .applied(version: 1))])
         #expect(report.pending == 0)
         #expect(transport.requests.map(\.route) == ["/v1/sync/push", "/v1/jobs/5", "/v1/jobs/5", "/v1/jobs/5", "/v1/sync/pull"])
-        #expect(transport.requests[1].query("wait") == "10")
+        // `jobFollowWait` is 10 ms here: a follow-up waits at least a second at the server.
+        #expect(transport.requests[1].query("wait") == "1000")
         #expect(transport.requests.allSatisfy { $0.headers["authorization"] == "Bearer token" && $0.headers["x-device-id"] == "phone" })
     }
 

@@ -29,7 +29,7 @@ extension SyncClient {
         public var indexes: [LocalIndex] = []
         /// How long a push waits for its job (`wait`, at most 30 s); longer jobs are followed with ``jobFollowWait``.
         public var pushWait: Duration = .seconds(5)
-        /// The `wait` of each job follow-up request (at most 30 s).
+        /// The `wait` of each job follow-up request (1 to 30 s).
         public var jobFollowWait: Duration = .seconds(10)
         /// How long one sync follows an unfinished job before leaving it to the next sync.
         public var jobFollowLimit: Duration = .seconds(60)
@@ -70,7 +70,7 @@ extension SyncClient {
 
         /// The way to listen; server-sent events by default.
         public var mode: Mode = .serverSentEvents
-        /// The `wait` of a long-poll pull (at most 60 s).
+        /// The `wait` of a long-poll pull (1 to 60 s).
         public var longPollWait: Duration = .seconds(25)
         /// An event stream silent this long is dead (the server sends a comment every 15 s).
         public var eventStreamIdleTimeout: Duration = .seconds(45)

@@ -91,7 +91,9 @@ final class LiveSync: Sendable {
         // Long-poll, but stop as soon as a write (or an event stream coming up) needs a cycle.
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                while !(try await self.engine.waitForChanges(wait: self.options.longPollWait)) {}
+                // At least a second: a wait of zero is answered at once, and this would spin.
+                let wait = max(self.options.longPollWait, .seconds(1))
+                while !(try await self.engine.waitForChanges(wait: wait)) {}
             }
             group.addTask { await self.wakeup.wait() }
             try await group.next()

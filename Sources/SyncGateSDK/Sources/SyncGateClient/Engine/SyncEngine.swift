@@ -182,7 +182,8 @@ final class SyncEngine: Sendable {
         let limit = ContinuousClock.now + configuration.jobFollowLimit
         let deadline = until.map { min($0, limit) } ?? limit
         while true {
-            let wait = Self.wait(configuration.jobFollowWait, until: deadline)
+            // At least a second (until the deadline): a wait of zero is answered at once.
+            let wait = Self.wait(max(configuration.jobFollowWait, .seconds(1)), until: deadline)
             guard let answer = try await api.job(jobID, waitMilliseconds: Self.milliseconds(wait, in: ProtocolLimits.pushWait)) else {
                 return nil
             }
