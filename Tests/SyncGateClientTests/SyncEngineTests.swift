@@ -492,6 +492,30 @@ struct SyncEngineTests {
         #expect(times[3] - times[2] >= .milliseconds(400), "\(zip(times, times.dropFirst()).map { $1 - $0 })")
     }
 
+    @Test("a push refused by the server or a proxy still lets the cycle pull; the sync throws the push's error")
+    func aRefusedPushStillPulls() async throws {
+        let pulls = Atomic<Int>(0)
+        let (client, _) = try scriptedClient { request in
+            switch request.route {
+            case "/v1/sync/push":
+                return TransportResponse(status: 403, headers: ["content-type": "text/html"], body: Array("<html>Forbidden by policy</html>".utf8))
+            case "/v1/sync/pull":
+                pulls.add(1, ordering: .relaxed)
+                return ScriptedTransport.page([[
+                    "entity_type": "weightLogs", "entity_id": "theirs", "version": 1, "operation": "upsert", "data": ["kg": 80],
+                    "household_id": nil, "updated_at": "2026-01-15T10:00:00.000Z",
+                ]], cursor: "c1")
+            default:
+                return ScriptedTransport.emptyPage()
+            }
+        }
+        try await client.write(type: "weightLogs", id: "mine", data: ["kg": 70])
+        let error = await #expect(throws: SyncGateClientError.self) { try await client.sync() }
+        #expect(error?.httpStatus == 403)
+        #expect(pulls.load(ordering: .relaxed) == 1)
+        #expect(try await client.read(type: "weightLogs").map(\.data).count == 2, "the pulled entity is stored beside the pending write")
+    }
+
     @Test("a household joined in this pull is history on all its pages, not the service's news")
     func joinedHouseholdHistoryIsNotNews() async throws {
         @Sendable func change(_ id: String, household: String?) -> JSONValue {

@@ -47,9 +47,18 @@ final class SyncEngine: Sendable {
             if terminated.value { throw SyncGateClientError(.closed, "the client was closed") }
             do {
                 var report = SyncReport()
-                try await push(into: &report, followUntil: followUntil)
+                // A push the server (or a proxy) answered with an error it did not ask us to back
+                // off from still lets the cycle pull: a write that cannot go out at the head of
+                // the outbox must not also stop every download. The sync then throws it.
+                var refusedPush: SyncGateClientError?
+                do {
+                    try await push(into: &report, followUntil: followUntil)
+                } catch let error as SyncGateClientError where error.pullsAnyway {
+                    refusedPush = error
+                }
                 status.update { $0.isUploading = false }
                 try await pull(into: &report)
+                if let refusedPush { throw refusedPush }
                 report.pending = try await publishPendingWrites()
                 let finished = try await store.recordSynced()
                 status.update { status in

@@ -78,3 +78,16 @@ public struct SyncGateClientError: Error, Sendable, Hashable, CustomStringConver
         return text
     }
 }
+
+extension SyncGateClientError {
+    /// An answer to a push after which the cycle still pulls: an error status, or an answer
+    /// that is not the protocol's (a proxy's page), unless the server asked for time (`429`,
+    /// `503`, `Retry-After`).
+    var pullsAnyway: Bool {
+        switch code {
+        case .server: retryAfter == nil && httpStatus != 429 && httpStatus != 503
+        case .unexpectedAnswer: true
+        default: false
+        }
+    }
+}
