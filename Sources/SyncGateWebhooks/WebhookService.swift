@@ -240,8 +240,14 @@ package final class WebhookService: Service {
             metrics.delivered(changes: message.changes, committedAt: delivery.committedAt, now: store.clock.wallNow().millisecondsSinceEpoch)
             delivered.withLock { $0.append(delivery.claim) }
             return
+        case .failed where Task.isCancelled:
+            // Cut short by the worker's shutdown: not the receiver's failure. Nothing is recorded;
+            // the message is sent again after its lease.
+            return
         case .failed(let error):
-            switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: now, unit: Double.random(in: 0..<1)) {
+            // From when the attempt ended: a 10 s timeout must not eat the first 5 s wait.
+            let ended = store.clock.wallNow().millisecondsSinceEpoch
+            switch configuration.retry.afterFailure(attempts: delivery.attempts, error: error, now: ended, unit: Double.random(in: 0..<1)) {
             case .retry(let at): outcome = .retry(at: at, error: error)
             case .pause: outcome = .pause(error: "\(delivery.attempts) attempts failed; the last: \(error)")
             }

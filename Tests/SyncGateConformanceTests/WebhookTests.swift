@@ -147,6 +147,56 @@ import Testing
         }
     }
 
+    @Test("a failed attempt's retry is timed from when the attempt ended, not when it began", arguments: Driver.selected)
+    func retriesCountFromTheAttemptsEnd(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        let start = clock.now
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let router = Router()
+            // The receiver takes a minute (on the store's clock) and fails.
+            router.post("hook") { _, _ -> HTTPResponse.Status in
+                clock.advance(milliseconds: 60_000)
+                return .internalServerError
+            }
+            try await withTestHTTPServer(router) { port in
+                try await Self.subscribe(harness.store, "slow", port: port, secret: WebhookSignature.newSecret())
+                _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])])
+                // The clock stands still but for the receiver: the retry is not due again.
+                try await Self.withService(harness.store, Self.configuration(delays: [.seconds(5)])) {
+                    try await eventually("the failure recorded") {
+                        try await harness.queryTexts("SELECT CAST(count(*) AS TEXT) FROM webhook_deliveries WHERE last_error IS NOT NULL") == ["1"]
+                    }
+                }
+                let next = try await harness.queryTexts("SELECT CAST(next_attempt_at AS TEXT) FROM webhook_deliveries").compactMap { Int64($0) }
+                #expect(next == [start.millisecondsSinceEpoch + 65_000], "\(next) against \(start.millisecondsSinceEpoch)")
+            }
+        }
+    }
+
+    @Test("an attempt cut short by the worker's shutdown is not a failure: nothing recorded, sent again after its lease", arguments: Driver.selected)
+    func aShutdownIsNotAFailedAttempt(_ driver: Driver) async throws {
+        try await StoreHarness.with(driver) { harness in
+            let reached = TestGate("the receiver reached")
+            let router = Router()
+            router.post("hook") { _, _ -> HTTPResponse.Status in
+                reached.open()
+                // Answers only after the sender has gone.
+                try? await Task.sleep(for: .seconds(3600))
+                return .ok
+            }
+            try await withTestHTTPServer(router) { port in
+                try await Self.subscribe(harness.store, "slow", port: port, secret: WebhookSignature.newSecret())
+                _ = try await harness.apply([Op.create("weightLogs", "w1", ["kg": 70])])
+                try await Self.withService(harness.store, Self.configuration(delays: [])) {
+                    try await reached.wait()
+                }
+                // A failure would have paused the subscription (no retries left) and said why.
+                #expect(try await harness.store.webhooks().map(\.pausedAt) == [nil])
+                #expect(try await harness.queryTexts("SELECT CAST(count(*) AS TEXT) FROM webhook_deliveries WHERE last_error IS NOT NULL") == ["0"])
+            }
+        }
+    }
+
     @Test("a receiver on a loopback address is refused unless allowed: its subscription pauses, nothing is sent", arguments: Driver.selected)
     func loopbackIsRefused(_ driver: Driver) async throws {
         try await HTTPHarness.with(driver) { http in
