@@ -26,13 +26,18 @@ package enum PushHTTPClient {
 
 extension HTTPClient {
     /// Sends `request`; reads at most `limit` bytes of the answer (providers answer a few hundred).
+    /// The answer's body is read until `timeout` from the start at the latest: AsyncHTTPClient's
+    /// deadline ends with the answer's head, and an answer trickling in a byte at a time never
+    /// reaches its read timeout. (A nudge's lease is twice the timeout and five seconds more.)
     func exchange(_ request: HTTPClientRequest, timeout: Duration, limit: Int = 16 * 1024) async throws -> ProviderAnswer {
         let seconds = max(1, timeout.components.seconds + (timeout.components.attoseconds > 0 ? 1 : 0))
+        let deadline = ContinuousClock.now + .seconds(seconds)
         let response = try await execute(request, timeout: .seconds(seconds))
         var body: [UInt8] = []
         for try await chunk in response.body {
             body += chunk.readableBytesView.prefix(limit - body.count)
             if body.count >= limit { break }
+            if ContinuousClock.now > deadline { throw HTTPClientError.deadlineExceeded }
         }
         return ProviderAnswer(status: Int(response.status.code), body: body, retryAfter: response.headers.first(name: "retry-after"))
     }

@@ -1,6 +1,9 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import Hummingbird
+import NIOCore
+import NIOHTTP1
 import Synchronization
 import _CryptoExtras
 @testable import SyncGatePush
@@ -268,6 +271,46 @@ import Testing
             #expect(await client.send(Self.nudge()) == .rejected(reason: "403 InvalidProviderToken"))
             #expect(mock.received.isEmpty)
         }
+    }
+
+    /// An answer whose body trickles in a byte at a time (each within the read timeout) is given
+    /// up at the exchange's timeout: AsyncHTTPClient's own deadline ends with the head.
+    @Test func aTricklingAnswerEndsAtTheTimeout() async throws {
+        let router = Router()
+        router.post("slow") { _, _ in
+            Response(status: .ok, body: ResponseBody { writer in
+                while !Task.isCancelled {
+                    try await writer.write(ByteBuffer(string: " "))
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                try await writer.finish(nil)
+            })
+        }
+        let http = PushHTTPClient.make(timeout: .seconds(1))
+        try await withTestHTTPServer(router) { port in
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/slow")
+            request.method = .POST
+            let prepared = request
+            // The hang guard is the test's bound; a body of 16 KiB at 10 bytes a second is 27 minutes.
+            let outcome = try await withThrowingTaskGroup(of: String.self) { group in
+                group.addTask {
+                    do {
+                        _ = try await http.exchange(prepared, timeout: .seconds(1))
+                        return "answered"
+                    } catch let error as HTTPClientError where error == .deadlineExceeded {
+                        return "deadline"
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: hangGuard)
+                    return "still reading at the hang guard"
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? "-"
+            }
+            #expect(outcome == "deadline")
+        }
+        try await http.shutdown()
     }
 
     @Test func anUnreachableProviderIsRetried() async throws {
