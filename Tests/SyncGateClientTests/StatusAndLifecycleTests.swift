@@ -302,6 +302,29 @@ struct StatusAndLifecycleTests {
         #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }) == ["Bearer token-1"])
     }
 
+    @Test("a sync running at sign-out that is refused its token does not ask the provider for another")
+    func signOutAsksTheProviderNoMore() async throws {
+        let issued = Atomic<Int>(0)
+        let pulled = TestGate("the pull")
+        let (client, transport) = try scriptedClient(token: { "token-\(issued.add(1, ordering: .relaxed).newValue)" }) { request in
+            if request.method == "DELETE" { return TransportResponse(status: 204) }
+            // The pull is held until sign-out has begun, then refused: a token asked for now may
+            // be the next user's.
+            try await pulled.wait()
+            return ScriptedTransport.error(401, "UNAUTHENTICATED")
+        }
+        let sync = Task { try await client.sync() }
+        try await eventually("the pull on its way") { transport.requests.contains { $0.route == "/v1/sync/pull" } }
+        let signOut = Task { try await client.signOut() }
+        try await eventually("sign-out unregistered") { transport.requests.contains { $0.method == "DELETE" } }
+        pulled.open()
+        let error = await #expect(throws: SyncGateClientError.self) { try await sync.value }
+        #expect(error?.code == .closed)
+        try await signOut.value
+        #expect(issued.load(ordering: .relaxed) == 1)
+        #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }) == ["Bearer token-1"])
+    }
+
     // MARK: - Sign-out and one sync
 
     @Test("a client dropped without close() stops its live sync; close() ends observations")

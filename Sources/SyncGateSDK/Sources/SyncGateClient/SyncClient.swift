@@ -207,9 +207,10 @@ public final class SyncClient: Sendable {
                 configuration.logger.debug("sign-out: could not unregister push: \(error)", metadata: ["syncgate.device": "\(deviceID)"])
             }
         }
-        // Once a sync the app started has ended (with this user's token: forgotten before it
-        // ends, the provider would be asked again, and may already give the next user's); none
-        // runs afterwards.
+        // From here the provider is not asked again (it may already give the next user's
+        // token): a sync the app started ends with the token held, or fails as closed if it
+        // needs another. Once it has ended, the token is forgotten and the data erased.
+        tokens.freeze()
         try await engine.terminate {
             tokens.forget()
             try await local { try await store.erase() }

@@ -24,6 +24,8 @@ final class TokenCache: Sendable {
     private let asking = Locked<(task: Task<String, any Error>, waiters: Int)?>(nil)
     /// Set by ``forget()``: no token is asked for or kept afterwards (signed out).
     private let forgotten = Locked(false)
+    /// Set by ``freeze()``: the token held is used, and no other asked for (signing out).
+    private let frozen = Locked(false)
 
     init(provider: @escaping @Sendable () async throws -> String, refreshMargin: Duration, now: @escaping @Sendable () -> Date = Date.init) {
         self.provider = provider
@@ -49,6 +51,12 @@ final class TokenCache: Sendable {
         if let cached = token.value, cached.value != refused, !expiresSoon(cached.expires) { return cached.value }
         token.update { if $0?.value == refused { $0 = nil } }
         return try await fetch(early: false)
+    }
+
+    /// Asks the provider no more (sign-out has begun; the app may already hand out the next
+    /// user's tokens): a request still running uses the token held, or fails as closed.
+    func freeze() {
+        frozen.update { $0 = true }
     }
 
     /// Drops the token for good (sign-out): an ask under way is not kept, and none is made.
@@ -87,7 +95,7 @@ final class TokenCache: Sendable {
     private func ask(early: Bool) async throws -> String {
         defer { asking.update { $0 = nil } }
         try Task.checkCancellation()
-        if forgotten.value { throw SyncGateClientError(.closed, "signed out") }
+        if forgotten.value || frozen.value { throw SyncGateClientError(.closed, "signed out") }
         let fresh: String
         do {
             fresh = try await provider()
@@ -98,7 +106,7 @@ final class TokenCache: Sendable {
         }
         let expires = Self.expiry(of: fresh)
         token.update { token in
-            guard !forgotten.value else { return }
+            guard !forgotten.value, !frozen.value else { return }
             token = Held(value: fresh, expires: expires, keepToExpiry: early && expiresSoon(expires))
         }
         return fresh
