@@ -28,6 +28,23 @@ import SyncGateWire
         #expect(try SyncCursor.decode(cursor.encoded(), expectedUserID: "alice:ü/1").floors == [:])
     }
 
+    /// NFC and NFD "café" are two households: the cursor keeps a position (and a floor) for each,
+    /// though a JSON object's keys would fold them into one.
+    @Test func canonicallyEquivalentFeedsKeepTheirOwnPositions() throws {
+        let (nfc, nfd) = ("caf\u{E9}", "cafe\u{301}")
+        let both = SyncCursor(
+            userID: "u", resyncEpoch: 1, positions: [.user("u"): 1, .household(nfc): 5, .household(nfd): 9],
+            floors: [.household(nfc): 2, .household(nfd): 3]
+        )
+        let decoded = try SyncCursor.decode(both.encoded(), expectedUserID: "u")
+        #expect(decoded == both)
+        #expect(decoded.positions[.household(nfd)] == 9 && decoded.positions[.household(nfc)] == 5)
+        // Without such feeds the cursor keeps the form earlier releases read: no pairs.
+        let body = cursor.encoded().dropFirst(3).split(separator: ".")[0]
+        let payload = try JSONValue(parsing: try #require(Base64URL.decode(String(body)))).objectValue
+        #expect(payload.map { Set($0.keys) } == ["u", "e", "p"])
+    }
+
     @Test func encodingIsURLSafeAndDeterministic() {
         let encoded = cursor.encoded()
         #expect(encoded == cursor.encoded())

@@ -26,17 +26,50 @@ package struct SyncCursor: Sendable, Hashable {
     static let prefix = "v1."
 
     package func encoded() -> String {
-        var feeds: JSONObject = [:]
-        for (scope, position) in positions { feeds[scope.key] = .int(position) }
-        var payload: JSONObject = ["u": .string(userID), "e": .int(resyncEpoch), "p": .object(feeds)]
+        var payload: JSONObject = ["u": .string(userID), "e": .int(resyncEpoch)]
+        (payload["p"], payload["x"]) = Self.entries(positions)
         let seen = floors.filter { $0.value > 0 }
-        if !seen.isEmpty {
-            var known: JSONObject = [:]
-            for (scope, floor) in seen { known[scope.key] = .int(floor) }
-            payload["f"] = .object(known)
-        }
+        if !seen.isEmpty { (payload["f"], payload["y"]) = Self.entries(seen) }
         let body = Base64URL.encode(JSONValue.object(payload).serializedBytes())
         return Self.prefix + body + "." + Self.checksum(of: body)
+    }
+
+    /// Feeds' numbers as a JSON object by feed key, and as `[key, number]` pairs those whose key
+    /// is canonically equivalent to one already in the object (NFC and NFD "h:café" are two
+    /// feeds, but one key of a `JSONObject`); `nil` when there are none. Releases before the
+    /// pairs read the object alone.
+    static func entries(_ numbers: [Scope: Int64]) -> (JSONValue, JSONValue?) {
+        var object: JSONObject = [:]
+        var pairs: [JSONValue] = []
+        for (scope, number) in numbers.sorted(by: { $0.key < $1.key }) {
+            if object[scope.key] == nil {
+                object[scope.key] = .int(number)
+            } else {
+                pairs.append([.string(scope.key), .int(number)])
+            }
+        }
+        return (.object(object), pairs.isEmpty ? nil : .array(pairs))
+    }
+
+    /// The numbers of a payload's object `name` and pairs `pairName` (see ``entries(_:)``).
+    static func numbers(_ object: JSONValue, pairs: JSONValue?, what: String) throws(CursorError) -> [Scope: Int64] {
+        guard let object = object.objectValue else { throw .malformed("cursor holds invalid \(what)s") }
+        var entries = object.map { ($0.key, $0.value) }
+        if let pairs {
+            guard let array = pairs.arrayValue else { throw .malformed("cursor holds invalid \(what)s") }
+            for pair in array {
+                guard let pair = pair.arrayValue, pair.count == 2, let key = pair[0].stringValue else { throw .malformed("cursor holds invalid \(what)s") }
+                entries.append((key, pair[1]))
+            }
+        }
+        var numbers: [Scope: Int64] = [:]
+        for (key, value) in entries {
+            guard let scope = Scope(key: key), let number = value.integerValue, number >= 0, numbers[scope] == nil else {
+                throw .malformed("cursor holds an invalid \(what)")
+            }
+            numbers[scope] = number
+        }
+        return numbers
     }
 
     /// Decodes a cursor and checks that it belongs to `userID`.
@@ -51,26 +84,11 @@ package struct SyncCursor: Sendable, Hashable {
         guard let payload = try? JSONParser(maximumDepth: 4).parse(bytes).objectValue,
             let user = payload["u"]?.stringValue,
             let epoch = payload["e"]?.integerValue, epoch >= 0,
-            let feeds = payload["p"]?.objectValue
+            let feeds = payload["p"]
         else { throw .malformed("cursor payload is not in the expected form") }
-        var positions: [Scope: Int64] = [:]
-        for (key, value) in feeds {
-            guard let scope = Scope(key: key), let position = value.integerValue, position >= 0 else {
-                throw .malformed("cursor holds an invalid feed position")
-            }
-            positions[scope] = position
-        }
+        let positions = try numbers(feeds, pairs: payload["x"], what: "feed position")
         // Cursors issued before floors were recorded have none: every floor counts as new.
-        var floors: [Scope: Int64] = [:]
-        if let known = payload["f"] {
-            guard let known = known.objectValue else { throw .malformed("cursor holds invalid floors") }
-            for (key, value) in known {
-                guard let scope = Scope(key: key), let floor = value.integerValue, floor >= 0 else {
-                    throw .malformed("cursor holds an invalid feed floor")
-                }
-                floors[scope] = floor
-            }
-        }
+        let floors = try payload["f"].map { known throws(CursorError) in try numbers(known, pairs: payload["y"], what: "feed floor") } ?? [:]
         guard user.sameBytes(as: expectedUserID) else { throw .otherUser }
         guard positions.keys.contains(where: { $0 == .user(user) }) else {
             throw .malformed("cursor lacks the user's own feed")
