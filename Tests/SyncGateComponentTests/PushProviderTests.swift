@@ -286,31 +286,41 @@ import Testing
                 try await writer.finish(nil)
             })
         }
-        let http = PushHTTPClient.make(timeout: .seconds(1))
-        try await withTestHTTPServer(router) { port in
-            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/slow")
-            request.method = .POST
-            let prepared = request
-            // The hang guard is the test's bound; a body of 16 KiB at 10 bytes a second is 27 minutes.
-            let outcome = try await withThrowingTaskGroup(of: String.self) { group in
-                group.addTask {
-                    do {
-                        _ = try await http.exchange(prepared, timeout: .seconds(1))
-                        return "answered"
-                    } catch let error as HTTPClientError where error == .deadlineExceeded {
-                        return "deadline"
+        // A read timeout (the exchange's timeout) far above the trickle's 100 ms gaps, even on a
+        // busy machine.
+        let http = PushHTTPClient.make(timeout: .seconds(3))
+        let outcome: String
+        do {
+            outcome = try await withTestHTTPServer(router) { port in
+                var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/slow")
+                request.method = .POST
+                let prepared = request
+                // The hang guard is the test's bound; a body of 16 KiB at 10 bytes a second is 27 minutes.
+                return try await withThrowingTaskGroup(of: String.self) { group in
+                    group.addTask {
+                        do {
+                            _ = try await http.exchange(prepared, timeout: .seconds(3))
+                            return "answered"
+                        } catch let error as HTTPClientError where error == .deadlineExceeded {
+                            return "deadline"
+                        } catch {
+                            return "\(error)"
+                        }
                     }
+                    group.addTask {
+                        try await Task.sleep(for: hangGuard)
+                        return "still reading at the hang guard"
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next() ?? "-"
                 }
-                group.addTask {
-                    try await Task.sleep(for: hangGuard)
-                    return "still reading at the hang guard"
-                }
-                defer { group.cancelAll() }
-                return try await group.next() ?? "-"
             }
-            #expect(outcome == "deadline")
+        } catch {
+            try await http.shutdown()
+            throw error
         }
         try await http.shutdown()
+        #expect(outcome == "deadline")
     }
 
     @Test func anUnreachableProviderIsRetried() async throws {

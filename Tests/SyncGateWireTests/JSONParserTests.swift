@@ -211,4 +211,14 @@ import Testing
         #expect(throws: JSONParseError.self) { try parser.parse(#"{"a":{"b":1,"c":}}"#) }
         #expect(try parser.parse(#"{"a":{"b":1}}"#) == ["a": ["b": 1]])
     }
+
+    /// NFC and NFD "café" are two keys to PostgreSQL's jsonb, but one key of a `JSONObject`:
+    /// such an object is refused, not stored with one of its members dropped.
+    @Test func keysInTwoUnicodeFormsAreRefused() throws {
+        #expect(throws: JSONParseError.self) { try parser.parse("{\"caf\u{E9}\":1,\"cafe\u{301}\":2}") }
+        #expect(throws: JSONParseError.self) { try parser.parse(#"{"d":{"caf\u00e9":1,"cafe\u0301":2}}"#) }
+        #expect(try parser.parse("{\"caf\u{E9}\":1,\"caf\u{E9}\":2}") == ["caf\u{E9}": 2])
+        // The parser is usable after the refusal.
+        #expect(try parser.parse(#"{"a":1}"#) == ["a": 1])
+    }
 }

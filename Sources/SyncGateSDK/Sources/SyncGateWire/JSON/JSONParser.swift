@@ -137,7 +137,15 @@ private struct Reader {
             members.append((key, try parseValue(depth: depth)))
             guard try closes(UInt8(ascii: "}")) else { continue }
             var object = [String: JSONValue](minimumCapacity: members.count - first)
-            for member in members[first...] { object[member.key] = member.value }
+            for member in members[first...] where object.updateValue(member.value, forKey: member.key) != nil {
+                // A repeated key keeps its last value (as PostgreSQL's jsonb does); two keys that
+                // are the same text in two Unicode forms would be two keys there, but are one
+                // dictionary key here: refused rather than one silently dropped.
+                if let kept = object.index(forKey: member.key), !object[kept].key.utf8.elementsEqual(member.key.utf8) {
+                    members.removeSubrange(first...)
+                    throw error("an object holds the key '\(member.key)' in two Unicode forms")
+                }
+            }
             members.removeSubrange(first...)
             return .object(object)
         }
