@@ -385,7 +385,9 @@ final class LeasesInHand: Sendable {
     private let leases = Locked<[Int64: JobLease]>([:])
 
     func insert(_ lease: JobLease) { leases.update { $0[lease.id] = lease } }
-    func remove(_ lease: JobLease) { leases.update { $0[lease.id] = nil } }
+    /// Only this lease: a job rescued and claimed again by this process holds a new token, which
+    /// the first claim's lane, ending `leaseLost`, must not take from the heartbeat.
+    func remove(_ lease: JobLease) { leases.update { if $0[lease.id] == lease { $0[lease.id] = nil } } }
     var all: [JobLease] { leases.value.values.sorted { $0.id < $1.id } }
 }
 

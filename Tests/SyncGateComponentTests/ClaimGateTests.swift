@@ -1,9 +1,22 @@
 @testable import SyncGateWorker
+import SyncGateStorage
 import Testing
 
 /// When a worker with busy lanes claims again: at once for a backlog, otherwise when its busy
 /// lanes finish or work has waited its patience, and never later than the poll interval.
 @Suite struct ClaimGateTests {
+    /// A lane whose job was rescued and claimed again (new token) by this process removes only
+    /// its own lease: the heartbeat keeps extending the new claim's.
+    @Test func aLeaseIsRemovedOnlyByItsOwnToken() {
+        let leases = LeasesInHand()
+        leases.insert(JobLease(id: 1, token: "first"))
+        leases.insert(JobLease(id: 1, token: "second"))
+        leases.remove(JobLease(id: 1, token: "first"))
+        #expect(leases.all == [JobLease(id: 1, token: "second")])
+        leases.remove(JobLease(id: 1, token: "second"))
+        #expect(leases.all.isEmpty)
+    }
+
     static let gate = ClaimGate(backlog: 8, patience: .milliseconds(10), pollInterval: .seconds(1))
 
     static let lanes = [0, 1, 2, 4]
