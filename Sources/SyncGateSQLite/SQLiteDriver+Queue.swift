@@ -96,11 +96,13 @@ extension SQLiteDriver {
     /// One `UPDATE … RETURNING`: the oldest runnable job of each user whose earlier jobs are all
     /// finished. Its commit does not sync the log: a claim lost in a power cut only runs the job
     /// again (docs/job-states.md).
-    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now: Timestamp?) async throws -> [ClaimedJob<String>] {
-        let now = (now ?? .now()).millisecondsSinceEpoch
+    package func claimJobs(workerID: String, limit: Int, leaseMilliseconds: Int64, now given: Timestamp?) async throws -> [ClaimedJob<String>] {
         let token = UUID().uuidString
         return try await write(durable: false) { db in
-            try Row.fetchAll(
+            // Read once the writer is held, as the rescuer's is: a lease dated from before a wait
+            // behind a long write could end before the claim commits.
+            let now = (given ?? .now()).millisecondsSinceEpoch
+            return try Row.fetchAll(
                 db,
                 cached: """
                     UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
@@ -121,11 +123,14 @@ extension SQLiteDriver {
         }
     }
 
-    package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now: Timestamp?) async throws {
-        let now = (now ?? .now()).millisecondsSinceEpoch
+    package func extendLeases(_ leases: [JobLease], leaseMilliseconds: Int64, now given: Timestamp?) async throws {
         let list = JSONValue.rows(leases.map { [.int($0.id), .string($0.token)] })
         // Not synced: a lease extension lost in a power cut lets the job be rescued and run again.
         try await write(durable: false) { db in
+            // Read once the writer is held: a heartbeat that waited behind a long write (a big
+            // erase, a maintenance pass) must not extend a lease to a time already past, which
+            // the rescuer, reading its clock after the same wait, would find expired.
+            let now = (given ?? .now()).millisecondsSinceEpoch
             try db.execute(
                 cached: """
                     UPDATE jobs SET lease_expires_at = ?, updated_at = ?

@@ -6,6 +6,7 @@ import SyncGateWire
 import SyncGateServer
 import SyncGateStorage
 import SyncGateRuntime
+import SyncGateConcurrency
 import SyncGateTestSupport
 import Testing
 
@@ -22,6 +23,41 @@ import Testing
         let driver = try SQLiteDriver(path: path, logger: TestDatabases.logger)
         #expect(try await driver.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         #expect(try await driver.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+    }
+
+    /// A heartbeat that waited for the writer behind a long write extends its lease from when it
+    /// writes, as the rescuer reads its clock once it holds the writer: dated from before the
+    /// wait, the extension could already be past, and the rescuer re-queued a running job.
+    @Test func aHeartbeatThatWaitedForTheWriterExtendsFromWhenItWrites() async throws {
+        try await StoreHarness.with(.sqlite) { harness in
+            let driver = try #require(harness.store.driver as? SQLiteDriver)
+            _ = try await harness.push([Op.create("weightLogs", "w", ["kg": 1])])
+            let claimed = try #require(try await driver.claimJobs(workerID: "w", limit: 1, leaseMilliseconds: 300, now: nil).first)
+            let leaseEnd = Timestamp.now().adding(milliseconds: 300)
+            let holding = TestGate("the writer held"), release = TestGate("the long write to end")
+            let long = Task {
+                try await driver.transaction(now: nil, for: .maintenance) { _ in
+                    holding.open()
+                    try await release.wait()
+                }
+            }
+            try await holding.wait()
+            // An extension of 2 s, asked for now; the write holds the writer longer than that.
+            let asked = Timestamp.now()
+            let heartbeat = Task { try await driver.extendLeases([claimed.lease], leaseMilliseconds: 2000, now: nil) }
+            try await eventually("the heartbeat waiting for the writer", every: .milliseconds(10)) { driver.writer.waiting == 1 }
+            // Both the claim's lease and the extension (counted from when it was asked) end while
+            // the heartbeat waits; the rescuer queues behind it.
+            try await eventually("the claim's lease and the extension past", every: .milliseconds(10)) {
+                Timestamp.now() > max(leaseEnd, asked.adding(milliseconds: 2000)).adding(milliseconds: 50)
+            }
+            let rescue = Task { try await harness.store.rescueExpiredLeases(policy: RetryPolicy(), jitter: { 0 }) }
+            try await eventually("the rescuer waiting behind the heartbeat", every: .milliseconds(10)) { driver.writer.waiting == 2 }
+            release.open()
+            try await long.value
+            try await heartbeat.value
+            #expect(try await rescue.value.requeued == 0)
+        }
     }
 
     /// One maintenance pass at a time per file, whichever process runs it (`serve`'s and
