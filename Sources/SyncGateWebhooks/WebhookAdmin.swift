@@ -1,5 +1,6 @@
 package import SyncGateStorage
 package import SyncGateWire
+import SyncGateCore
 
 /// Subscription management, called alike by `syncgate admin webhooks` and the service API.
 package enum WebhookAdmin {
@@ -13,10 +14,12 @@ package enum WebhookAdmin {
     ) async throws -> (WebhookSubscription, secret: String) {
         guard NewServiceKey.isValidName(name) else { throw Refusal("a subscription's name is 1 to 64 characters of A-Z a-z 0-9 . _ -") }
         guard !events.isEmpty else { throw Refusal("name at least one event: created, updated, deleted, membership") }
-        if let entityTypes, entityTypes.isEmpty || entityTypes.contains(where: { $0.isEmpty || $0.contains(",") }) {
-            throw Refusal("entity types are names without commas; leave them out for every type")
+        // No control characters: PostgreSQL refuses a NUL in text (the request would be a 500).
+        func hasControl(_ text: String) -> Bool { text.unicodeScalars.contains(where: IdentifierLimits.isControl) }
+        if let entityTypes, entityTypes.isEmpty || entityTypes.contains(where: { $0.isEmpty || $0.contains(",") || hasControl($0) }) {
+            throw Refusal("entity types are names without commas or control characters; leave them out for every type")
         }
-        guard url.utf8.count <= 2048 else { throw Refusal("a receiver URL is at most 2048 bytes") }
+        guard url.utf8.count <= 2048, !hasControl(url) else { throw Refusal("a receiver URL is at most 2048 bytes, without control characters") }
         let target: (secure: Bool, host: String, port: Int)
         switch WebhookAddressPolicy.parse(url) {
         case .failure(let refusal): throw Refusal(refusal.description)

@@ -210,7 +210,7 @@ struct AdminCommand: AsyncParsableCommand {
             @Option(help: "Seconds to wait for a worker to apply the household job") var timeout: Int = 120
 
             func validate() throws {
-                guard confirm == user else { throw ValidationError("--confirm must repeat the user id") }
+                guard confirm.sameBytes(as: user) else { throw ValidationError("--confirm must repeat the user id") }
             }
 
             func run() async throws {

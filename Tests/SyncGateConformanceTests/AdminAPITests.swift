@@ -297,6 +297,8 @@ import Yams
             // Not without confirming it.
             #expect(try await Self.post(admin, "/admin/v1/users/bob/erase", key: key, body: "{}").status == 400)
             #expect(try await Self.post(admin, "/admin/v1/users/bob/erase", key: key, body: #"{"confirm": "alice"}"#).status == 400)
+            // Another Unicode form of the id names another user: no confirmation.
+            #expect(try await Self.post(admin, "/admin/v1/users/jose%CC%81/erase", key: key, body: #"{"confirm": "jos\u00e9"}"#).status == 400)
 
             let erased = try await Self.erase("bob", http: http, admin: admin, key: key)
             // The devices: d1, and the erase's own that left the household (its change there too).

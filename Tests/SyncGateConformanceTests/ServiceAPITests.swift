@@ -419,6 +419,9 @@ import Testing
             let impostor = try await http.push([meal], device: "service:writer")
             #expect(impostor.status == 400)
             #expect(impostor.json?["error"]?["message"]?.stringValue?.contains("reserved for service keys") == true)
+            // Nor the device of the erase's own jobs (a user could stall their erase with it).
+            let eraser = try await http.push([meal], device: "syncgate-erase")
+            #expect(eraser.status == 400, "\(String(describing: eraser.json))")
 
             // Revoked: refused (this front trusts a checked key for zero seconds).
             #expect(try await http.send(.get, "/v1/service/pull?user_id=alice", headers: Self.serviceHeaders(reader)).status == 200)

@@ -478,6 +478,9 @@ import Testing
                 #"{"name": "odd", "url": "http://93.184.216.34/", "events": ["exploded"]}"#,
                 #"{"name": "file", "url": "file:///etc/passwd"}"#,
                 #"{"name": "no url"}"#,
+                // A NUL PostgreSQL cannot store: refused, not a 500.
+                #"{"name": "nul", "url": "http://93.184.216.34/", "entity_types": ["a\u0000b"]}"#,
+                #"{"name": "nul2", "url": "http://93.184.216.34/\u0000"}"#,
             ] {
                 let refused = try await http.send(.post, "/v1/service/webhooks", headers: admin, body: body)
                 #expect(refused.status == 400, "\(body): \(String(describing: refused.json))")
@@ -495,6 +498,8 @@ import Testing
             #expect(replayed.json?["replayed"] == 0)
             #expect(try await http.send(.post, "/v1/service/webhooks/billing/replay", headers: admin, body: #"{"from": "yesterday"}"#).status == 400)
             #expect(try await http.send(.post, "/v1/service/webhooks/nobody/pause", headers: admin).status == 404)
+            // Unknown query parameters are refused, as on every /v1 route.
+            #expect(try await http.send(.post, "/v1/service/webhooks/billing/pause?bogus=1", headers: admin).status == 400)
             #expect(try await http.send(.delete, "/v1/service/webhooks/billing", headers: admin).status == 204)
             #expect(try await http.send(.delete, "/v1/service/webhooks/billing", headers: admin).status == 404)
             #expect(try await store.webhooks().isEmpty)

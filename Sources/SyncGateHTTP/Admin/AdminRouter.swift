@@ -188,7 +188,7 @@ struct AdminRoutes: Sendable {
         let admin = try context.service(granting: .admin)
         let user = try Self.user(context)
         let body = try await request.body.collect(upTo: 64 << 10)
-        guard let value = try? JSONParser().parse(Array(body.readableBytesView)), value["confirm"]?.stringValue == user else {
+        guard let value = try? JSONParser().parse(Array(body.readableBytesView)), value["confirm"]?.stringValue?.sameBytes(as: user) == true else {
             throw ProtocolError(.validationError, "erasing is final: confirm with the body {\"confirm\": \"<the user id>\"}")
         }
         switch try await store.eraseUser(user) {

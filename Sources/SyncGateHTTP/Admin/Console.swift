@@ -296,7 +296,7 @@ struct Console: Sendable {
         let admin = try checked(form, context)
         let user = try AdminRoutes.user(context)
         let back = "\(Self.root)/users/\(Self.path(user))"
-        guard form["confirm"] == user else { return Self.redirect(back, flash: "Type the user id to confirm; nothing was erased.", context) }
+        guard form["confirm"]?.sameBytes(as: user) == true else { return Self.redirect(back, flash: "Type the user id to confirm; nothing was erased.", context) }
         let message: String
         switch try await store.eraseUser(user) {
         case .erased:

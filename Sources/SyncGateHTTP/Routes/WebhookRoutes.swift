@@ -37,6 +37,7 @@ struct WebhookRoutes: Sendable {
 
     func create(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let service = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
         let body = try await object(request)
         guard let name = body["name"]?.stringValue else { throw ProtocolError(.validationError, "'name' must be a string") }
         guard let url = body["url"]?.stringValue else { throw ProtocolError(.validationError, "'url' must be a string") }
@@ -53,6 +54,7 @@ struct WebhookRoutes: Sendable {
 
     func delete(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let service = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
         let name = try context.parameters.require("name")
         guard try await administration.delete(name: name) else { throw Self.unknown(name) }
         context.logger.notice("webhook deleted", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
@@ -61,6 +63,7 @@ struct WebhookRoutes: Sendable {
 
     func pause(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let service = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
         let name = try context.parameters.require("name")
         guard try await administration.pause(name: name) else { throw Self.unknown(name) }
         context.logger.notice("webhook paused", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
@@ -69,6 +72,7 @@ struct WebhookRoutes: Sendable {
 
     func resume(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let service = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
         let name = try context.parameters.require("name")
         guard try await administration.resume(name: name) else { throw Self.unknown(name) }
         context.logger.notice("webhook resumed", metadata: ["syncgate.webhook": "\(name)", "syncgate.service": "\(service.name)"])
@@ -77,6 +81,7 @@ struct WebhookRoutes: Sendable {
 
     func replay(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let service = try context.service(granting: .admin)
+        _ = try RequestReader(request: request).query(allowed: [])
         let name = try context.parameters.require("name")
         let body = try await object(request)
         guard let text = body["from"]?.stringValue, let from = Timestamp(rfc3339: text) else {

@@ -120,7 +120,7 @@ extension SyncStore {
 /// `/admin/v1/users/{id}`).
 extension SyncStore {
     /// The device id of the jobs an erase pushes for the user (leaving their households).
-    package static let eraseDevice = "syncgate-erase"
+    package static let eraseDevice = DeviceID.eraseDevice
 
     /// The user's devices, households, feeds and recent jobs.
     package func userOverview(_ userID: String) async throws -> JSONValue {

@@ -19,6 +19,10 @@ public enum DeviceID {
         }
     }
 
+    /// The device of the jobs an erase queues to take a user out of their households: the
+    /// erase finds its own jobs by it, so no device may use it.
+    public static let eraseDevice = "syncgate-erase"
+
     /// Whether `value` is reserved for service keys (`service:<name>`): no device may use it.
     public static func isReserved(_ value: String) -> Bool {
         value.utf8.starts(with: reservedPrefix.utf8)
@@ -27,6 +31,7 @@ public enum DeviceID {
     /// Why `value` cannot be a device's id, or `nil` when it can.
     public static func problem(with value: String, field: String) -> String? {
         if !isWellFormed(value) { return "\(field) must be 1 to \(maximumLength) characters of A-Z a-z 0-9 . _ : -" }
+        if value.utf8.elementsEqual(eraseDevice.utf8) { return "\(field) '\(eraseDevice)' is reserved for the server's erase jobs" }
         if isReserved(value) { return "\(field) must not start with '\(reservedPrefix)' (reserved for service keys)" }
         return nil
     }
