@@ -112,6 +112,22 @@ import SyncGateConcurrency
         }
     }
 
+    /// A killed worker's many expired leases are rescued in one call, a batch per transaction
+    /// (each batch reads its jobs' payloads).
+    @Test(arguments: Driver.selected)
+    func manyExpiredLeasesAreRescuedInBatches(_ driver: Driver) async throws {
+        let clock = ManualClock()
+        try await StoreHarness.with(driver, clock: clock) { harness in
+            let count = SyncStore.rescueBatch * 2 + 3
+            for index in 0..<count { _ = try await harness.push([Op.create("weightLogs", "w", ["kg": 70])], user: "u\(index)") }
+            #expect(try await harness.store.claimJobs(workerID: "killed", limit: count, leaseMilliseconds: 50).count == count)
+            clock.advance(milliseconds: 51)
+            let report = try await harness.store.rescueExpiredLeases(policy: RetryPolicy(baseDelayMilliseconds: 0), jitter: { 0 })
+            #expect(report == RescueReport(requeued: count, dead: 0))
+            #expect(try await harness.store.rescueExpiredLeases(policy: RetryPolicy(), jitter: { 0 }) == RescueReport())
+        }
+    }
+
     /// A job's attempts are the budget its front gave it when it was queued (`max_attempts`, as
     /// the admin API shows it), not the rescuing process's: here 1 against the policy's 5.
     @Test(arguments: Driver.selected)

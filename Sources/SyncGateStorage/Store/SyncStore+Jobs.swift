@@ -52,18 +52,36 @@ extension SyncStore {
         }
     }
 
+    /// Expired leases a rescue transaction takes: their payloads (up to the push body limit each)
+    /// are read with them, so a killed worker's many large jobs are rescued a batch at a time.
+    static let rescueBatch = 16
+
     package func rescueExpiredLeases(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
+        var report = RescueReport()
+        // Batches until one comes back short (bounded: a rescue does not run forever behind a
+        // queue that keeps expiring).
+        for _ in 0..<64 {
+            let batch = try await rescueBatch(policy: policy, jitter: jitter)
+            report.requeued += batch.requeued
+            report.dead += batch.dead
+            if batch.requeued + batch.dead < Self.rescueBatch { break }
+        }
+        return report
+    }
+
+    private func rescueBatch(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) async throws -> RescueReport {
         try await driver.transaction(now: clock.now()) { transaction in
             var report = RescueReport()
-            for job in try await transaction.expiredLeases(limit: 100) {
+            for job in try await transaction.expiredLeases(limit: Self.rescueBatch) {
                 let error = "lease expired: the worker stopped before finishing the job"
                 let settlement: JobSettlement
-                do {
-                    settlement = policy.allowing(job.maximumAttempts).settle(
-                        operations: try JobPayload(stored: job.payload).operations, afterAttempts: job.attempts, jitter: jitter()
-                    )
-                } catch {
-                    settlement = .dead(results: [])
+                switch policy.allowing(job.maximumAttempts).next(afterAttempts: job.attempts, jitter: jitter()) {
+                case .retry(let delay):
+                    settlement = .retry(afterMilliseconds: delay)
+                case .dead:
+                    // Only a dead job's operations are decoded: its results name them.
+                    let operations = (try? JobPayload(stored: job.payload).operations) ?? []
+                    settlement = .dead(results: OperationResult.deadJob(operations, attempts: job.attempts))
                 }
                 try await Self.record(settlement, of: job, error: error, on: transaction)
                 if case .dead = settlement { report.dead += 1 } else { report.requeued += 1 }
