@@ -325,6 +325,22 @@ struct StatusAndLifecycleTests {
         #expect(Set(transport.requests.compactMap { $0.headers["authorization"] }) == ["Bearer token-1"])
     }
 
+    @Test("a token the provider gives after sign-out began, though asked before, is not used")
+    func aTokenAnsweredAfterTheFreezeIsNotUsed() async throws {
+        let asked = TestGate("the provider asked"), answer = TestGate("the provider answers")
+        let cache = TokenCache(provider: {
+            asked.open()
+            try await answer.wait()
+            return "the next user's"
+        }, refreshMargin: .seconds(60))
+        let request = Task { try await cache.current() }
+        try await asked.wait()
+        cache.freeze()
+        answer.open()
+        let error = await #expect(throws: SyncGateClientError.self) { try await request.value }
+        #expect(error?.code == .closed)
+    }
+
     // MARK: - Sign-out and one sync
 
     @Test("a client dropped without close() stops its live sync; close() ends observations")

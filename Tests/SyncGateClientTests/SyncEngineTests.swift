@@ -452,7 +452,7 @@ struct SyncEngineTests {
             case "/v1/sync/events":
                 streams.withLock { $0.append(.now) }
                 // Opening lines, a poke, then the stream ends: heard, so no failure to back off from.
-                return TransportResponse(status: 200, headers: ["content-type": "text/event-stream"], body: Array(": connected\nretry: 1000\n\nevent: poke\ndata: {}\n\n".utf8))
+                return TransportResponse(status: 200, headers: ["content-type": "text/event-stream"], body: Array(": connected\nretry: 300\n\nevent: poke\ndata: {}\n\n".utf8))
             default:
                 try await Task.sleep(for: .milliseconds(50))
                 return ScriptedTransport.emptyPage()
@@ -462,7 +462,8 @@ struct SyncEngineTests {
         try await eventually("a second attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 2 }
         await client.stopLive()
         let times = streams.withLock { $0 }
-        #expect(times[1] - times[0] >= .seconds(1))
+        // The backoff alone says at most 50 ms.
+        #expect(times[1] - times[0] >= .milliseconds(300))
     }
 
     @Test(

@@ -113,12 +113,13 @@ import SyncGateConcurrency
     }
 
     /// A killed worker's many expired leases are rescued in one call, a batch per transaction
-    /// (each batch reads its jobs' payloads).
+    /// (each batch reads its jobs' payloads), however many there are.
     @Test(arguments: Driver.selected)
     func manyExpiredLeasesAreRescuedInBatches(_ driver: Driver) async throws {
         let clock = ManualClock()
         try await StoreHarness.with(driver, clock: clock) { harness in
-            let count = SyncStore.rescueBatch * 2 + 3
+            // More than the 100 the rescuer took at once before it took batches.
+            let count = SyncStore.rescueBatch * 7 + 3
             for index in 0..<count { _ = try await harness.push([Op.create("weightLogs", "w", ["kg": 70])], user: "u\(index)") }
             #expect(try await harness.store.claimJobs(workerID: "killed", limit: count, leaseMilliseconds: 50).count == count)
             clock.advance(milliseconds: 51)

@@ -39,16 +39,26 @@ package struct SyncCursor: Sendable, Hashable {
     /// feeds, but one key of a `JSONObject`); `nil` when there are none. Releases before the
     /// pairs read the object alone.
     static func entries(_ numbers: [Scope: Int64]) -> (JSONValue, JSONValue?) {
+        var object = JSONObject(minimumCapacity: numbers.count)
+        for (scope, number) in numbers where object.updateValue(.int(number), forKey: scope.key) != nil {
+            // A collision (rare): again in the feeds' order, so the encoding is deterministic.
+            return entries(sorted: numbers)
+        }
+        return (.object(object), nil)
+    }
+
+    private static func entries(sorted numbers: [Scope: Int64]) -> (JSONValue, JSONValue?) {
         var object: JSONObject = [:]
         var pairs: [JSONValue] = []
         for (scope, number) in numbers.sorted(by: { $0.key < $1.key }) {
-            if object[scope.key] == nil {
-                object[scope.key] = .int(number)
+            let key = scope.key
+            if object[key] == nil {
+                object[key] = .int(number)
             } else {
-                pairs.append([.string(scope.key), .int(number)])
+                pairs.append([.string(key), .int(number)])
             }
         }
-        return (.object(object), pairs.isEmpty ? nil : .array(pairs))
+        return (.object(object), .array(pairs))
     }
 
     /// The numbers of a payload's object `name` and pairs `pairName` (see ``entries(_:)``).

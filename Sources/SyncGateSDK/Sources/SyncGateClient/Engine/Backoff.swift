@@ -20,9 +20,9 @@ public struct Backoff: Sendable, Hashable {
 
     /// The delay after `failures` consecutive failures (1 for the first).
     ///
-    /// The exponential delay `initial × 2^(failures-1)`, capped at `maximum` (and at least 100 ms,
-    /// or `maximum` when that is less, but never under 10 ms), loses a random
-    /// part of up to `jitter` of itself. With `retryAfter`, the delay is at least `retryAfter`
+    /// The exponential delay `initial × 2^(failures-1)`, capped at `maximum`, loses a random
+    /// part of up to `jitter` of itself; the result is at least 100 ms (or `maximum` when that is
+    /// less, but never under 10 ms). With `retryAfter`, the delay is at least `retryAfter`
     /// plus a random part of up to `jitter` of it (capped at one second), so a server asking for
     /// breathing room gets it and its clients do not return in lockstep.
     public func delay(afterFailures failures: Int, retryAfter: Duration? = nil, using random: inout some RandomNumberGenerator) -> Duration {
@@ -30,8 +30,8 @@ public struct Backoff: Sendable, Hashable {
         let cap = maximum.timeInterval
         // Never next to nothing, whatever the policy says: a zero delay retries in a tight loop.
         let least = max(min(0.1, cap), 0.01)
-        let exponential = max(min(initial.timeInterval * pow2(exponent), cap), least)
-        let jittered = exponential * (1 - jitter * Double.random(in: 0..<1, using: &random))
+        let exponential = min(initial.timeInterval * pow2(exponent), cap)
+        let jittered = max(exponential * (1 - jitter * Double.random(in: 0..<1, using: &random)), least)
         guard let retryAfter else { return .seconds(jittered) }
         let floor = retryAfter.timeInterval
         let spread = min(floor * jitter, 1)

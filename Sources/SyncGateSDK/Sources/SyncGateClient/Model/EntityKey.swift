@@ -50,19 +50,24 @@ public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     public func hash(into hasher: inout Hasher) {
-        for part in [scopeColumn, entityType, entityID] {
-            hasher.combine(part.utf8.count)
+        Self.hashBytes(of: householdID ?? "", into: &hasher)
+        Self.hashBytes(of: entityType, into: &hasher)
+        Self.hashBytes(of: entityID, into: &hasher)
+    }
+
+    private static func hashBytes(of part: String, into hasher: inout Hasher) {
+        hasher.combine(part.utf8.count)
+        if part.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
             for byte in part.utf8 { hasher.combine(byte) }
         }
     }
 
     /// Orders keys by household (the user's own first), type, then id, each by its bytes.
     public static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
-        for (left, right) in [(lhs.scopeColumn, rhs.scopeColumn), (lhs.entityType, rhs.entityType), (lhs.entityID, rhs.entityID)]
-        where !left.utf8.elementsEqual(right.utf8) {
-            return left.utf8.lexicographicallyPrecedes(right.utf8)
-        }
-        return false
+        let (left, right) = (lhs.householdID ?? "", rhs.householdID ?? "")
+        if !left.utf8.elementsEqual(right.utf8) { return left.utf8.lexicographicallyPrecedes(right.utf8) }
+        if !lhs.entityType.utf8.elementsEqual(rhs.entityType.utf8) { return lhs.entityType.utf8.lexicographicallyPrecedes(rhs.entityType.utf8) }
+        return lhs.entityID.utf8.lexicographicallyPrecedes(rhs.entityID.utf8)
     }
 
     /// `household/type/id`, or `type/id` for the user's own entities.

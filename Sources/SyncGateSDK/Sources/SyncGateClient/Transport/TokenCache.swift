@@ -104,6 +104,8 @@ final class TokenCache: Sendable {
         } catch {
             throw SyncGateClientError(.tokenUnavailable, "the token provider failed: \(error)")
         }
+        // Asked before sign-out began, answered after: possibly the next user's token.
+        if forgotten.value || frozen.value { throw SyncGateClientError(.closed, "signed out") }
         let expires = Self.expiry(of: fresh)
         token.update { token in
             guard !forgotten.value, !frozen.value else { return }

@@ -29,10 +29,13 @@ public struct DocumentText: Sendable, Hashable {
         maximumDepth = parser.maximumDepth
     }
 
-    /// The object. The text was checked by the same rules, so it parses.
+    /// The object. The text was checked by the same rules, so it parses (a key in two Unicode
+    /// forms, which the check does not look at, keeps its last value here rather than trap).
     public var object: JSONObject {
         do {
-            guard let object = try JSONParser(maximumDepth: maximumDepth).parse(bytes).objectValue else { preconditionFailure("a checked document is an object") }
+            var parser = JSONParser(maximumDepth: maximumDepth)
+            parser.refusesKeysInTwoForms = false
+            guard let object = try parser.parse(bytes).objectValue else { preconditionFailure("a checked document is an object") }
             return object
         } catch {
             preconditionFailure("a checked document no longer parses: \(error)")

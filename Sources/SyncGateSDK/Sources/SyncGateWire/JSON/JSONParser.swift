@@ -5,6 +5,9 @@
 /// ``maximumDepth`` — hostile input gets a ``JSONParseError``, not a crash.
 public struct JSONParser: Sendable {
     public var maximumDepth: Int
+    /// Whether an object with a key in two Unicode forms is refused (see `parseObject`); off
+    /// only where text checked by ``compacted(_:)-(Bytes)``, which does not look at keys, is read.
+    var refusesKeysInTwoForms = true
 
     public init(maximumDepth: Int = 64) {
         self.maximumDepth = maximumDepth
@@ -18,6 +21,7 @@ public struct JSONParser: Sendable {
         let buffer = Array(bytes)
         return try buffer.withUnsafeBufferPointer { (pointer) throws(JSONParseError) -> JSONValue in
             var reader = Reader(bytes: pointer, maximumDepth: maximumDepth)
+            reader.refusesKeysInTwoForms = refusesKeysInTwoForms
             reader.skipWhitespace()
             let value = try reader.parseValue(depth: 0)
             reader.skipWhitespace()
@@ -28,7 +32,8 @@ public struct JSONParser: Sendable {
 }
 
 extension JSONParser {
-    /// Checks `bytes` exactly as ``parse(_:)-(Bytes)`` does and returns them without the
+    /// Checks `bytes` as ``parse(_:)-(Bytes)`` does (all but keys in two Unicode forms, which it
+    /// does not decode) and returns them without the
     /// whitespace between tokens, without building the value: strings and numbers are copied as
     /// written (escapes included), so parsing the result gives what parsing `bytes` gives. For a
     /// stored document written into a page as it is: building its tree only to write it again
@@ -72,6 +77,7 @@ private struct Reader {
     /// once, at its size, when its `}` is read, instead of growing from empty and rehashing its
     /// members at each doubling (`bench/json REVISION` measures the parser).
     var members: [(key: String, value: JSONValue)] = []
+    var refusesKeysInTwoForms = true
 
     init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
         self.bytes = bytes
@@ -141,7 +147,7 @@ private struct Reader {
                 // A repeated key keeps its last value (as PostgreSQL's jsonb does); two keys that
                 // are the same text in two Unicode forms would be two keys there, but are one
                 // dictionary key here: refused rather than one silently dropped.
-                if let kept = object.index(forKey: member.key), !object[kept].key.utf8.elementsEqual(member.key.utf8) {
+                if refusesKeysInTwoForms, let kept = object.index(forKey: member.key), !object[kept].key.utf8.elementsEqual(member.key.utf8) {
                     members.removeSubrange(first...)
                     throw error("an object holds the key '\(member.key)' in two Unicode forms")
                 }
