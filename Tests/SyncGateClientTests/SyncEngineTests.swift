@@ -419,16 +419,24 @@ struct SyncEngineTests {
         await client.stopLive()
     }
 
-    @Test("an event stream refused with Retry-After is not asked for again sooner")
-    func eventStreamRetryAfter() async throws {
+    /// A refusal's `Retry-After` (429 at the live-connection cap), or a stream's own `retry:`
+    /// (here after its opening lines and a poke: heard, no failure to back off from).
+    static let streamAnswers: [(TransportResponse, Duration)] = [
+        (ScriptedTransport.error(429, "RATE_LIMITED", retryAfter: "1"), .seconds(1)),
+        (TransportResponse(status: 200, headers: ["content-type": "text/event-stream"], body: Array(": connected\nretry: 300\n\nevent: poke\ndata: {}\n\n".utf8)), .milliseconds(300)),
+    ]
+
+    @Test("an event stream is not asked for again sooner than its refusal's Retry-After or its retry: says", arguments: streamAnswers)
+    func eventStreamRetryAfter(answer: TransportResponse, least: Duration) async throws {
         let streams = Mutex<[ContinuousClock.Instant]>([])
         let (client, _) = try scriptedClient(configure: {
+            // The backoff alone says at most 50 ms.
             $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50))
         }) { request in
             switch request.route {
             case "/v1/sync/events":
                 streams.withLock { $0.append(.now) }
-                return ScriptedTransport.error(429, "RATE_LIMITED", retryAfter: "1")
+                return answer
             default:
                 // The long-poll that stands in while the stream is down.
                 try await Task.sleep(for: .milliseconds(50))
@@ -439,31 +447,7 @@ struct SyncEngineTests {
         try await eventually("a second attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 2 }
         await client.stopLive()
         let times = streams.withLock { $0 }
-        #expect(times[1] - times[0] >= .seconds(1))
-    }
-
-    @Test("an event stream's retry: is the least delay before it is asked for again")
-    func eventStreamRetryField() async throws {
-        let streams = Mutex<[ContinuousClock.Instant]>([])
-        let (client, _) = try scriptedClient(configure: {
-            $0.backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(50), jitter: 0)
-        }) { request in
-            switch request.route {
-            case "/v1/sync/events":
-                streams.withLock { $0.append(.now) }
-                // Opening lines, a poke, then the stream ends: heard, so no failure to back off from.
-                return TransportResponse(status: 200, headers: ["content-type": "text/event-stream"], body: Array(": connected\nretry: 300\n\nevent: poke\ndata: {}\n\n".utf8))
-            default:
-                try await Task.sleep(for: .milliseconds(50))
-                return ScriptedTransport.emptyPage()
-            }
-        }
-        client.startLive()
-        try await eventually("a second attempt at the stream", every: .milliseconds(20)) { streams.withLock { $0.count } >= 2 }
-        await client.stopLive()
-        let times = streams.withLock { $0 }
-        // The backoff alone says at most 50 ms.
-        #expect(times[1] - times[0] >= .milliseconds(300))
+        #expect(times[1] - times[0] >= least)
     }
 
     @Test(
