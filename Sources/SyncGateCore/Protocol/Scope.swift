@@ -105,21 +105,12 @@ package struct ExactKey: Sendable, Hashable, Comparable, CustomStringConvertible
 }
 
 extension String {
-    /// Whether the two hold the same UTF-8 bytes: how PostgreSQL and SQLite compare keys.
-    /// Swift's `==` compares canonical equivalence, under which NFC "é" and NFD "é" are one
-    /// string, though they are two rows in either database.
-    package func sameBytes(as other: String) -> Bool {
-        let compared = utf8.withContiguousStorageIfAvailable { a in
-            other.utf8.withContiguousStorageIfAvailable { b in a.count == b.count && a.elementsEqual(b) }
-        }
-        return (compared ?? nil) ?? utf8.elementsEqual(other.utf8)
-    }
+    /// Whether the two hold the same UTF-8 bytes: how PostgreSQL and SQLite compare keys
+    /// (``UTF8Bytes/equal(_:_:)``).
+    @inline(__always)
+    package func sameBytes(as other: String) -> Bool { UTF8Bytes.equal(self, other) }
 
     /// Feeds the UTF-8 bytes and their count to `hasher`: equal exactly when `sameBytes(as:)` is.
-    package func hashBytes(into hasher: inout Hasher) {
-        hasher.combine(utf8.count)
-        if utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
-            for byte in utf8 { hasher.combine(byte) }
-        }
-    }
+    @inline(__always)
+    package func hashBytes(into hasher: inout Hasher) { UTF8Bytes.hash(self, into: &hasher) }
 }

@@ -45,28 +45,21 @@ public struct EntityKey: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Whether the two name the same entity: the same bytes in each part, as the server and the
     /// local store compare ids (NFC and NFD "café" are two entities; `String ==` would fold them).
     public static func == (lhs: EntityKey, rhs: EntityKey) -> Bool {
-        lhs.scopeColumn.utf8.elementsEqual(rhs.scopeColumn.utf8) && lhs.entityType.utf8.elementsEqual(rhs.entityType.utf8)
-            && lhs.entityID.utf8.elementsEqual(rhs.entityID.utf8)
+        UTF8Bytes.equal(lhs.scopeColumn, rhs.scopeColumn) && UTF8Bytes.equal(lhs.entityType, rhs.entityType)
+            && UTF8Bytes.equal(lhs.entityID, rhs.entityID)
     }
 
     public func hash(into hasher: inout Hasher) {
-        Self.hashBytes(of: householdID ?? "", into: &hasher)
-        Self.hashBytes(of: entityType, into: &hasher)
-        Self.hashBytes(of: entityID, into: &hasher)
-    }
-
-    private static func hashBytes(of part: String, into hasher: inout Hasher) {
-        hasher.combine(part.utf8.count)
-        if part.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
-            for byte in part.utf8 { hasher.combine(byte) }
-        }
+        UTF8Bytes.hash(householdID ?? "", into: &hasher)
+        UTF8Bytes.hash(entityType, into: &hasher)
+        UTF8Bytes.hash(entityID, into: &hasher)
     }
 
     /// Orders keys by household (the user's own first), type, then id, each by its bytes.
     public static func < (lhs: EntityKey, rhs: EntityKey) -> Bool {
         let (left, right) = (lhs.householdID ?? "", rhs.householdID ?? "")
-        if !left.utf8.elementsEqual(right.utf8) { return left.utf8.lexicographicallyPrecedes(right.utf8) }
-        if !lhs.entityType.utf8.elementsEqual(rhs.entityType.utf8) { return lhs.entityType.utf8.lexicographicallyPrecedes(rhs.entityType.utf8) }
+        if !UTF8Bytes.equal(left, right) { return left.utf8.lexicographicallyPrecedes(right.utf8) }
+        if !UTF8Bytes.equal(lhs.entityType, rhs.entityType) { return lhs.entityType.utf8.lexicographicallyPrecedes(rhs.entityType.utf8) }
         return lhs.entityID.utf8.lexicographicallyPrecedes(rhs.entityID.utf8)
     }
 

@@ -34,19 +34,13 @@ extension JSONValue {
         case (.bool(let a), .bool(let b)): return a == b
         case (.int(let a), .int(let b)): return a == b
         case (.double(let a), .double(let b)): return a == b
-        case (.string(let a), .string(let b)): return sameBytes(a, b)
+        case (.string(let a), .string(let b)): return UTF8Bytes.equal(a, b)
         case (.array(let a), .array(let b)): return a == b
         case (.object(let a), .object(let b)): return a == b
         default: return false
         }
     }
 
-    private static func sameBytes(_ a: String, _ b: String) -> Bool {
-        let compared = a.utf8.withContiguousStorageIfAvailable { a in
-            b.utf8.withContiguousStorageIfAvailable { b in a.count == b.count && a.elementsEqual(b) }
-        }
-        return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
-    }
 }
 
 extension JSONValue {
