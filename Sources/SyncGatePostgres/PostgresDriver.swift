@@ -43,6 +43,9 @@ package final class PostgresDriver: StorageDriver, Service {
         /// (`serve`, `worker`); the others open on demand and close after a minute idle. Off
         /// (commands that do one thing, tests): none is kept. See `hotPool`.
         package var keepsAConnection: Bool
+        /// How long a pooled session may sit idle inside a transaction before PostgreSQL ends it
+        /// (`idle_in_transaction_session_timeout`); `nil`: the pool's own deadline (below).
+        package var idleInTransactionTimeout: Duration?
 
         /// A request's database deadline unless configured otherwise (probes must wait longer).
         package static let defaultRequestTimeout: Duration = .seconds(5)
@@ -123,6 +126,15 @@ package final class PostgresDriver: StorageDriver, Service {
         // start-up; SyncGate reports outages itself, so keep the pool quiet unless debugging.
         var background = logger
         if logger.logLevel > .debug { background.logLevel = .error }
+        // A transaction outlives its caller's deadline only in a process that stopped (SIGSTOP, a
+        // hung host) between two statements; its locks (feed heads, job rows) would block every
+        // push to those feeds until it resumed.
+        clientConfiguration.options.additionalStartupParameters.append(
+            Self.idleInTransactionLimit(configuration.idleInTransactionTimeout ?? max(configuration.requestTimeout, configuration.jobTimeout))
+        )
+        maintenanceConfiguration.options.additionalStartupParameters.append(
+            Self.idleInTransactionLimit(configuration.idleInTransactionTimeout ?? configuration.maintenanceTimeout)
+        )
         self.client = PostgresClient(configuration: clientConfiguration, backgroundLogger: background)
         self.maintenanceClient = PostgresClient(configuration: maintenanceConfiguration, backgroundLogger: background)
     }
@@ -187,6 +199,14 @@ package final class PostgresDriver: StorageDriver, Service {
         ("tcp_keepalives_interval", "10"),
         ("tcp_keepalives_count", "6"),
     ]
+
+    /// The session setting that ends a session idle in a transaction for longer than `limit`
+    /// (milliseconds, at least one: 0 would mean no limit).
+    static func idleInTransactionLimit(_ limit: Duration) -> (String, String) {
+        let (seconds, attoseconds) = limit.components
+        let milliseconds = seconds >= Int64(Int32.max) / 1000 ? Int64(Int32.max) : seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return ("idle_in_transaction_session_timeout", String(max(1, milliseconds)))
+    }
 
     static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {
         if let directory = location.socketDirectory {

@@ -131,4 +131,46 @@ import Testing
             try await withConnection(location) { _ = try await $0.integer("SELECT count(pg_cancel_backend(pid))::int \(sleeping)") }
         }
     }
+
+    /// A process stopped between two statements of a transaction (SIGSTOP, a hung host) holds
+    /// that transaction's locks: here a feed head, which every push to the feed must lock. The
+    /// server ends such a session once it has sat idle in its transaction past the limit, so the
+    /// feed is writable again, and the stopped transaction's writes are rolled back.
+    @Test func aSessionIdleInATransactionIsEndedAndItsLocksReleased() async throws {
+        guard Driver.selected.contains(.postgres) else { return }
+        let location = try await TestDatabases.shared.freshPostgres()
+        var configuration = PostgresDriver.Configuration.forTests(location, maximumConnections: 2)
+        configuration.idleInTransactionTimeout = .milliseconds(500)
+        // The caller's deadline also ends a transaction (in a process that runs): not this one.
+        configuration.jobTimeout = .seconds(3600)
+        let driver = PostgresDriver(configuration: configuration, logger: StoreHarness.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await driver.run() }
+            defer { group.cancelAll() }
+            try await withConnection(location) { try await $0.integer("INSERT INTO feeds (scope, head) VALUES ('u:ann', 7) RETURNING 0") }
+            let locked = Latch()
+            let resume = Latch()
+            let stopped = Task {
+                try await driver.transaction(now: nil, for: .apply) { transaction in
+                    _ = try await transaction.lockFeeds([.user("ann"), .user("bob")])
+                    locked.open()
+                    // The stopped process: nothing more is sent in this transaction.
+                    try await resume.wait()
+                }
+            }
+            defer { resume.open(); stopped.cancel() }
+            try await locked.wait()
+            // Another writer waits for the feed's lock and gets it once the session is ended
+            // (its lock_timeout is a hang guard only: without the limit the test fails there).
+            let head = try await withConnection(location) { connection in
+                _ = try await connection.query("SET lock_timeout = '120s'", logger: TestDatabases.logger)
+                return try await connection.integer("SELECT head::int FROM feeds WHERE scope = 'u:ann' FOR UPDATE")
+            }
+            #expect(head == 7)
+            // Its write (the feed it made) was rolled back with it. (Resumed, it fails only at
+            // its deadline: PostgresNIO does not answer a statement sent on the ended session.)
+            let made = try await withConnection(location) { try await $0.integer("SELECT count(*)::int FROM feeds WHERE scope = 'u:bob'") }
+            #expect(made == 0)
+        }
+    }
 }
