@@ -115,9 +115,11 @@ extension ServerConfiguration {
     package static func reader(
         flags: [Setting: String], configFile: String? = nil, environment: [String: String]? = nil, accessLogger: Logger? = nil
     ) async throws -> ConfigReader {
-        let environment = environment ?? ProcessInfo.processInfo.environment
+        // An empty value is no value, in every source: an empty variable (a secret's key with
+        // nothing in it, `${UNSET}` in a manifest) leaves the file's value or the default.
+        let environment = (environment ?? ProcessInfo.processInfo.environment).filter { !$0.value.isEmpty }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        for (setting, value) in flags {
+        for (setting, value) in flags where !value.isEmpty {
             values[AbsoluteConfigKey([setting.key])] = ConfigValue(.string(value), isSecret: setting.isSecret)
         }
         let secrets = Set(Setting.all.filter(\.isSecret).map(\.environmentName))
@@ -245,9 +247,12 @@ extension ServerConfiguration {
             worker.leaseMilliseconds = max(lease, 1000)
             worker.heartbeatInterval = .milliseconds(max(worker.leaseMilliseconds / 3, 100))
         }
-        retention.finishedJobsMilliseconds = try values.milliseconds(.jobRetention) ?? retention.finishedJobsMilliseconds
-        retention.tombstonesMilliseconds = try values.milliseconds(.tombstoneRetention) ?? retention.tombstonesMilliseconds
-        retention.idempotencyMilliseconds = try values.milliseconds(.idempotencyRetention) ?? retention.idempotencyMilliseconds
+        // Floors that catch a count of days written without its unit (`30` reads as seconds):
+        // records kept for seconds would apply a retried push twice, and a tombstone purged at
+        // once sends every device back to a full resync.
+        retention.finishedJobsMilliseconds = try values.milliseconds(.jobRetention, atLeast: 60_000) ?? retention.finishedJobsMilliseconds
+        retention.tombstonesMilliseconds = try values.milliseconds(.tombstoneRetention, atLeast: 3_600_000) ?? retention.tombstonesMilliseconds
+        retention.idempotencyMilliseconds = try values.milliseconds(.idempotencyRetention, atLeast: 3_600_000) ?? retention.idempotencyMilliseconds
         if let interval = try values.milliseconds(.maintenanceInterval) { maintenanceInterval = .milliseconds(max(interval, 100)) }
         front.liveLimits.perUser = try values.integer(.liveConnectionsPerUser, in: 1...Int.max) ?? front.liveLimits.perUser
         front.liveLimits.perProcess = try values.integer(.liveConnectionsTotal, in: 1...Int.max) ?? front.liveLimits.perProcess
@@ -357,10 +362,18 @@ struct SettingValues {
         }
     }
 
-    func milliseconds(_ setting: ServerConfiguration.Setting) throws(ConfigurationError) -> Int64? {
+    /// The longest duration any setting takes: ten years. Longer ones, added to a clock reading
+    /// in milliseconds or sent to PostgreSQL as an interval, would overflow.
+    static let longestDuration: Int64 = 3650 * 86_400_000
+
+    func milliseconds(_ setting: ServerConfiguration.Setting, atLeast least: Int64 = 0) throws(ConfigurationError) -> Int64? {
         guard let text = string(setting) else { return nil }
-        guard let value = DurationText.milliseconds(text) else {
-            throw ConfigurationError("\(setting.describe) must be a duration like 45s, 90m, 12h or 30d, got '\(text)'")
+        guard let value = DurationText.milliseconds(text), value <= Self.longestDuration else {
+            throw ConfigurationError("\(setting.describe) must be a duration like 45s, 90m, 12h or 30d (at most 3650d), got '\(text.prefix(64))'")
+        }
+        guard value >= least else {
+            let floor = least % 3_600_000 == 0 ? "\(least / 3_600_000)h" : least % 60_000 == 0 ? "\(least / 60_000)m" : "\(least)ms"
+            throw ConfigurationError("\(setting.describe) must be at least \(floor), got '\(text.prefix(64))' (a number without a unit is seconds)")
         }
         return value
     }

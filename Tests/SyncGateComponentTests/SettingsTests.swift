@@ -157,6 +157,14 @@ import Testing
         (["SYNCGATE_WORKERS": "-1"], "workers (SYNCGATE_WORKERS) must be an integer from 0"),
         (["SYNCGATE_LEASE": "soon"], "lease (SYNCGATE_LEASE) must be a duration"),
         (["SYNCGATE_DATABASE_URL": "mysql://x"], "databaseUrl (SYNCGATE_DATABASE_URL)"),
+        // Past ten years a duration overflows a clock reading or a PostgreSQL interval.
+        (["SYNCGATE_WEBHOOK_TIMEOUT": "9223372036854775807ms"], "webhookTimeout (SYNCGATE_WEBHOOK_TIMEOUT) must be a duration"),
+        (["SYNCGATE_LEASE": "106751991167d"], "lease (SYNCGATE_LEASE) must be a duration"),
+        (["SYNCGATE_JOB_RETENTION": "3651d"], "jobRetention (SYNCGATE_JOB_RETENTION) must be a duration"),
+        // Days written without their unit are seconds: too short to be meant.
+        (["SYNCGATE_IDEMPOTENCY_RETENTION": "30"], "idempotencyRetention (SYNCGATE_IDEMPOTENCY_RETENTION) must be at least 1h"),
+        (["SYNCGATE_TOMBSTONE_RETENTION": "30"], "tombstoneRetention (SYNCGATE_TOMBSTONE_RETENTION) must be at least 1h"),
+        (["SYNCGATE_JOB_RETENTION": "0"], "jobRetention (SYNCGATE_JOB_RETENTION) must be at least 1m"),
         (["SYNCGATE_READ_DATABASE_URL": "postgres://u@standby/db"], "readDatabaseUrl (SYNCGATE_READ_DATABASE_URL) needs a PostgreSQL primary"),
         (
             ["SYNCGATE_DATABASE_URL": "postgres://u@primary/db", "SYNCGATE_READ_DATABASE_URL": "postgres://u@standby/db,sqlite:/tmp/x.sqlite"],
@@ -169,6 +177,28 @@ import Testing
         } throws: { error in
             (error as? ConfigurationError)?.message.contains(message) == true
         }
+    }
+
+    /// An empty value counts as unset in every source: an empty variable (a secret's key with
+    /// nothing in it) or flag leaves the file's value, not the default.
+    @Test func anEmptyValueLeavesTheNextSource() async throws {
+        let file = try Self.file("databaseUrl: postgres://u@db:5432/x\nport: 9001\nidempotencyRetention: 2d\n")
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let configuration = try await Self.configuration(
+            flags: [.port: ""], file: file,
+            environment: ["SYNCGATE_DATABASE_URL": "", "SYNCGATE_PORT": "", "SYNCGATE_IDEMPOTENCY_RETENTION": ""]
+        )
+        guard case .postgres(let location) = configuration.database else {
+            Issue.record("expected the file's database, got \(configuration.database)")
+            return
+        }
+        #expect(location.host == "db")
+        #expect(configuration.port == 9001)
+        #expect(configuration.retention.idempotencyMilliseconds == 2 * 86_400_000)
+        #expect(configuration.configured.map(\.name).sorted() == ["SYNCGATE_DATABASE_URL", "SYNCGATE_IDEMPOTENCY_RETENTION", "SYNCGATE_PORT"])
+        // Retention given with a unit, at and past its floor, is taken as it is.
+        #expect(try await Self.configuration(environment: ["SYNCGATE_IDEMPOTENCY_RETENTION": "3600"]).retention.idempotencyMilliseconds == 3_600_000)
+        #expect(try await Self.configuration(environment: ["SYNCGATE_JOB_RETENTION": "3650d"]).retention.finishedJobsMilliseconds == 3650 * 86_400_000)
     }
 
     @Test func aMissingConfigFileIsAnError() async throws {
