@@ -362,6 +362,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard all != (user != nil) else { throw ValidationError("give --user ID or --all") }
+            try user.map(validUser)
         }
 
         func run() async throws {
@@ -381,6 +382,13 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Only this user") var user: String?
         @Option(help: "First day, YYYY-MM-DD") var from: String?
         @Option(help: "Last day, YYYY-MM-DD") var to: String?
+
+        func validate() throws {
+            try user.map(validUser)
+            if let from = try from.map(Self.day), let to = try to.map(Self.day), to < from {
+                throw ValidationError("--to \(to.iso8601) is before --from \(from.iso8601)")
+            }
+        }
 
         func run() async throws {
             let from = try from.map(Self.day)?.iso8601
@@ -428,4 +436,9 @@ struct AdminCommand: AsyncParsableCommand {
             if case .string(let next)? = page.json["after"] { print("more follow: --after \(next)") }
         }
     }
+}
+
+/// Refuses a `--user` that no token could name (an empty one, say), before it writes a row for it.
+func validUser(_ user: String) throws {
+    guard IdentifierLimits.isValidUserID(user) else { throw ValidationError("--user must be 1 to 128 characters without control characters") }
 }

@@ -106,4 +106,24 @@ import Testing
             }
         }
     }
+
+    /// A `--user` no token could name, or a day range that ends before it starts, is refused
+    /// before anything is written: a typo must not print success over a row made for nobody.
+    @Test func adminCommandsRefuseAnImpossibleUserOrDayRange() async throws {
+        let (url, _, cleanup) = try await MigrateCommandTests.database(.sqlite)
+        defer { cleanup() }
+        #expect(try await MigrateCommandTests.syncgate(["migrate"], url: url).status == 0)
+        for command in [
+            ["force-resync", "--user", ""], ["recompute-summaries", "--user", ""], ["force-resync", "--user", "bad\u{7}id"],
+            ["recompute-summaries", "--from", "2026-02-01", "--to", "2026-01-31"],
+        ] {
+            let result = try await MigrateCommandTests.syncgate(["admin"] + command, url: url)
+            #expect(result.status != 0, "\(command): \(result.output)")
+            #expect(result.output.contains("--user must be") || result.output.contains("is before --from"), "\(command): \(result.output)")
+        }
+        let (users, feeds) = try await StoreHarness.withExisting(url) { harness in
+            (try await harness.queryTexts("SELECT user_id FROM users"), try await harness.queryTexts("SELECT scope FROM feeds"))
+        }
+        #expect(users == [] && feeds == [], "\(users) \(feeds)")
+    }
 }
