@@ -143,6 +143,41 @@ import Testing
         }
     }
 
+    /// A household's documents arrive in diet-tracker pulls and full syncs with their household,
+    /// which a push of them needs: two households' documents of the same id stay apart, and one
+    /// pushed back as it was pulled applies to its own household.
+    @Test(arguments: Driver.selected)
+    func dietReadsNameTheHouseholdOfAHouseholdsDocuments(_ driver: Driver) async throws {
+        try await HTTPHarness.with(driver, server: Self.mounted) { http in
+            for home in ["h1", "h2"] {
+                _ = try await http.results([
+                    Op.create("households", home, ["name": .string(home)]),
+                    Op.create("household_members", "\(home):bob", ["user_id": "bob", "role": "member"]),
+                    Op.create("inventory", "abc", ["quantity": home == "h1" ? 1 : 2], household: home),
+                ])
+            }
+            let pulled = try await Self.get(http, "/sync/pull", user: "bob")
+            let inventory = (pulled.json["changes"]?.arrayValue ?? []).filter { $0["collection"] == "inventory" }
+            #expect(Set(inventory.map { "\($0["householdId"]?.stringValue ?? "-")=\($0["data"]?["quantity"]?.intValue ?? 0)" }) == ["h1=1", "h2=2"])
+            // Families and their members carry their household in their ids, not beside them.
+            #expect((pulled.json["changes"]?.arrayValue ?? []).filter { $0["collection"] == "families" || $0["collection"] == "familyMembers" }.allSatisfy { $0["householdId"] == nil })
+
+            let full = try await Self.get(http, "/sync/full", user: "bob")
+            let documents = full.json["data"]?["inventory"]?.arrayValue ?? []
+            #expect(Set(documents.map { "\($0["householdId"]?.stringValue ?? "-")=\($0["data"]?["quantity"]?.intValue ?? 0)" }) == ["h1=1", "h2=2"])
+            #expect(full.json["data"]?["families"]?.arrayValue?.allSatisfy { $0["householdId"] == nil } == true)
+
+            let second = try #require(documents.first { $0["householdId"] == "h2" })
+            let pushed = try await Self.dietPush(http, [
+                Self.change("inventory", "update", "abc", version: 1, data: ["quantity": 3], at: "2026-01-15T08:00:00.000Z", household: second["householdId"]?.stringValue)
+            ], user: "bob")
+            #expect(pushed["applied"] == ["abc"] && pushed["conflicts"] == [] && pushed["success"] == true, "\(pushed)")
+            let after = try await Self.get(http, "/sync/full?household_id=h2", user: "bob")
+            #expect(after.json["data"]?["inventory"]?[0]?["data"]?["quantity"] == 3)
+            #expect(try await Self.get(http, "/sync/full?household_id=h1", user: "bob").json["data"]?["inventory"]?[0]?["data"]?["quantity"] == 1)
+        }
+    }
+
     /// A client that pages by the answer's `cursor` and keeps its `since` reads every change
     /// once and stops; an empty `collections` reads every collection, as an absent one does.
     @Test(arguments: Driver.selected)

@@ -167,28 +167,41 @@ package enum DietTrackerDialect {
         ]
     }
 
-    /// A change of a pull.
+    /// A change of a pull. A document of a household-scoped collection names its household in
+    /// `householdId`, as a push of it must (families and their members carry theirs in their ids).
     package static func change(_ change: FeedChange) -> JSONValue {
-        [
+        var answer: JSONObject = [
             "collection": .string(collection(ofEntityType: change.entityType)), "documentId": .string(change.entityID),
             "operation": change.data == nil ? "delete" : "upsert", "data": change.data.map(JSONValue.object) ?? .null,
             "version": .int(change.version), "updatedAt": .string(change.updatedAt.rfc3339),
         ]
+        if let household = householdField(change.scope, entityType: change.entityType) { answer["householdId"] = .string(household) }
+        return .object(answer)
     }
 
-    /// `POST /sync/full`: the live documents by collection.
+    /// `POST /sync/full`: the live documents by collection, household-scoped ones with their
+    /// `householdId` as in a pull.
     package static func full(_ documents: LiveDocuments) -> JSONValue {
-        var data: JSONObject = [:]
+        // Gathered apart and wrapped once: appending to an array held in the object copied it
+        // each time, quadratic in a collection's size.
+        var lists: [String: [JSONValue]] = [:]
         for document in documents.documents {
-            let name = collection(ofEntityType: document.key.entityType)
-            var list = data[name]?.arrayValue ?? []
-            list.append([
+            var entry: JSONObject = [
                 "documentId": .string(document.key.entityID), "version": .int(document.version),
                 "updatedAt": .string(document.updatedAt.rfc3339), "data": .object(document.data),
-            ])
-            data[name] = .array(list)
+            ]
+            if let household = householdField(document.key.scope, entityType: document.key.entityType) { entry["householdId"] = .string(household) }
+            lists[collection(ofEntityType: document.key.entityType), default: []].append(.object(entry))
         }
+        let data = JSONObject(uniqueKeysWithValues: lists.map { ($0.key, JSONValue.array($0.value)) })
         return ["data": .object(data), "serverTime": .string(Timestamp(millisecondsSinceEpoch: documents.serverTime).rfc3339)]
+    }
+
+    /// The household a document of `scope` belongs to, for the collections that take
+    /// `householdId` (every household-scoped one but families and their members).
+    static func householdField(_ scope: Scope, entityType: String) -> String? {
+        guard collections[entityType] == nil else { return nil }
+        return scope.householdID
     }
 }
 
