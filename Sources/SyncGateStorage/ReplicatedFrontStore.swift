@@ -70,6 +70,8 @@ package final class ReplicatedFrontStore: FrontStore {
         }
     }
 
+    package var readsFromReplicas: Bool { true }
+
     package func pullLatest(_ query: PullQuery) async throws -> PullResult {
         outcomes["latest"].increment()
         return try await primary.pull(query)

@@ -22,6 +22,8 @@ package protocol FrontStore: Sendable {
     /// One page as the primary has it now: for a caller that knows of a change a read replica
     /// may not have replayed yet. Without replicas, ``pull(_:)``.
     func pullLatest(_ query: PullQuery) async throws -> PullResult
+    /// Whether ``pull(_:)`` may answer from a read replica (one behind the primary).
+    var readsFromReplicas: Bool { get }
     /// The feeds a user reads now: their own and their households'.
     func readableScopes(userID: String) async throws -> [Scope]
     /// The heads of `feeds`, the scopes versions of `users` and the global resync epoch, in one
@@ -54,6 +56,8 @@ extension FrontStore {
     package func pullLatest(_ query: PullQuery) async throws -> PullResult {
         try await pull(query)
     }
+
+    package var readsFromReplicas: Bool { false }
 }
 
 /// What a worker needs: claim jobs, keep their leases, apply them, settle failures.

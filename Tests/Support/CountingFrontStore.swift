@@ -11,6 +11,7 @@ package final class CountingFrontStore: FrontStore {
     private let calls = Locked<[String: Int]>([:])
     private let afterPull = Locked<(@Sendable () async throws -> Void)?>(nil)
     private let pullsFail = Locked(false)
+    private let replica = Locked<(replicated: Bool, page: PullResult?)>((false, nil))
     private let keyLookupGate = Locked<TestGate?>(nil)
     private let keyLookupException = Locked<String?>(nil)
     private let feedReadGate = Locked<TestGate?>(nil)
@@ -52,9 +53,24 @@ package final class CountingFrontStore: FrontStore {
     /// While on, every pull fails as an unreachable database's would.
     package func failPulls(_ on: Bool) { pullsFail.update { $0 = on } }
 
+    /// Plays a read replica behind the primary from now on: the next pull answers `page` (read
+    /// before some change), and a pull that must be the latest reads the base.
+    package func answerNextPullAsAReplicaBehind(with page: PullResult) {
+        replica.update { $0 = (true, page) }
+    }
+
+    package var readsFromReplicas: Bool { replica.value.replicated || base.readsFromReplicas }
+
+    package func pullLatest(_ query: PullQuery) async throws -> PullResult {
+        guard replica.value.replicated else { return try await pull(query) }
+        record("pullLatest")
+        return try await base.pullLatest(query)
+    }
+
     package func pull(_ query: PullQuery) async throws -> PullResult {
         record("pull")
         if pullsFail.value { throw StoreUnavailableError("pull: this test's replica is down") }
+        if let stale = replica.update({ replica in defer { replica.page = nil }; return replica.page }) { return stale }
         let page = try await base.pull(query)
         if let hook = afterPull.update({ hook in defer { hook = nil }; return hook }) {
             try await hook()

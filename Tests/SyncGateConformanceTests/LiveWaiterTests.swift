@@ -200,6 +200,36 @@ import SyncGateConcurrency
         }
     }
 
+    /// A long-poll whose first page came from a read replica that had not replayed the user's
+    /// removal from a household, on a front that never heard of the removal (the user waited
+    /// nowhere here then): a change to that household wakes it, and it must plan again with the
+    /// primary's memberships instead of reading the household's feed on. (No safety net: the
+    /// watcher never learns the user's scopes version on its own.)
+    @Test(arguments: Driver.selected)
+    func aWaiterWokenAfterAStaleReplicaPageReadsNoRemovedHousehold(_ driver: Driver) async throws {
+        try await Self.withCountingFront(driver, setup: .live, configuration: Self.configuration(poll: HTTPHarness.noSafetyNet), workers: 1) { http, store in
+            _ = try await http.results([Op.create("households", "home", ["name": "Home"]), HouseholdTests.member("home", "bob")], user: "alice")
+            let cursor = try await http.pullAll(user: "bob").cursor
+            // The replica's answer to bob's next pull, as it was before the removal.
+            let stale = try await store.base.pull(
+                PullQuery(userID: "bob", deviceID: "d1", cursor: try SyncCursor.decode(cursor, expectedUserID: "bob"), limit: 500)
+            )
+            #expect(stale.changes.isEmpty)
+            _ = try await http.results([Op.delete("household_members", "home:bob", base: 1, household: "home")], user: "alice")
+            store.answerNextPullAsAReplicaBehind(with: stale)
+
+            let poll = Task { try await http.pull(user: "bob", query: "cursor=\(cursor)&wait=30000") }
+            defer { poll.cancel() }
+            try await eventually("bob's long-poll asleep") { http.watcher.armedCount == 1 }
+            _ = try await http.results([Op.create("inventory", "after-removal", ["qty": 1], household: "home")], user: "alice")
+            let answer = try await poll.value
+            #expect(answer.status == 200)
+            let ids = (answer.json?["changes"]?.arrayValue ?? []).compactMap { $0["entity_id"]?.stringValue }
+            #expect(!ids.contains("after-removal"), "a removed member read \(ids)")
+            #expect(answer.json?["scopes"]?["removed"] == ["home"], "\(String(describing: answer.json))")
+        }
+    }
+
     /// A push whose finishing notification was lost reads its job as soon as the front learns
     /// notifications may have been lost (the listener reconnected: a resynchronize), not a poll
     /// interval later.

@@ -211,8 +211,12 @@ struct LiveUpdates: Sendable {
         let watermark = max(previous.deviceWatermark, watcher.watermark(of: device))
         let (heads, scopesVersion) = watcher.heads(of: cursor.positions.keys, scopesVersionOf: query.userID)
         // The user's households changed since the page it continues (after the wake, before
-        // these heads): a full pull plans with the memberships, as every read must.
-        if let scopesVersion, scopesVersion > previous.scopesVersion { return try await store.pullLatest(query) }
+        // these heads): a full pull plans with the memberships, as every read must. A version
+        // the watcher has not learned yet (it learns a user's changes only while the user
+        // waits here) is trusted only if the page came from the primary after the waiter
+        // registered; a replica's page may predate a removal the watcher never heard of.
+        let changed = scopesVersion.map { $0 > previous.scopesVersion } ?? store.readsFromReplicas
+        if changed { return try await store.pullLatest(query) }
         let plan = PullPlanner.continuing(query, cursor: cursor, heads: heads, scopesVersion: previous.scopesVersion)
         var pages: [Scope: [FeedChange]] = [:]
         for read in plan.reads {
