@@ -340,6 +340,12 @@ import SyncGateWire
         #expect(leave.wakeUsers == ["bob"])
         // Gone means gone: bob cannot write any more.
         #expect(Self.statusCodes(world.push(Self.bob, [Self.op(.create, "inventory", "x", household: "h1")])) == ["PERMISSION_DENIED"])
+        // His tablet's leave, queued under another key, is a delete of a deleted entity; a
+        // leave of someone who never belonged finds nothing.
+        let again = world.push(Self.bob, [Self.op(.delete, "household_members", "h1:bob", base: 1, key: "tablet-leave")])
+        #expect(Self.statusCodes(again) == ["server_wins"] && again.writes.isEmpty && again.households.isEmpty)
+        #expect(Self.statusCodes(world.push(Self.bob, [Self.op(.delete, "household_members", "h1:carol", base: 1, key: "not-his")])) == ["PERMISSION_DENIED"])
+        #expect(Self.statusCodes(world.push(BatchApplier(userID: "carol", collections: .default, now: F.now), [Self.op(.delete, "household_members", "h1:carol", base: 1)])) == ["ENTITY_NOT_FOUND"])
 
         // The owner adds bob again although his membership is a tombstone, then removes him.
         let readd = world.push(Self.alice, [Self.op(.create, "household_members", "h1:bob", data: ["user_id": "bob", "role": "member"], key: "readd")])
@@ -374,6 +380,9 @@ import SyncGateWire
         let purged = world.push(Self.alice, [Self.op(.create, "households", "h1", data: ["name": "Again"], key: "recreate-after-purge")])
         #expect(Self.statusCodes(purged) == ["server_wins"])
         #expect(purged.writes.isEmpty && world.households[.household("h1")]?.archived == true)
+        // A conflict names a version, also with nothing stored: clients refuse an answer without.
+        #expect(purged.results.map(\.version) == [0])
+        #expect(try JobCodec.decodeResults(JobCodec.encodeResults(purged.results)) == purged.results)
     }
 
     /// Household ids are told apart by their bytes, as the databases tell them: owning NFC

@@ -246,7 +246,8 @@ extension BatchApplier {
             if type.builtIn == .households, operation.intent != .delete, key.scope.householdID != nil, households[key.scope]?.archived == true {
                 return OperationResult(
                     idempotencyKey: operation.idempotencyKey, entityType: operation.entityType, entityID: operation.entityID,
-                    status: .conflict(.serverWins), version: current?.version, serverData: nil
+                    // A conflict always names a version: 0 once the tombstone is purged (nothing stored).
+                    status: .conflict(.serverWins), version: current?.version ?? 0, serverData: nil
                 )
             }
             // Only a corrupted or planted row gets here; the next version would not fit.
@@ -347,7 +348,9 @@ extension BatchApplier {
                 guard let member = HouseholdIDs.splitMembershipID(operation.entityID, household: household)?.user else {
                     return invalid("a household_members entity_id is '<household_id>:<user_id>'")
                 }
-                let leaving = operation.intent == .delete && member.sameBytes(as: user) && state.role(of: user) == .member
+                // A member leaves; a former one's leave again (another device's, queued) is answered
+                // as any delete of a deleted entity is. Neither gives a right.
+                let leaving = operation.intent == .delete && member.sameBytes(as: user) && state.role(of: user) != .owner
                 if !leaving {
                     guard state.role(of: user) != nil else { return deny("you are not a member of household '\(household)'") }
                     guard state.isOwned(by: user) else {
