@@ -45,6 +45,13 @@ import SyncGateWire
         // null, and differ from the stored summary at every touch).
         #expect(DailySummaries.rounded(1e307) == .double(1e307))
         #expect(DailySummaries.rounded(-1.7e308) == .double(-1.7e308))
+        // Totals that would overflow saturate at the largest double, and later items count on.
+        let huge = DailySummaries.summarize(date: "2026-01-15", logs: [["items": [["id": "a", "calories": 1e308], ["id": "b", "calories": 1e308]]]])
+        #expect(huge?["calories"] == .double(.greatestFiniteMagnitude))
+        let back = DailySummaries.summarize(date: "2026-01-15", logs: [["items": [["id": "a", "calories": 1e308], ["id": "b", "calories": 1e308], ["id": "c", "calories": -1e308]]]])
+        #expect(back?["calories"] == .double(.greatestFiniteMagnitude - 1e308))
+        let negative = DailySummaries.summarize(date: "2026-01-15", logs: [["items": [["id": "a", "fat": -1e308], ["id": "b", "fat": -1e308]]]])
+        #expect(negative?["fat"] == .double(-.greatestFiniteMagnitude))
     }
 
     @Test func aDayWithoutLogsHasNoSummary() {

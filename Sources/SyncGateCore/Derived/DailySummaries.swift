@@ -42,7 +42,10 @@ package struct DailySummaries: Derivation {
                 if let deletedAt = object[items.deletedAtField], !deletedAt.isNull { continue }
                 itemCount += 1
                 for (index, nutrient) in nutrients.enumerated() {
-                    totals[index] += object[nutrient]?.numberValue ?? 0
+                    // Saturating: a total past the largest double stays there (an infinity
+                    // would be written as 0, a day's total that contradicts its items).
+                    let sum = totals[index] + (object[nutrient]?.numberValue ?? 0)
+                    totals[index] = sum.isFinite ? sum : (sum > 0 ? .greatestFiniteMagnitude : -.greatestFiniteMagnitude)
                 }
             }
         }
