@@ -121,6 +121,22 @@ import SyncGateWire
         ])
         #expect(Self.statusCodes(world.push(applier, [late])) == ["applied"])
         #expect(Set(world.entities[key]?.meta.itemTombstones.keys ?? [:].keys) == ["gone-recently", "i1"])
+        // Nor by the next write: its retention runs from when the server stored it, so a stale
+        // copy pushed after (older than the deletion) does not bring the item back.
+        let next = Self.op(.update, "foodLogs", "f", base: 3, data: ["mealType": "dinner"], key: "next")
+        #expect(Self.statusCodes(world.push(applier, [next])) == ["applied"])
+        #expect(world.entities[key]?.meta.itemTombstones["i1"] == old)
+        let stale = Self.op(.update, "foodLogs", "f", base: 2, data: [
+            "loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "i1", "calories": 300, "updatedAt": .string(old.adding(milliseconds: -1).rfc3339)]],
+        ], key: "stale")
+        let merged = world.push(applier, [stale])
+        #expect(Self.statusCodes(merged) == ["merged"], "\(merged.results)")
+        #expect(world.entities[key]?.data?["items"] == [], "\(String(describing: world.entities[key]?.data))")
+        // A retention after it was stored, it goes at the next write.
+        let later = BatchApplier(userID: "alice", collections: collections, now: F.now.adding(milliseconds: 86_400_001))
+        let pruning = world.push(later, [Self.op(.update, "foodLogs", "f", base: world.entities[key]?.version ?? 0, data: ["mealType": "lunch"], key: "later")])
+        #expect(Self.statusCodes(pruning) == ["applied"])
+        #expect(world.entities[key]?.meta.itemTombstones.isEmpty == true && world.entities[key]?.meta.tombstonesStored.isEmpty == true)
     }
 
     @Test func operationsApplyInOrderAndRejectionsDoNotStopTheRest() {

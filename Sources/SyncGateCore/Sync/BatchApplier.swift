@@ -272,7 +272,9 @@ extension BatchApplier {
                     return .rejected(operation, .validationError, violation)
                 }
                 let limits = applier.collections.documentLimits
-                state.meta.prune(before: applier.now.adding(milliseconds: -limits.metadataRetentionMilliseconds), document: state.data, previous: current?.meta)
+                state.meta.prune(
+                    before: applier.now.adding(milliseconds: -limits.metadataRetentionMilliseconds), now: applier.now, document: state.data, previous: current?.meta
+                )
                 let size = state.storedBytes
                 if size > limits.maximumBytes {
                     return .rejected(

@@ -19,12 +19,24 @@ package struct DocumentLimits: Sendable, Hashable {
 }
 
 extension EntityMeta {
-    /// Drops item tombstones deleted before `cutoff`, and the stamps of fields `document` no
-    /// longer has that last changed before it — only those `previous` (the stored metadata before
-    /// this write) already had: their times come from clients, and one whose clock runs late
-    /// must not see its deletion dropped by the very write that made it.
-    package mutating func prune(before cutoff: Timestamp, document: JSONObject?, previous: EntityMeta?) {
-        itemTombstones = itemTombstones.filter { item, deleted in deleted >= cutoff || previous?.itemTombstones[item] == nil }
+    /// Drops item tombstones the server stored before `cutoff` (this write, at `now`, stores the
+    /// new ones), and the stamps of fields `document` no longer has that last changed before it —
+    /// only those `previous` (the stored metadata before this write) already had: their times
+    /// come from clients, and one whose clock runs late must not see its deletion dropped by the
+    /// very write that made it.
+    ///
+    /// A tombstone's retention runs from when the server stored it, not from its deleted-at time:
+    /// a device offline for weeks deletes an item with a weeks-old time, and a stale copy pushed
+    /// a day later must still find the tombstone. (Tombstones stored before that time was kept
+    /// fall back to their deleted-at time.)
+    package mutating func prune(before cutoff: Timestamp, now: Timestamp, document: JSONObject?, previous: EntityMeta?) {
+        for item in itemTombstones.keys where tombstonesStored[item] == nil && previous?.itemTombstones[item] == nil {
+            tombstonesStored[item] = now
+        }
+        itemTombstones = itemTombstones.filter { item, deleted in
+            (tombstonesStored[item] ?? deleted) >= cutoff || previous?.itemTombstones[item] == nil
+        }
+        tombstonesStored = tombstonesStored.filter { itemTombstones[$0.key] != nil }
         fields = fields.filter { field, stamp in
             document?[field] != nil || stamp.timestamp >= cutoff || previous?.fields[field] == nil
         }

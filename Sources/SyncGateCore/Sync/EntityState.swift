@@ -39,14 +39,21 @@ package struct EntityMeta: Sendable, Hashable {
     /// `items_merge`: when each stored item without an updated-at field was written (the time of
     /// the operation that wrote it), so later merges compare against that, not the entity's time.
     package var itemTimes: [String: Timestamp]
+    /// `items_merge`: when the server first stored each item tombstone (its deleted-at time is
+    /// the client's, maybe weeks old): the retention runs from here.
+    package var tombstonesStored: [String: Timestamp]
 
-    package init(fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:], itemTimes: [String: Timestamp] = [:]) {
+    package init(
+        fields: [String: FieldStamp] = [:], itemTombstones: [String: Timestamp] = [:], itemTimes: [String: Timestamp] = [:],
+        tombstonesStored: [String: Timestamp] = [:]
+    ) {
         self.fields = fields
         self.itemTombstones = itemTombstones
         self.itemTimes = itemTimes
+        self.tombstonesStored = tombstonesStored
     }
 
-    package var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty && itemTimes.isEmpty }
+    package var isEmpty: Bool { fields.isEmpty && itemTombstones.isEmpty && itemTimes.isEmpty && tombstonesStored.isEmpty }
 
     package var json: JSONValue {
         var object: JSONObject = [:]
@@ -58,6 +65,9 @@ package struct EntityMeta: Sendable, Hashable {
         }
         if !itemTimes.isEmpty {
             object["t"] = .object(itemTimes.mapValues { .int($0.millisecondsSinceEpoch) })
+        }
+        if !tombstonesStored.isEmpty {
+            object["s"] = .object(tombstonesStored.mapValues { .int($0.millisecondsSinceEpoch) })
         }
         return .object(object)
     }
@@ -75,6 +85,9 @@ package struct EntityMeta: Sendable, Hashable {
         }
         for (item, millis) in object["t"]?.objectValue ?? [:] {
             if let millis = millis.integerValue { itemTimes[item] = Timestamp(millisecondsSinceEpoch: millis) }
+        }
+        for (item, millis) in object["s"]?.objectValue ?? [:] {
+            if let millis = millis.integerValue { tombstonesStored[item] = Timestamp(millisecondsSinceEpoch: millis) }
         }
     }
 }
