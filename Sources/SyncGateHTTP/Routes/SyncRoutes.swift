@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import HTTPTypes
 package import Hummingbird
 package import Logging
@@ -140,13 +141,15 @@ package struct SyncRoutes: Sendable {
         let userID = try context.userID()
         let deviceID = try reader.deviceID()
         let parameters = try reader.query(allowed: ["cursor", "limit", "entity_types", "wait"])
-        return try await answerPull(parameters, userID: userID, deviceID: deviceID)
+        return try await answerPull(parameters, userID: userID, deviceID: deviceID, expiresAt: context.identity?.expiresAt)
     }
 
     /// A page of `userID`'s feeds by the pull parameters (`cursor`, `limit`, `entity_types`, `wait`).
-    func answerPull(_ parameters: [String: String], userID: String, deviceID: String) async throws -> Response {
+    /// A long-poll waits no longer than its token is valid (`expiresAt`), as an event stream.
+    func answerPull(_ parameters: [String: String], userID: String, deviceID: String, expiresAt: Date? = nil) async throws -> Response {
         let limit = try RequestReader.integer(parameters, "limit", in: 1...configuration.maximumPullLimit, default: configuration.defaultPullLimit)
-        let wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
+        var wait = try RequestReader.integer(parameters, "wait", in: 0...configuration.maximumPullWaitMilliseconds, default: 0)
+        if let expiresAt { wait = min(wait, Int(max(0, expiresAt.timeIntervalSinceNow) * 1000)) }
         let types = try RequestReader.entityTypes(parameters)
         let poll = LongPoll(userID: userID, deviceID: deviceID, cursor: parameters["cursor"] ?? "", limit: limit, entityTypes: types)
         guard wait > 0 else { return .json(bytes: Self.pageBody(try await live.pull(poll.query()))) }
