@@ -1,5 +1,7 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
+import NIOCore
 import InMemoryTracing
 import Logging
 import SyncGateCore
@@ -149,6 +151,65 @@ import SyncGateConcurrency
             // A token without the configured claim names no user.
             #expect(await Self.code(custom, try await provider.token(ec, user: "dave")) == "UNAUTHENTICATED")
         }
+    }
+
+    /// Several providers: one that is down keeps its own keys in hand and does not hold back the
+    /// others' (their tokens are verified, and keys they rotate in are learned).
+    @Test func aProviderThatIsDownDoesNotHoldBackTheOthers() async throws {
+        try await TestIdentityProvider.with { up in
+            try await TestIdentityProvider.with { down in
+                let first = try await TestIdentityProvider.Key.es256("up-1")
+                up.publish([first])
+                down.setDown(true)
+                let configuration = IdentityProviderKeys.Configuration(
+                    jwksURLs: [down.url, up.url], issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience
+                )
+                let clock = MovedClock()
+                let keys = IdentityProviderKeys(configuration: configuration, minimumRefreshInterval: .milliseconds(300), logger: Self.logger, clock: clock.now)
+                let authority = await TokenAuthority(secret: nil, identityProvider: keys)
+                #expect(await keys.refresh() == false)
+                #expect(await Self.code(authority, try await up.token(first, user: "alice")) == "accepted")
+                // A key the healthy provider rotates in is learned while the other is still down.
+                let second = try await TestIdentityProvider.Key.es256("up-2")
+                up.publish([first, second])
+                clock.advance(.seconds(1))
+                #expect(await Self.code(authority, try await up.token(second, user: "bob")) == "accepted")
+                // A key id neither has: the one that is down might hold it (503, not 401).
+                let stranger = try await TestIdentityProvider.Key.es256("elsewhere")
+                clock.advance(.seconds(1))
+                #expect(await Self.code(authority, try await up.token(stranger, user: "carol")) == "UNAVAILABLE")
+            }
+        }
+    }
+
+    /// A provider that answers its head and then stalls is given up on at the fetch timeout,
+    /// not the HTTP client's read timeout: requests that wait for a new key id wait that long.
+    @Test func aStalledKeysAnswerEndsAtTheFetchTimeout() async throws {
+        let router = Router()
+        router.get("jwks") { _, _ in
+            Response(status: .ok, body: ResponseBody { writer in
+                try await writer.write(ByteBuffer(string: "{\"keys\":["))
+                try await Task.sleep(for: .seconds(3600))
+                try await writer.finish(nil)
+            })
+        }
+        let outcome = try await withTestHTTPServer(router) { port in
+            let configuration = IdentityProviderKeys.Configuration(
+                jwksURLs: ["http://127.0.0.1:\(port)/jwks"], issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience
+            )
+            let keys = IdentityProviderKeys(configuration: configuration, fetchTimeout: .milliseconds(300), logger: Self.logger)
+            // The hang guard, far above the 300 ms timeout on a busy machine.
+            return try await withThrowingTaskGroup(of: String.self) { group in
+                group.addTask { await keys.refresh() ? "fetched" : "failed" }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(60))
+                    return "still waiting"
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? "none"
+            }
+        }
+        #expect(outcome == "failed")
     }
 
     @Test func wrongIssuerAudienceExpiryOrSignatureAreRefused() async throws {

@@ -63,6 +63,9 @@ package actor IdentityProviderKeys {
 
     private var keys = JWTKeyCollection()
     private var keyIDs: Set<String> = []
+    /// Each URL's last document fetched: one provider that is down keeps its keys in hand and
+    /// does not hold back the others'.
+    private var documents: [String: JWKS] = [:]
     private var expires: ContinuousClock.Instant?
     private var lastAttempt: ContinuousClock.Instant?
     private var lastFetchSucceeded = false
@@ -130,22 +133,30 @@ package actor IdentityProviderKeys {
 
     private func fetchAll() async -> Bool {
         defer { refreshingTask = nil }
-        var documents: [(JWKS, Duration)] = []
+        var lifetimes: [Duration] = []
+        var failed = 0
         for url in configuration.jwksURLs {
             do {
-                documents.append(try await Self.fetch(url, timeout: fetchTimeout, minimumLifetime: minimumLifetime))
+                let (jwks, lifetime) = try await Self.fetch(url, timeout: fetchTimeout, minimumLifetime: minimumLifetime)
+                documents[url] = jwks
+                lifetimes.append(lifetime)
             } catch {
-                // Keep every key in hand: a provider outage must not sign every user out.
+                // Keep its keys in hand: a provider outage must not sign its users out.
                 logger.warning("fetching the identity provider's keys failed; keeping the keys in hand", metadata: [
-                    "syncgate.jwks_url": "\(url)", "syncgate.error": "\(error)", "syncgate.keys_in_hand": "\(keyIDs.count)",
+                    "syncgate.jwks_url": "\(url)", "syncgate.error": "\(error)", "syncgate.keys_in_hand": "\(documents[url]?.keys.count ?? 0)",
                 ])
-                lastFetchSucceeded = false
-                return false
+                failed += 1
             }
+        }
+        // Nothing new: the keys in hand stay as they are.
+        guard failed < configuration.jwksURLs.count else {
+            lastFetchSucceeded = false
+            return false
         }
         let collection = JWTKeyCollection()
         var identifiers: Set<String> = []
-        for (jwks, _) in documents {
+        for url in configuration.jwksURLs {
+            guard let jwks = documents[url] else { continue }
             for jwk in jwks.keys {
                 // Only signing keys with an id (a token selects its key by `kid`).
                 guard let kid = jwk.keyIdentifier?.string else { continue }
@@ -159,17 +170,36 @@ package actor IdentityProviderKeys {
         }
         keys = collection
         keyIDs = identifiers
-        lastFetchSucceeded = true
-        expires = clock() + (documents.map(\.1).min() ?? Self.defaultLifetime)
+        // A provider that failed is asked again once the refresh interval has passed.
+        lastFetchSucceeded = failed == 0
+        expires = failed == 0 ? clock() + (lifetimes.min() ?? Self.defaultLifetime) : clock()
         logger.info("identity provider keys loaded", metadata: ["syncgate.keys": "\(identifiers.sorted())"])
-        return true
+        return failed == 0
     }
 
     struct FetchError: Error, CustomStringConvertible {
         var description: String
     }
 
+    /// One provider's JWKS, fetched within `timeout` whole: AsyncHTTPClient's deadline ends with
+    /// the answer's head, and a body that stalls after it would hold every request waiting for
+    /// a new key id until the client's read timeout.
     static func fetch(_ url: String, timeout: Duration, minimumLifetime: Duration) async throws -> (JWKS, Duration) {
+        try await withThrowingTaskGroup(of: (JWKS, Duration)?.self) { group in
+            group.addTask { try await exchange(url, timeout: timeout, minimumLifetime: minimumLifetime) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let fetched = try await group.next(), let document = fetched else {
+                throw FetchError(description: "no whole answer within \(timeout)")
+            }
+            return document
+        }
+    }
+
+    private static func exchange(_ url: String, timeout: Duration, minimumLifetime: Duration) async throws -> (JWKS, Duration) {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         let response = try await HTTPClient.shared.execute(request, timeout: .init(timeout))
