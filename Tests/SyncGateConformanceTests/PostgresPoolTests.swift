@@ -140,7 +140,7 @@ import Testing
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
         var configuration = PostgresDriver.Configuration.forTests(location, maximumConnections: 2)
-        configuration.idleInTransactionTimeout = .milliseconds(500)
+        configuration.idleInTransactionTimeout = .seconds(1)
         // The caller's deadline also ends a transaction (in a process that runs): not this one.
         configuration.jobTimeout = .seconds(3600)
         let driver = PostgresDriver(configuration: configuration, logger: StoreHarness.logger)
@@ -148,18 +148,37 @@ import Testing
             group.addTask { try await driver.run() }
             defer { group.cancelAll() }
             try await withConnection(location) { try await $0.integer("INSERT INTO feeds (scope, head) VALUES ('u:ann', 7) RETURNING 0") }
-            let locked = Latch()
             let resume = Latch()
-            let stopped = Task {
-                try await driver.transaction(now: nil, for: .apply) { transaction in
-                    _ = try await transaction.lockFeeds([.user("ann"), .user("bob")])
-                    locked.open()
-                    // The stopped process: nothing more is sent in this transaction.
-                    try await resume.wait()
+            defer { resume.open() }
+            // A loaded machine may pause this process for the limit between the transaction's
+            // first statements: then the server ends it before it locks, and it is tried again.
+            var stopped: Task<Void, Never>?
+            for _ in 0..<5 where stopped == nil {
+                let locked = Latch()
+                let ended = Latch()
+                let attempt = Task {
+                    defer { ended.open() }
+                    _ = try? await driver.transaction(now: nil, for: .apply) { transaction in
+                        _ = try await transaction.lockFeeds([.user("ann"), .user("bob")])
+                        locked.open()
+                        // The stopped process: nothing more is sent in this transaction.
+                        try await resume.wait()
+                    }
                 }
+                // Both waits end at cancellation (a task's value would not).
+                let tookTheLock = await withTaskGroup(of: Bool.self) { race in
+                    race.addTask { (try? await locked.wait()) != nil }
+                    race.addTask { (try? await ended.wait()).map { false } ?? false }
+                    defer { race.cancelAll() }
+                    return await race.next() ?? false
+                }
+                if tookTheLock { stopped = attempt } else { attempt.cancel() }
             }
-            defer { resume.open(); stopped.cancel() }
-            try await locked.wait()
+            defer { stopped?.cancel() }
+            guard stopped != nil else {
+                Issue.record("the transaction never held the lock: ended before its second statement five times")
+                return
+            }
             // Another writer waits for the feed's lock and gets it once the session is ended
             // (its lock_timeout is a hang guard only: without the limit the test fails there).
             let head = try await withConnection(location) { connection in
