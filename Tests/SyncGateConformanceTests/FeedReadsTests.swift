@@ -91,32 +91,4 @@ import Testing
             #expect(batches.waitingCount == 0)
         }
     }
-
-    /// A pull page ends once its documents reach 4 MiB, whatever its limit: 24 documents of
-    /// 240 KiB come in pages that each stay under the bytes plus one document, every one once
-    /// and in order.
-    @Test(arguments: Driver.selected)
-    func aPullPageEndsAtItsBytes(_ driver: Driver) async throws {
-        try await StoreHarness.with(driver) { harness in
-            let blob = JSONValue.string(String(repeating: "x", count: 240 * 1024))
-            for batch in 0..<3 {
-                let results = try await harness.apply((0..<8).map { Op.create("contacts", "c\(batch * 8 + $0)", ["blob": blob]) })
-                #expect(results.allSatisfy { $0.outcome == "applied" })
-            }
-            var cursor: SyncCursor?
-            var seen: [String] = []
-            var pages = 0
-            while pages < 24 {
-                let page = try await harness.store.pull(PullQuery(userID: "alice", deviceID: "d1", cursor: cursor, limit: 500))
-                pages += 1
-                let bytes = page.changes.reduce(0) { $0 + ($1.document?.bytes.count ?? 0) }
-                #expect(bytes < PullQuery.defaultMaximumBytes + 241 * 1024, "page \(pages): \(bytes) bytes")
-                seen += page.changes.map(\.entityID)
-                cursor = page.cursor
-                if !page.hasMore { break }
-            }
-            #expect(pages >= 2)
-            #expect(seen == (0..<24).map { "c\($0)" })
-        }
-    }
 }

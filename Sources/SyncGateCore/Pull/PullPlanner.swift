@@ -150,9 +150,7 @@ package struct PullPlan: Sendable {
     package var scopesVersion: Int64
 
     /// Builds the page from the rows read per feed and the floors as of that read. Feeds without
-    /// an entry in `pages` were not read because the page was already full. The page ends at
-    /// ``PullQuery/limit`` changes or once they reach ``PullQuery/maximumBytes``, whichever
-    /// comes first; the cursor then stops after the last change given.
+    /// an entry in `pages` were not read because the page was already full.
     package func assemble(pages: [Scope: [FeedChange]], floors: [Scope: Int64] = [:], deviceWatermark: Int64) -> PullResult {
         if forceResync, let cursor = query.cursor {
             return PullResult(
@@ -165,28 +163,20 @@ package struct PullPlan: Sendable {
         var floorsSeen: [Scope: Int64] = [:]
         var hasMore = false
         var remaining = query.limit
-        var bytes = 0
         for read in reads {
             let head = feeds[read.scope]?.head ?? 0
-            // Once the page has its bytes, the feeds after count as not read.
-            let page = pages[read.scope]
-            guard let rows = page, changes.isEmpty || bytes < query.maximumBytes else {
+            guard let rows = pages[read.scope] else {
                 positions[read.scope] = read.after
                 floorsSeen[read.scope] = read.floorSeen
-                if head > read.after || page?.isEmpty == false { hasMore = true }
+                if head > read.after { hasMore = true }
                 continue
             }
             // The rows were read under this floor (a purge past the position would have failed
             // the read), so the new position is consistent with it.
             floorsSeen[read.scope] = max(read.floorSeen, floors[read.scope] ?? 0)
-            var count = 0
-            while count < rows.count, count < remaining, changes.isEmpty || bytes < query.maximumBytes {
-                bytes += rows[count].pageBytes
-                changes.append(rows[count])
-                count += 1
-            }
-            let taken = rows.prefix(count)
-            remaining -= count
+            let taken = rows.prefix(remaining)
+            remaining -= taken.count
+            changes.append(contentsOf: taken)
             if rows.count > taken.count {
                 hasMore = true
                 positions[read.scope] = taken.last?.sequence ?? read.after

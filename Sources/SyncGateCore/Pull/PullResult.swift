@@ -10,23 +10,13 @@ package struct PullQuery: Sendable, Hashable {
     package var limit: Int
     /// `nil`: every type.
     package var entityTypes: Set<String>?
-    /// A page ends once its changes reach this many bytes (it always holds at least one):
-    /// ``limit`` changes of documents up to 1 MiB each would be an answer of up to a GiB.
-    package var maximumBytes: Int
 
-    /// The bytes a page of changes may reach before it ends.
-    package static let defaultMaximumBytes = 4 << 20
-
-    package init(
-        userID: String, deviceID: String, cursor: SyncCursor?, limit: Int, entityTypes: Set<String>? = nil,
-        maximumBytes: Int = PullQuery.defaultMaximumBytes
-    ) {
+    package init(userID: String, deviceID: String, cursor: SyncCursor?, limit: Int, entityTypes: Set<String>? = nil) {
         self.userID = userID
         self.deviceID = deviceID
         self.cursor = cursor
         self.limit = limit
         self.entityTypes = entityTypes
-        self.maximumBytes = maximumBytes
     }
 
     /// The same query from `cursor` on: the page after one that answered `cursor`.
@@ -49,9 +39,6 @@ package struct FeedChange: Sendable, Hashable {
     package var updatedAt: Timestamp
     /// `service:<key name>` for a change a service key's push made; `nil` for a device's.
     package var origin: String?
-
-    /// What the change adds to a page, about: its document, ids and fields.
-    package var pageBytes: Int { (document?.bytes.count ?? 0) + entityType.utf8.count + entityID.utf8.count + 128 }
 
     package init(
         scope: Scope, sequence: Int64, entityType: String, entityID: String, version: Int64, data: JSONObject?, updatedAt: Timestamp,
