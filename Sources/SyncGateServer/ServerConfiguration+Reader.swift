@@ -247,7 +247,8 @@ extension ServerConfiguration {
             worker.leaseMilliseconds = max(lease, 1000)
             worker.heartbeatInterval = .milliseconds(max(worker.leaseMilliseconds / 3, 100))
         }
-        // Floors that catch a count of days written without its unit (`30` reads as seconds):
+        // Floors for a bare number, to catch a count of days written without its unit (`30`
+        // reads as seconds):
         // records kept for seconds would apply a retried push twice, and a tombstone purged at
         // once sends every device back to a full resync.
         retention.finishedJobsMilliseconds = try values.milliseconds(.jobRetention, atLeast: 60_000) ?? retention.finishedJobsMilliseconds
@@ -371,7 +372,8 @@ struct SettingValues {
         guard let value = DurationText.milliseconds(text), value <= Self.longestDuration else {
             throw ConfigurationError("\(setting.describe) must be a duration like 45s, 90m, 12h or 30d (at most 3650d), got '\(text.prefix(64))'")
         }
-        guard value >= least else {
+        // Only a bare number (seconds) is held to the floor: `20s` says what it means.
+        guard value >= least || text.trimmingCharacters(in: .whitespaces).contains(where: \.isLetter) else {
             let floor = least % 3_600_000 == 0 ? "\(least / 3_600_000)h" : least % 60_000 == 0 ? "\(least / 60_000)m" : "\(least)ms"
             throw ConfigurationError("\(setting.describe) must be at least \(floor), got '\(text.prefix(64))' (a number without a unit is seconds)")
         }

@@ -207,6 +207,16 @@ package struct PooledRequests: Sendable {
     }
 
     package func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String?) async throws -> (status: Int, body: ByteBuffer, headers: HTTPFields) {
+        do {
+            return try await sendOnce(method, uri, headers: headers, body: body)
+        } catch let error as IOError where error.errnoCode == ECONNRESET && method == .get {
+            // A pooled keep-alive connection the server closed meanwhile is reset when reused
+            // (seen once in a long convergence run under load); a GET is safe to send again.
+            return try await sendOnce(method, uri, headers: headers, body: body)
+        }
+    }
+
+    private func sendOnce(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, body: String?) async throws -> (status: Int, body: ByteBuffer, headers: HTTPFields) {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(uri)")
         request.method = HTTPMethod(rawValue: method.rawValue)
         for field in headers { request.headers.add(name: field.name.rawName, value: field.value) }

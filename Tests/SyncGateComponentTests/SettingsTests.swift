@@ -199,6 +199,8 @@ import Testing
         // Retention given with a unit, at and past its floor, is taken as it is.
         #expect(try await Self.configuration(environment: ["SYNCGATE_IDEMPOTENCY_RETENTION": "3600"]).retention.idempotencyMilliseconds == 3_600_000)
         #expect(try await Self.configuration(environment: ["SYNCGATE_JOB_RETENTION": "3650d"]).retention.finishedJobsMilliseconds == 3650 * 86_400_000)
+        // With its unit a short retention is meant (a benchmark's, docs/performance.md).
+        #expect(try await Self.configuration(environment: ["SYNCGATE_IDEMPOTENCY_RETENTION": "20s"]).retention.idempotencyMilliseconds == 20_000)
     }
 
     @Test func aMissingConfigFileIsAnError() async throws {

@@ -34,7 +34,8 @@ extension EntityMeta {
             tombstonesStored[item] = now
         }
         itemTombstones = itemTombstones.filter { item, deleted in
-            (tombstonesStored[item] ?? deleted) >= cutoff || previous?.itemTombstones[item] == nil
+            // A later deletion (its time raised by another device's) keeps it as long as before.
+            max(tombstonesStored[item] ?? deleted, deleted) >= cutoff || previous?.itemTombstones[item] == nil
         }
         tombstonesStored = tombstonesStored.filter { itemTombstones[$0.key] != nil }
         fields = fields.filter { field, stamp in
