@@ -139,8 +139,9 @@ import Testing
     @Test func aSessionIdleInATransactionIsEndedAndItsLocksReleased() async throws {
         guard Driver.selected.contains(.postgres) else { return }
         let location = try await TestDatabases.shared.freshPostgres()
-        var configuration = PostgresDriver.Configuration.forTests(location, maximumConnections: 2)
-        configuration.idleInTransactionTimeout = .seconds(1)
+        // Room for attempts that stay stuck (below).
+        var configuration = PostgresDriver.Configuration.forTests(location, maximumConnections: 8)
+        configuration.idleInTransactionTimeout = .seconds(3)
         // The caller's deadline also ends a transaction (in a process that runs): not this one.
         configuration.jobTimeout = .seconds(3600)
         let driver = PostgresDriver(configuration: configuration, logger: StoreHarness.logger)
@@ -152,6 +153,8 @@ import Testing
             defer { resume.open() }
             // A loaded machine may pause this process for the limit between the transaction's
             // first statements: then the server ends it before it locks, and it is tried again.
+            // (Its next statement then waits for the deadline: PostgresNIO does not answer one
+            // sent on a session the server ended, so an attempt is also given up after a minute.)
             var stopped: Task<Void, Never>?
             for _ in 0..<5 where stopped == nil {
                 let locked = Latch()
@@ -169,6 +172,7 @@ import Testing
                 let tookTheLock = await withTaskGroup(of: Bool.self) { race in
                     race.addTask { (try? await locked.wait()) != nil }
                     race.addTask { (try? await ended.wait()).map { false } ?? false }
+                    race.addTask { (try? await Task.sleep(for: .seconds(60))).map { false } ?? false }
                     defer { race.cancelAll() }
                     return await race.next() ?? false
                 }
