@@ -139,6 +139,34 @@ import SyncGateWire
         #expect(world.entities[key]?.meta.itemTombstones.isEmpty == true && world.entities[key]?.meta.tombstonesStored.isEmpty == true)
     }
 
+    /// A tombstone another device deleted again later (its deletedAt raised) is kept for the
+    /// retention from that later deletion, not only from when the server first stored it.
+    @Test func aTombstoneDeletedAgainLaterIsKeptFromTheLaterDeletion() {
+        var collections = Collections.default
+        collections.documentLimits.metadataRetentionMilliseconds = 86_400_000
+        let hour: Int64 = 3_600_000
+        func applier(after hours: Int64) -> BatchApplier {
+            BatchApplier(userID: "alice", collections: collections, now: F.now.adding(milliseconds: hours * hour))
+        }
+        let key = EntityKey(scope: .user("alice"), entityType: "foodLogs", entityID: "f")
+        var world = World()
+        world.entities[key] = EntityState(
+            key: key, version: 1, data: ["loggedDate": "2026-01-15", "mealType": "lunch", "items": [["id": "i2", "calories": 5]]],
+            clientTimestamp: F.now, updatedAt: F.now
+        )
+        func items(_ list: JSONValue) -> JSONObject { ["loggedDate": "2026-01-15", "mealType": "lunch", "items": list] }
+        // Stored now, with a deletedAt two days old; deleted again 10 hours on, as of 10 hours on.
+        let first = world.push(applier(after: 0), [Self.op(.update, "foodLogs", "f", base: 1, data: items([["id": "i2", "deletedAt": .string(F.now.adding(milliseconds: -48 * hour).rfc3339)]]), key: "d1")])
+        let again = world.push(applier(after: 10), [Self.op(.update, "foodLogs", "f", base: 2, data: items([["id": "i2", "deletedAt": .string(F.now.adding(milliseconds: 10 * hour).rfc3339)]]), key: "d2")])
+        // 29 hours on the first store is past the retention, the later deletion is not.
+        let later = world.push(applier(after: 29), [Self.op(.update, "foodLogs", "f", base: 3, data: ["mealType": "dinner"], key: "w")])
+        #expect(Self.statusCodes(first) + Self.statusCodes(again) + Self.statusCodes(later) == ["applied", "applied", "applied"])
+        #expect(world.entities[key]?.meta.itemTombstones["i2"] == F.now.adding(milliseconds: 10 * hour))
+        // 35 hours on, it is past the retention from either: dropped.
+        _ = world.push(applier(after: 35), [Self.op(.update, "foodLogs", "f", base: 4, data: ["mealType": "lunch"], key: "w2")])
+        #expect(world.entities[key]?.meta.itemTombstones.isEmpty == true)
+    }
+
     @Test func operationsApplyInOrderAndRejectionsDoNotStopTheRest() {
         let outcome = Self.alice.apply(
             [
