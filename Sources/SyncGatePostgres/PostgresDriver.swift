@@ -200,12 +200,12 @@ package final class PostgresDriver: StorageDriver, Service {
         ("tcp_keepalives_count", "6"),
     ]
 
-    /// The session setting that ends a session idle in a transaction for longer than `limit`
-    /// (milliseconds, at least one: 0 would mean no limit).
+    /// The session setting that ends a session idle in a transaction for longer than `limit`:
+    /// milliseconds by NIO's saturating conversion (as `AnnounceJobsStatement`'s lock timeout),
+    /// at least one (0 would mean no limit) and at most what the setting, an `int`, holds.
     static func idleInTransactionLimit(_ limit: Duration) -> (String, String) {
-        let (seconds, attoseconds) = limit.components
-        let milliseconds = seconds >= Int64(Int32.max) / 1000 ? Int64(Int32.max) : seconds * 1000 + attoseconds / 1_000_000_000_000_000
-        return ("idle_in_transaction_session_timeout", String(max(1, milliseconds)))
+        let milliseconds = min(max(1, TimeAmount(limit).nanoseconds / 1_000_000), Int64(Int32.max))
+        return ("idle_in_transaction_session_timeout", String(milliseconds))
     }
 
     static func clientConfiguration(_ location: DatabaseURL.PostgresLocation) -> PostgresClient.Configuration {

@@ -248,9 +248,8 @@ extension ServerConfiguration {
             worker.heartbeatInterval = .milliseconds(max(worker.leaseMilliseconds / 3, 100))
         }
         // Floors for a bare number, to catch a count of days written without its unit (`30`
-        // reads as seconds):
-        // records kept for seconds would apply a retried push twice, and a tombstone purged at
-        // once sends every device back to a full resync.
+        // reads as seconds): records kept for seconds would apply a retried push twice, and a
+        // tombstone purged at once sends every device back to a full resync.
         retention.finishedJobsMilliseconds = try values.milliseconds(.jobRetention, atLeast: 60_000) ?? retention.finishedJobsMilliseconds
         retention.tombstonesMilliseconds = try values.milliseconds(.tombstoneRetention, atLeast: 3_600_000) ?? retention.tombstonesMilliseconds
         retention.idempotencyMilliseconds = try values.milliseconds(.idempotencyRetention, atLeast: 3_600_000) ?? retention.idempotencyMilliseconds

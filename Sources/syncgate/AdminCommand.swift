@@ -438,7 +438,8 @@ struct AdminCommand: AsyncParsableCommand {
     }
 }
 
-/// Refuses a `--user` that no token could name (an empty one, say), before it writes a row for it.
+/// Refuses a `--user` that no token could name (an empty one, say): `token` issues none for it,
+/// and the admin commands write no row for it.
 func validUser(_ user: String) throws {
     guard IdentifierLimits.isValidUserID(user) else { throw ValidationError("--user must be 1 to 128 characters without control characters") }
 }

@@ -20,7 +20,7 @@ struct TokenCommand: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
-        guard IdentifierLimits.isValidUserID(user) else { throw ValidationError("--user must be 1 to 128 characters without control characters") }
+        try validUser(user)
         guard ttl > 0 else { throw ValidationError("--ttl must be positive") }
     }
 
